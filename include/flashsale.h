@@ -1,0 +1,87 @@
+/* flashsale.h: the public C API, the one a web tier links.
+ *
+ * Publish buy intents and sale records to the intents topic (keyed by SKU, idempotent
+ * producer), read a result from Postgres, wait for one (Postgres, then the results topic),
+ * follow the results topic, read a SKU's stock. Errors: negative errno values, with a one-line
+ * message in flashsale_error(). One handle per thread. */
+#ifndef FLASHSALE_H
+#define FLASHSALE_H
+
+#include "fs_config.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct flashsale flashsale_t;
+
+struct flashsale_result {
+	char intent_id[37];
+	char sku[65];
+	char outcome[32]; /* see the outcome table in README.md */
+	char reason[64]; /* empty unless a rejection says why */
+	int64_t qty;
+	int64_t expires_at_ms; /* holds only, on the partition's log clock */
+	int32_t partition;
+	int64_t offset;
+	bool duplicate;
+};
+
+struct flashsale_stock {
+	char sku[65];
+	char status[16]; /* open | sold_out | closed */
+	int64_t supply, available, held, sold;
+	int64_t per_buyer_limit, max_qty, hold_ms;
+};
+
+struct flashsale_sale {
+	int64_t stock;
+	int64_t per_buyer_limit; /* 0: default 1 */
+	int64_t max_qty; /* 0: the per-buyer limit */
+	int64_t hold_seconds; /* 0: default 600 */
+	int64_t opens_at_ms, closes_at_ms; /* 0: no bound; on the partition's log clock */
+};
+
+/* Needs only Kafka for publishing and only Postgres for reading: each side connects lazily. */
+flashsale_t *flashsale_new(const struct fs_config *cfg, char *err, size_t err_len);
+/* Waits (bounded by flush_timeout_ms) for published records to be delivered. */
+void flashsale_destroy(flashsale_t *fs);
+const char *flashsale_error(const flashsale_t *fs);
+
+/* Publishes a buy. intent_id NULL: a fresh UUID is generated. The id (given or new) is copied
+ * to out_id. Returns 0 once queued; flashsale_flush() tells whether it was delivered. */
+int flashsale_buy(flashsale_t *fs, const char *sku, const char *buyer_id, int64_t qty,
+		  const char *intent_id, char out_id[37]);
+int flashsale_sale_open(flashsale_t *fs, const char *sku, const struct flashsale_sale *sale);
+int flashsale_sale_restock(flashsale_t *fs, const char *sku, int64_t add);
+int flashsale_sale_close(flashsale_t *fs, const char *sku);
+/* Publishes any payload with the given key (tests and tools; the worker judges it). */
+int flashsale_publish_raw(flashsale_t *fs, const void *key, size_t key_len, const void *payload,
+			  size_t len);
+/* Waits until every published record is delivered. Returns 0 or -EIO (some failed). */
+int flashsale_flush(flashsale_t *fs, int timeout_ms);
+/* Serves delivery reports without waiting (a load loop calls it). */
+void flashsale_poll(flashsale_t *fs);
+int64_t flashsale_delivery_failures(const flashsale_t *fs);
+
+/* The decision for a buy, from Postgres. 0 found, -ENOENT not decided (yet). */
+int flashsale_result_get(flashsale_t *fs, const char *intent_id, struct flashsale_result *out);
+/* As above, and if not decided yet, follows the results topic until it arrives or timeout. */
+int flashsale_result_wait(flashsale_t *fs, const char *intent_id, int timeout_ms,
+			  struct flashsale_result *out);
+
+/* Follows the results topic from its end; cb returns non-zero to stop. Returns 0 when cb
+ * stopped it, -ETIMEDOUT when timeout_ms (<0: none) passed. */
+typedef int (*flashsale_result_cb)(const struct flashsale_result *r, void *ctx);
+int flashsale_subscribe_results(flashsale_t *fs, flashsale_result_cb cb, void *ctx,
+				int timeout_ms);
+
+/* A SKU's counters, from Postgres. 0 found, -ENOENT unknown SKU. */
+int flashsale_stock_get(flashsale_t *fs, const char *sku, struct flashsale_stock *out);
+
+/* Handles for the tools built on this API (CLI, audit). */
+void *flashsale_pg(flashsale_t *fs); /* PGconn *, connected, or NULL */
+void *flashsale_producer(flashsale_t *fs); /* rd_kafka_t *, or NULL */
+const struct fs_config *flashsale_config(const flashsale_t *fs);
+
+#endif

@@ -1,0 +1,20 @@
+/* fs_kafka.h: librdkafka handles built from the configuration: bootstrap servers, the caller's
+ * defaults, then every kafka.* key of the configuration (the user's word wins). */
+#ifndef FS_KAFKA_H
+#define FS_KAFKA_H
+
+#include "fs_config.h"
+
+#include <librdkafka/rdkafka.h>
+#include <stddef.h>
+
+/* A default: a NULL-terminated list of key, value pairs. */
+rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, const char *const *defaults,
+			       char *err, size_t err_len);
+/* Creates the handle (takes ownership of conf in every case). */
+rd_kafka_t *fs_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, char *err, size_t err_len);
+
+/* Producer defaults shared by the worker and the clients: idempotent, never gives up. */
+extern const char *const fs_kafka_producer_defaults[];
+
+#endif

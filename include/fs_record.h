@@ -1,0 +1,84 @@
+/* fs_record.h: the records of the intents topic, parsed and validated.
+ *
+ * A record is one Kafka message: key, payload, partition, offset, timestamp. Parsing never
+ * fails hard: a record that breaks any rule comes back with kind FS_KIND_INVALID and a stable
+ * reason string (see fs_reject_reason below), which the worker records as a `rejected`
+ * decision. Parsing is pure (no I/O, no clock); jansson allocates while it parses, nothing
+ * is kept after return. Thread: any. */
+#ifndef FS_RECORD_H
+#define FS_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+	FS_SKU_LEN_MAX = 64,
+	FS_BUYER_LEN_MAX = 64,
+	FS_UUID_LEN = 36,
+	FS_TOKEN_LEN_MAX = 256,
+	/* A payload over this size is rejected before parsing (configurable, this is the ceiling). */
+	FS_RECORD_BYTES_MAX = 65536,
+	FS_QTY_MAX = 1000000,
+	FS_STOCK_MAX = 1000000000,
+};
+
+enum fs_kind {
+	FS_KIND_INVALID = 0,
+	FS_KIND_BUY = 1,
+	FS_KIND_CONFIRM = 2,
+	FS_KIND_CANCEL = 3,
+	FS_KIND_OPEN = 4,
+	FS_KIND_RESTOCK = 5,
+	FS_KIND_CLOSE = 6,
+	FS_KIND_TICK = 7,
+};
+
+/* One parsed record. Fixed-size, no pointers into the message: safe to keep after the
+ * message is destroyed. */
+struct fs_record {
+	enum fs_kind kind;
+	int32_t partition;
+	int64_t offset;
+	int64_t ts_ms; /* the record's timestamp (LogAppendTime on the intents topic) */
+
+	bool has_intent; /* intent_id is a valid UUID (also set on some invalid records) */
+	char intent_id[FS_UUID_LEN + 1]; /* canonical lower-case form */
+	char sku[FS_SKU_LEN_MAX + 1];
+	char buyer_id[FS_BUYER_LEN_MAX + 1];
+	int64_t qty; /* buy: units; open: stock; restock: units added */
+
+	/* open only */
+	int64_t per_buyer_limit;
+	int64_t max_qty;
+	int64_t hold_ms;
+	int64_t opens_at_ms; /* 0: open from the open record on */
+	int64_t closes_at_ms; /* 0: no end */
+
+	/* FNV-1a 64 of the fields that define the intent (kind, sku, buyer, qty, token), masked to
+	 * 63 bits so that it fits a signed bigint. Equal for a verbatim retry, different for the
+	 * same intent id with another body (a conflict). Zero for invalid records. */
+	int64_t body_hash;
+
+	const char *reject_reason; /* static string, set iff kind == FS_KIND_INVALID */
+};
+
+struct fs_record_limits {
+	size_t bytes_max; /* payload size cap, <= FS_RECORD_BYTES_MAX */
+};
+
+/* Parses one message. Always fills *out (partition/offset/ts from the arguments). Returns 0
+ * for a valid record, -EINVAL for an invalid one (out->reject_reason says why). */
+int fs_record_parse(const struct fs_record_limits *limits, const void *key, size_t key_len,
+		    const void *payload, size_t payload_len, int32_t partition, int64_t offset,
+		    int64_t ts_ms, struct fs_record *out);
+
+const char *fs_kind_name(enum fs_kind kind);
+
+/* Validators shared with the CLI so that it refuses what the worker would reject. */
+bool fs_sku_valid(const char *sku);
+bool fs_buyer_valid(const char *buyer);
+/* Parses a UUID in any case into the canonical lower-case form; false if not a UUID. */
+bool fs_uuid_canon(const char *in, char out[FS_UUID_LEN + 1]);
+
+#endif

@@ -1,0 +1,66 @@
+/* fs_store.h: the worker's Postgres side: load a partition's state, look up stored decisions,
+ * and commit one batch in one pipelined transaction (DESIGN.md section 4).
+ *
+ * One connection, used by one thread. Every call reports failure as a negative value and
+ * leaves a one-line message in fs_store_error(). Connection loss is detected with PQstatus
+ * (after a server restart the error may carry no SQLSTATE); fs_store_ensure() reconnects. */
+#ifndef FS_STORE_H
+#define FS_STORE_H
+
+#include "fs_batch.h"
+#include "fs_core.h"
+
+#include <stdint.h>
+
+struct fs_store;
+
+struct fs_part_meta {
+	int32_t partition;
+	int64_t next_offset; /* -1: nothing decided yet */
+	int64_t first_offset;
+	int64_t replied_offset;
+	int64_t clock_ms;
+};
+
+enum fs_commit_result {
+	FS_COMMIT_OK = 0,
+	FS_COMMIT_FENCED = 1, /* the offset compare-and-set failed: another worker owns it */
+	FS_COMMIT_REDO = 2, /* guard failed or SQL error: rolled back; reload state, redo */
+	FS_COMMIT_RETRY = 3, /* connection lost before COMMIT was sent: not committed */
+	FS_COMMIT_UNKNOWN = 4, /* connection lost after COMMIT was sent: read the offset back */
+};
+
+/* Test hook: FLASHSALE_CRASH names a point in the batch where the process exits at once. */
+typedef void (*fs_crash_fn)(const char *point);
+
+int fs_store_open(const char *conninfo, struct fs_store **out);
+void fs_store_close(struct fs_store *s);
+const char *fs_store_error(const struct fs_store *s);
+/* Reconnects if the connection is bad. Returns 0 when usable. */
+int fs_store_ensure(struct fs_store *s);
+void fs_store_set_crash_hook(struct fs_store *s, fs_crash_fn fn);
+
+/* Makes sure the partition row exists, reads it and loads the partition's SKUs and buyers into
+ * the (reset) core. */
+int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
+		  struct fs_core *core, struct fs_part_meta *meta);
+
+/* Reads the stored next offset (to resolve an unknown commit outcome). */
+int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
+		       int64_t *next_offset);
+
+/* Records that results were delivered below replied_offset (guarded by next_offset). */
+int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic,
+			  int32_t partition, int64_t next_offset, int64_t replied_offset);
+
+/* Adds to the batch the decisions already stored for its intent ids. */
+int fs_store_lookup(struct fs_store *s, struct fs_batch *b);
+
+/* Commits a decided batch: offset compare-and-set (expected -> next), decisions, rejects, sale
+ * log, reservations, SKU counters (guarded by the committed base values), buyer totals, in one
+ * transaction. Returns an enum fs_commit_result. */
+int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
+		    const struct fs_part_meta *meta, int64_t next_offset, int64_t replied_offset,
+		    const struct fs_batch *b, const struct fs_core *core);
+
+#endif

@@ -1,0 +1,127 @@
+-- flashsale schema. Postgres is the truth (DESIGN.md section 3). Idempotent: safe to apply again.
+-- One database serves one intents topic and one consumer group's decisions.
+
+-- One row per (consumer group, topic, partition): where the worker goes on from. The batch
+-- transaction moves next_offset with a compare-and-set; that is the fence against stale workers.
+CREATE TABLE IF NOT EXISTS partitions (
+    grp            text   NOT NULL,
+    topic          text   NOT NULL,
+    part           int    NOT NULL,
+    -- next record to decide; -1: none decided yet, start at the beginning of the log
+    next_offset    bigint NOT NULL DEFAULT -1,
+    -- offset of the first record ever decided here (-1: none)
+    first_offset   bigint NOT NULL DEFAULT -1,
+    -- results were delivered for every record below this offset (-1: none known)
+    replied_offset bigint NOT NULL DEFAULT -1,
+    -- the partition's log clock: the largest record timestamp seen, in ms
+    clock_ms       bigint NOT NULL DEFAULT 0,
+    -- record counts by class: they add up to the records decided (audit, INV-2)
+    n_records      bigint NOT NULL DEFAULT 0,
+    n_fresh        bigint NOT NULL DEFAULT 0,
+    n_repeats      bigint NOT NULL DEFAULT 0,
+    n_conflicts    bigint NOT NULL DEFAULT 0,
+    n_invalid      bigint NOT NULL DEFAULT 0,
+    n_sale         bigint NOT NULL DEFAULT 0,
+    n_ticks        bigint NOT NULL DEFAULT 0,
+    n_batches      bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (grp, topic, part),
+    CHECK (next_offset >= -1),
+    CHECK (replied_offset <= next_offset)
+);
+
+-- The SKUs on sale and their counters. The CHECKs are the backstop of INV-1.
+CREATE TABLE IF NOT EXISTS skus (
+    sku             text     PRIMARY KEY,
+    part            int      NOT NULL,
+    status          text     NOT NULL CHECK (status IN ('open', 'closed')),
+    supply          bigint   NOT NULL,  -- initial stock + restocks
+    available       bigint   NOT NULL,
+    held            bigint   NOT NULL,
+    sold            bigint   NOT NULL,  -- confirmed
+    per_buyer_limit int      NOT NULL CHECK (per_buyer_limit >= 1),
+    max_qty         int      NOT NULL CHECK (max_qty >= 1),
+    hold_ms         bigint   NOT NULL CHECK (hold_ms >= 1000),
+    opens_at_ms     bigint   NOT NULL DEFAULT 0,
+    closes_at_ms    bigint   NOT NULL DEFAULT 0,
+    CHECK (available >= 0),
+    CHECK (held >= 0),
+    CHECK (sold >= 0),
+    CHECK (available + held + sold = supply)
+);
+
+-- One row per decided intent id and record kind (buy, confirm, cancel): the dedupe key. A
+-- repeated id is answered from here; body_hash tells a verbatim retry from a conflict.
+CREATE TABLE IF NOT EXISTS decisions (
+    intent_id     uuid     NOT NULL,
+    kind          smallint NOT NULL,   -- 1 buy, 2 confirm, 3 cancel
+    body_hash     bigint   NOT NULL,
+    part          int      NOT NULL,
+    off           bigint   NOT NULL,
+    sku           text     NOT NULL,
+    buyer_id      text,
+    qty           bigint   NOT NULL,
+    outcome       text     NOT NULL,
+    reason        text,
+    expires_at_ms bigint,
+    decided_at_ms bigint   NOT NULL,
+    PRIMARY KEY (intent_id, kind)
+);
+CREATE INDEX IF NOT EXISTS decisions_part_off ON decisions (part, off);
+CREATE INDEX IF NOT EXISTS decisions_sku_outcome ON decisions (sku, outcome);
+
+-- One row per hold: the unit(s) a buyer won, and what became of them.
+CREATE TABLE IF NOT EXISTS reservations (
+    intent_id     uuid   PRIMARY KEY,
+    sku           text   NOT NULL,
+    buyer_id      text   NOT NULL,
+    qty           bigint NOT NULL CHECK (qty >= 1),
+    status        text   NOT NULL CHECK (status IN ('held', 'confirmed', 'cancelled', 'expired')),
+    expires_at_ms bigint NOT NULL,
+    part          int    NOT NULL,
+    off           bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reservations_sku_status ON reservations (sku, status);
+
+-- Units per buyer and SKU, held + confirmed (the per-buyer limit counts these).
+CREATE TABLE IF NOT EXISTS buyers (
+    sku      text   NOT NULL,
+    buyer_id text   NOT NULL,
+    units    bigint NOT NULL CHECK (units >= 0),
+    PRIMARY KEY (sku, buyer_id)
+);
+
+-- Records that could not be read as a valid intent (bad JSON, missing fields, wrong key ...):
+-- one row per offset, with the reason; the intent id when one could be read.
+CREATE TABLE IF NOT EXISTS rejects (
+    part      int    NOT NULL,
+    off       bigint NOT NULL,
+    intent_id uuid,
+    reason    text   NOT NULL,
+    PRIMARY KEY (part, off)
+);
+
+-- The sale's own records (open, restock, close), applied exactly once each.
+CREATE TABLE IF NOT EXISTS sale_log (
+    part    int    NOT NULL,
+    off     bigint NOT NULL,
+    kind    smallint NOT NULL,  -- 4 open, 5 restock, 6 close
+    sku     text   NOT NULL,
+    amount  bigint NOT NULL,    -- open: stock; restock: units added; close: 0
+    outcome text   NOT NULL,
+    reason  text,
+    PRIMARY KEY (part, off)
+);
+
+-- Raises an error when a guard of the batch transaction does not hold, so that the pipelined
+-- transaction aborts instead of committing the rest (a zero-row UPDATE is not an error).
+-- SQLSTATE FSCAS: the offset compare-and-set failed (another worker owns the partition);
+-- FSMIS: Postgres and the worker's memory disagree (reload and redo the batch).
+CREATE OR REPLACE FUNCTION fs_assert(ok boolean, code text, what text) RETURNS int
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF ok IS NOT TRUE THEN
+        RAISE EXCEPTION '%', what USING ERRCODE = code;
+    END IF;
+    RETURN 1;
+END
+$$;

@@ -1,0 +1,210 @@
+/* batch.c: dedupe and decide one partition's batch (see fs_batch.h). */
+#include "fs_batch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Index values: items are stored as is, stored entries with the top bit set. */
+#define STORED_FLAG 0x80000000u
+
+struct key {
+	const char *intent_id;
+	enum fs_kind kind;
+};
+
+static uint64_t key_hash(const char *intent_id, enum fs_kind kind)
+{
+	return fs_hash_bytes(intent_id, FS_UUID_LEN, (uint64_t)kind);
+}
+
+static bool key_eq(const void *ctx, uint32_t value, const void *key)
+{
+	const struct fs_batch *b = ctx;
+	const struct key *k = key;
+	if (value & STORED_FLAG) {
+		const struct fs_stored *s = &b->stored[value & ~STORED_FLAG];
+		return s->kind == k->kind && strcmp(s->intent_id, k->intent_id) == 0;
+	}
+	const struct fs_item *it = &b->items[value];
+	return it->rec.kind == k->kind && strcmp(it->rec.intent_id, k->intent_id) == 0;
+}
+
+int fs_batch_init(struct fs_batch *b, uint32_t cap)
+{
+	memset(b, 0, sizeof *b);
+	b->items = calloc(cap, sizeof *b->items);
+	b->stored = calloc(cap, sizeof *b->stored);
+	if (!b->items || !b->stored) {
+		fs_batch_free(b);
+		return -ENOMEM;
+	}
+	b->cap = cap;
+	b->stored_cap = cap;
+	return 0;
+}
+
+void fs_batch_free(struct fs_batch *b)
+{
+	free(b->items);
+	free(b->stored);
+	fs_map_free(&b->index);
+	memset(b, 0, sizeof *b);
+}
+
+void fs_batch_reset_decisions(struct fs_batch *b)
+{
+	b->stored_len = 0;
+	fs_map_clear(&b->index);
+	memset(&b->counts, 0, sizeof b->counts);
+	for (uint32_t i = 0; i < b->len; i++) {
+		memset(&b->items[i].dec, 0, sizeof b->items[i].dec);
+		b->items[i].cls = 0;
+	}
+}
+
+void fs_batch_clear(struct fs_batch *b)
+{
+	b->len = 0;
+	fs_batch_reset_decisions(b);
+}
+
+struct fs_item *fs_batch_push(struct fs_batch *b)
+{
+	if (b->len == b->cap)
+		return NULL;
+	struct fs_item *it = &b->items[b->len++];
+	memset(it, 0, sizeof *it);
+	return it;
+}
+
+bool fs_item_has_key(const struct fs_item *it)
+{
+	switch (it->rec.kind) {
+	case FS_KIND_BUY:
+	case FS_KIND_CONFIRM:
+	case FS_KIND_CANCEL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s)
+{
+	if (b->stored_len == b->stored_cap)
+		return -ENOBUFS;
+	struct key k = {s->intent_id, s->kind};
+	uint64_t h = key_hash(s->intent_id, s->kind);
+	if (fs_map_get(&b->index, h, key_eq, b, &k) != FS_MAP_NONE)
+		return 0; /* the primary key makes this impossible; ignore rather than trust it */
+	uint32_t i = b->stored_len++;
+	b->stored[i] = *s;
+	if (s->dec.reason) {
+		snprintf(b->stored[i].reason_buf, sizeof b->stored[i].reason_buf, "%s",
+			 s->dec.reason);
+		b->stored[i].dec.reason = b->stored[i].reason_buf;
+	}
+	return fs_map_put(&b->index, h, i | STORED_FLAG);
+}
+
+/* Answers a record whose intent id was decided before, in the store or earlier in the batch. */
+static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found)
+{
+	int64_t hash;
+	const struct fs_decision *first;
+	int32_t part;
+	int64_t off;
+	if (found & STORED_FLAG) {
+		const struct fs_stored *s = &b->stored[found & ~STORED_FLAG];
+		hash = s->body_hash;
+		first = &s->dec;
+		part = s->partition;
+		off = s->offset;
+	} else {
+		const struct fs_item *f = &b->items[found];
+		hash = f->rec.body_hash;
+		first = &f->dec;
+		part = f->first_partition;
+		off = f->first_offset;
+	}
+	if (hash != it->rec.body_hash) {
+		it->cls = FS_ITEM_CONFLICT;
+		it->dec.outcome = FS_OUT_CONFLICT;
+		it->dec.reason = "intent_id_reused";
+		it->dec.qty = it->rec.qty;
+		it->first_partition = it->rec.partition;
+		it->first_offset = it->rec.offset;
+		b->counts.conflicts++;
+		return;
+	}
+	it->cls = FS_ITEM_REPEAT;
+	it->dec = *first;
+	it->dec.duplicate = true;
+	it->dec.reserve = false;
+	it->first_partition = part;
+	it->first_offset = off;
+	b->counts.repeats++;
+}
+
+static enum fs_item_class class_of(const struct fs_record *r)
+{
+	switch (r->kind) {
+	case FS_KIND_INVALID:
+		return FS_ITEM_INVALID;
+	case FS_KIND_OPEN:
+	case FS_KIND_RESTOCK:
+	case FS_KIND_CLOSE:
+		return FS_ITEM_SALE;
+	case FS_KIND_TICK:
+		return FS_ITEM_TICK;
+	default:
+		return FS_ITEM_NEW;
+	}
+}
+
+int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
+{
+	memset(&b->counts, 0, sizeof b->counts);
+	for (uint32_t i = 0; i < b->len; i++) {
+		struct fs_item *it = &b->items[i];
+		b->counts.records++;
+		it->first_partition = it->rec.partition;
+		it->first_offset = it->rec.offset;
+		if (fs_item_has_key(it)) {
+			struct key k = {it->rec.intent_id, it->rec.kind};
+			uint64_t h = key_hash(it->rec.intent_id, it->rec.kind);
+			uint32_t found = fs_map_get(&b->index, h, key_eq, b, &k);
+			if (found != FS_MAP_NONE) {
+				/* A repeat still moves the clock: time is the log's, every record counts. */
+				if (it->rec.ts_ms > core->clock_ms)
+					core->clock_ms = it->rec.ts_ms;
+				answer_repeat(b, it, found);
+				continue;
+			}
+			int rc = fs_map_put(&b->index, h, i);
+			if (rc < 0)
+				return rc;
+		}
+		it->cls = class_of(&it->rec);
+		int rc = fs_core_decide(core, &it->rec, &it->dec);
+		if (rc < 0)
+			return rc;
+		switch (it->cls) {
+		case FS_ITEM_NEW:
+			b->counts.fresh++;
+			break;
+		case FS_ITEM_INVALID:
+			b->counts.invalid++;
+			break;
+		case FS_ITEM_SALE:
+			b->counts.sale++;
+			break;
+		default:
+			b->counts.ticks++;
+			break;
+		}
+	}
+	return 0;
+}

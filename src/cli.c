@@ -1,0 +1,736 @@
+/* cli.c: the flashsale command line, on top of the public API (flashsale.h). */
+#include "cli.h"
+
+#include "fs_config.h"
+#include "fs_kafka.h"
+#include "fs_record.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { FLUSH_MS = 30000, WAIT_STEP_MS = 200 };
+
+void cli_err(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("flashsale: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+bool cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+static const char usage_main[] =
+	"usage: flashsale [-c FILE] [--set KEY=VALUE]... COMMAND [ARGS]\n"
+	"\n"
+	"Commands:\n"
+	"  sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
+	"  sale restock SKU --add N\n"
+	"  sale close SKU\n"
+	"  stock SKU [--json]                  a SKU's counters, from Postgres\n"
+	"  buy SKU --buyer B [--qty N] [--intent UUID]   publish a buy, print its intent id\n"
+	"  result INTENT_ID [--wait SECONDS] [--json]    a buy's decision\n"
+	"  load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
+	"                                      the load generator\n"
+	"  wait [--timeout SECONDS]            until every published record is decided\n"
+	"  summary [--sku SKU] [--json]        outcome counts and stock\n"
+	"  audit [--json] [--allow-lag]        check the invariants; non-zero exit on violation\n"
+	"  topics create [--partitions N]      create the three topics (admin API)\n"
+	"\n"
+	"Global options:\n"
+	"  -c, --config FILE   configuration file (see config/flashsale.conf)\n"
+	"  -s, --set K=V       set one configuration key\n"
+	"      --help-config   list every configuration key\n"
+	"  -h, --help          this text; `flashsale COMMAND --help` for one command\n"
+	"\n"
+	"Environment: FLASHSALE_KAFKA (bootstrap servers), FLASHSALE_PG (libpq conninfo).\n"
+	"Exit status: 0 ok, 1 failure or violation, 2 usage error.\n";
+
+/* Parses a command's options. spec: getopt_long table; returns the option char, -1 at the
+ * end, '?' on error (message printed). */
+static int next_opt(int argc, char **argv, const char *shortopts, const struct option *opts)
+{
+	return getopt_long(argc, argv, shortopts, opts, NULL);
+}
+
+static int usage_error(const char *cmd_usage)
+{
+	fprintf(stderr, "%s", cmd_usage);
+	return 2;
+}
+
+/* ---- sale -------------------------------------------------------------------------------- */
+
+static const char usage_sale[] =
+	"usage: flashsale sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
+	"                                [--opens-at MS] [--closes-at MS]\n"
+	"       flashsale sale restock SKU --add N\n"
+	"       flashsale sale close SKU\n"
+	"\n"
+	"Publishes the sale's own record to the intents topic (keyed by SKU), so that a replay\n"
+	"of the topic rebuilds the stock exactly. --per-buyer defaults to 1, --max-qty (units in\n"
+	"one intent) to the per-buyer limit, --hold (seconds a win is held before it expires) to\n"
+	"600. Times are epoch milliseconds on the partition's log clock.\n";
+
+static int cmd_sale(flashsale_t *fs, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"stock", required_argument, NULL, 'n'},   {"per-buyer", required_argument, NULL, 'b'},
+		{"max-qty", required_argument, NULL, 'q'}, {"hold", required_argument, NULL, 'H'},
+		{"opens-at", required_argument, NULL, 'o'}, {"closes-at", required_argument, NULL, 'C'},
+		{"add", required_argument, NULL, 'a'},	   {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct flashsale_sale sale = {.stock = -1};
+	int64_t add = 0;
+	int c;
+	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
+		int64_t *dst = NULL, lo = 0, hi = INT64_MAX / 2;
+		switch (c) {
+		case 'n':
+			dst = &sale.stock, hi = FS_STOCK_MAX;
+			break;
+		case 'b':
+			dst = &sale.per_buyer_limit, lo = 1, hi = FS_QTY_MAX;
+			break;
+		case 'q':
+			dst = &sale.max_qty, lo = 1, hi = FS_QTY_MAX;
+			break;
+		case 'H': {
+			/* Accept "600" and "600s". */
+			size_t n = strlen(optarg);
+			if (n > 1 && optarg[n - 1] == 's')
+				optarg[n - 1] = '\0';
+			dst = &sale.hold_seconds, lo = 1, hi = 7 * 24 * 3600;
+			break;
+		}
+		case 'o':
+			dst = &sale.opens_at_ms;
+			break;
+		case 'C':
+			dst = &sale.closes_at_ms;
+			break;
+		case 'a':
+			dst = &add, lo = 1, hi = FS_STOCK_MAX;
+			break;
+		case 'h':
+			printf("%s", usage_sale);
+			return 0;
+		default:
+			return usage_error(usage_sale);
+		}
+		if (!cli_int(optarg, lo, hi, dst)) {
+			cli_err("sale: --%s: '%s' is not an integer in [%" PRId64 ", %" PRId64 "]",
+				opts[c == 'n' ? 0 : c == 'b' ? 1 : c == 'q' ? 2 : c == 'H' ? 3 : c == 'o' ? 4 : c == 'C' ? 5 : 6].name,
+				optarg, lo, hi);
+			return 2;
+		}
+	}
+	if (argc - optind != 2)
+		return usage_error(usage_sale);
+	const char *verb = argv[optind], *sku = argv[optind + 1];
+	int rc;
+	if (strcmp(verb, "open") == 0) {
+		if (sale.stock < 0) {
+			cli_err("sale open: --stock is required");
+			return 2;
+		}
+		rc = flashsale_sale_open(fs, sku, &sale);
+	} else if (strcmp(verb, "restock") == 0) {
+		if (add < 1) {
+			cli_err("sale restock: --add is required");
+			return 2;
+		}
+		rc = flashsale_sale_restock(fs, sku, add);
+	} else if (strcmp(verb, "close") == 0) {
+		rc = flashsale_sale_close(fs, sku);
+	} else {
+		cli_err("sale: unknown action '%s' (open, restock, close)", verb);
+		return 2;
+	}
+	if (rc == 0)
+		rc = flashsale_flush(fs, FLUSH_MS);
+	if (rc < 0) {
+		cli_err("sale %s: %s", verb, flashsale_error(fs));
+		return rc == -EINVAL ? 2 : 1;
+	}
+	printf("published %s %s\n", verb, sku);
+	return 0;
+}
+
+/* ---- buy --------------------------------------------------------------------------------- */
+
+static const char usage_buy[] =
+	"usage: flashsale buy SKU --buyer B [--qty N] [--intent UUID]\n"
+	"\n"
+	"Publishes one buy intent and prints its intent id. Re-running with the same --intent\n"
+	"and the same body is a retry: it is answered with the first decision, never twice.\n";
+
+static int cmd_buy(flashsale_t *fs, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"buyer", required_argument, NULL, 'b'}, {"qty", required_argument, NULL, 'q'},
+		{"intent", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *buyer = NULL, *intent = NULL;
+	int64_t qty = 1;
+	int c;
+	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
+		if (c == 'b')
+			buyer = optarg;
+		else if (c == 'i')
+			intent = optarg;
+		else if (c == 'q') {
+			if (!cli_int(optarg, 1, FS_QTY_MAX, &qty)) {
+				cli_err("buy: --qty: '%s' is not an integer in [1, %d]", optarg,
+					FS_QTY_MAX);
+				return 2;
+			}
+		} else if (c == 'h') {
+			printf("%s", usage_buy);
+			return 0;
+		} else
+			return usage_error(usage_buy);
+	}
+	if (argc - optind != 1 || !buyer)
+		return usage_error(usage_buy);
+	char id[37];
+	int rc = flashsale_buy(fs, argv[optind], buyer, qty, intent, id);
+	if (rc == 0)
+		rc = flashsale_flush(fs, FLUSH_MS);
+	if (rc < 0) {
+		cli_err("buy: %s", flashsale_error(fs));
+		return rc == -EINVAL ? 2 : 1;
+	}
+	printf("%s\n", id);
+	return 0;
+}
+
+/* ---- result, stock ----------------------------------------------------------------------- */
+
+static void print_result(const struct flashsale_result *r, bool json)
+{
+	if (json) {
+		printf("{\"intent_id\":\"%s\",\"sku\":\"%s\",\"outcome\":\"%s\"", r->intent_id, r->sku,
+		       r->outcome);
+		if (r->reason[0])
+			printf(",\"reason\":\"%s\"", r->reason);
+		printf(",\"qty\":%" PRId64, r->qty);
+		if (r->expires_at_ms)
+			printf(",\"expires_at\":%" PRId64, r->expires_at_ms);
+		printf(",\"partition\":%" PRId32 ",\"offset\":%" PRId64 "}\n", r->partition,
+		       r->offset);
+		return;
+	}
+	printf("%s %s", r->intent_id, r->outcome);
+	if (r->reason[0])
+		printf(" (%s)", r->reason);
+	printf(" sku=%s qty=%" PRId64, r->sku, r->qty);
+	if (r->expires_at_ms)
+		printf(" expires_at=%" PRId64, r->expires_at_ms);
+	printf(" partition=%" PRId32 " offset=%" PRId64 "\n", r->partition, r->offset);
+}
+
+static const char usage_result[] =
+	"usage: flashsale result INTENT_ID [--wait SECONDS] [--json]\n"
+	"\n"
+	"Prints a buy's decision from Postgres. With --wait, if it is not decided yet, follows\n"
+	"the results topic until it arrives (exit 1 on timeout).\n";
+
+static int cmd_result(flashsale_t *fs, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"wait", required_argument, NULL, 'w'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int64_t wait_s = 0;
+	bool json = false;
+	int c;
+	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
+		if (c == 'w') {
+			if (!cli_int(optarg, 0, 86400, &wait_s)) {
+				cli_err("result: --wait: '%s' is not a number of seconds", optarg);
+				return 2;
+			}
+		} else if (c == 'j')
+			json = true;
+		else if (c == 'h') {
+			printf("%s", usage_result);
+			return 0;
+		} else
+			return usage_error(usage_result);
+	}
+	if (argc - optind != 1)
+		return usage_error(usage_result);
+	struct flashsale_result r;
+	int rc = flashsale_result_wait(fs, argv[optind], (int)(wait_s * 1000), &r);
+	if (rc == -ENOENT || rc == -ETIMEDOUT) {
+		cli_err("result: %s has no decision yet", argv[optind]);
+		return 1;
+	}
+	if (rc < 0) {
+		cli_err("result: %s", flashsale_error(fs));
+		return rc == -EINVAL ? 2 : 1;
+	}
+	print_result(&r, json);
+	return 0;
+}
+
+static const char usage_stock[] = "usage: flashsale stock SKU [--json]\n"
+				  "\n"
+				  "Prints a SKU's counters from Postgres.\n";
+
+static int cmd_stock(flashsale_t *fs, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool json = false;
+	int c;
+	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
+		if (c == 'j')
+			json = true;
+		else if (c == 'h') {
+			printf("%s", usage_stock);
+			return 0;
+		} else
+			return usage_error(usage_stock);
+	}
+	if (argc - optind != 1)
+		return usage_error(usage_stock);
+	struct flashsale_stock s;
+	int rc = flashsale_stock_get(fs, argv[optind], &s);
+	if (rc == -ENOENT) {
+		cli_err("stock: unknown sku '%s'", argv[optind]);
+		return 1;
+	}
+	if (rc < 0) {
+		cli_err("stock: %s", flashsale_error(fs));
+		return 1;
+	}
+	if (json)
+		printf("{\"sku\":\"%s\",\"status\":\"%s\",\"supply\":%" PRId64
+		       ",\"available\":%" PRId64 ",\"held\":%" PRId64 ",\"sold\":%" PRId64
+		       ",\"per_buyer_limit\":%" PRId64 ",\"max_qty\":%" PRId64
+		       ",\"hold_seconds\":%" PRId64 "}\n",
+		       s.sku, s.status, s.supply, s.available, s.held, s.sold, s.per_buyer_limit,
+		       s.max_qty, s.hold_ms / 1000);
+	else
+		printf("%s %s supply=%" PRId64 " available=%" PRId64 " held=%" PRId64
+		       " sold=%" PRId64 "\n",
+		       s.sku, s.status, s.supply, s.available, s.held, s.sold);
+	return 0;
+}
+
+/* ---- wait -------------------------------------------------------------------------------- */
+
+int cli_topic_ends(flashsale_t *fs, const char *topic, int64_t **ends)
+{
+	rd_kafka_t *rk = flashsale_producer(fs);
+	if (!rk) {
+		cli_err("%s", flashsale_error(fs));
+		return -1;
+	}
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+	rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, 10000);
+	rd_kafka_topic_destroy(t);
+	if (e || md->topic_cnt != 1 || md->topics[0].err) {
+		cli_err("topic %s: %s", topic,
+			rd_kafka_err2str(e ? e : md->topics[0].err));
+		if (md)
+			rd_kafka_metadata_destroy(md);
+		return -1;
+	}
+	int n = md->topics[0].partition_cnt;
+	rd_kafka_metadata_destroy(md);
+	*ends = calloc((size_t)n, sizeof **ends);
+	for (int p = 0; p < n; p++) {
+		int64_t lo, hi;
+		e = rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, 10000);
+		if (e) {
+			cli_err("topic %s partition %d: %s", topic, p, rd_kafka_err2str(e));
+			free(*ends);
+			return -1;
+		}
+		(*ends)[p] = hi;
+	}
+	return n;
+}
+
+/* Records still to decide: sum over partitions of log end - stored next offset. */
+static int64_t undecided(flashsale_t *fs, const int64_t *ends, int n)
+{
+	PGconn *c = flashsale_pg(fs);
+	if (!c)
+		return -1;
+	const struct fs_config *cfg = flashsale_config(fs);
+	const char *p[] = {cfg->group, cfg->topic_intents};
+	PGresult *r = PQexecParams(c,
+				   "SELECT part, next_offset FROM partitions WHERE grp = $1 AND "
+				   "topic = $2",
+				   2, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		PQclear(r);
+		return -1;
+	}
+	int64_t left = 0;
+	for (int part = 0; part < n; part++) {
+		int64_t next = 0;
+		for (int i = 0; i < PQntuples(r); i++)
+			if (atoi(PQgetvalue(r, i, 0)) == part)
+				next = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+		if (next < 0)
+			next = 0;
+		if (ends[part] > next)
+			left += ends[part] - next;
+	}
+	PQclear(r);
+	return left;
+}
+
+static const char usage_wait[] =
+	"usage: flashsale wait [--timeout SECONDS] [--quiet]\n"
+	"\n"
+	"Waits until the worker has decided every record published to the intents topic so far\n"
+	"(the stored next offset of each partition reaches the log end). Exit 1 on timeout.\n";
+
+static int cmd_wait(flashsale_t *fs, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"timeout", required_argument, NULL, 't'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int64_t timeout_s = 300;
+	bool quiet = false;
+	int c;
+	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
+		if (c == 't') {
+			if (!cli_int(optarg, 1, 86400, &timeout_s)) {
+				cli_err("wait: --timeout: '%s' is not a number of seconds", optarg);
+				return 2;
+			}
+		} else if (c == 'q')
+			quiet = true;
+		else if (c == 'h') {
+			printf("%s", usage_wait);
+			return 0;
+		} else
+			return usage_error(usage_wait);
+	}
+	int64_t *ends = NULL;
+	int n = cli_topic_ends(fs, flashsale_config(fs)->topic_intents, &ends);
+	if (n < 0)
+		return 1;
+	int64_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += ends[i];
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t last_print = -1, left = -1;
+	bool tty = isatty(STDERR_FILENO);
+	for (;;) {
+		left = undecided(fs, ends, n);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		double el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+		if (left == 0)
+			break;
+		if (el > (double)timeout_s)
+			break;
+		/* A live counter on a terminal, a line every 5 s in a log. */
+		int64_t step = tty ? 1 : 5;
+		if (!quiet && (int64_t)el / step != last_print) {
+			last_print = (int64_t)el / step;
+			fprintf(stderr, "%swaiting: %" PRId64 " of %" PRId64 " records decided%s",
+				tty ? "\r" : "", total - (left < 0 ? total : left), total,
+				tty ? "" : "\n");
+		}
+		usleep(WAIT_STEP_MS * 1000);
+	}
+	if (!quiet && tty && last_print >= 0)
+		fputc('\n', stderr);
+	free(ends);
+	if (left != 0) {
+		cli_err("wait: %" PRId64 " records still undecided after %" PRId64 " s", left,
+			timeout_s);
+		return 1;
+	}
+	if (!quiet)
+		printf("all %" PRId64 " records decided\n", total);
+	return 0;
+}
+
+/* ---- summary ----------------------------------------------------------------------------- */
+
+static int64_t scalar(PGconn *c, const char *sql, int n, const char *const *p)
+{
+	PGresult *r = PQexecParams(c, sql, n, NULL, p, NULL, NULL, 0);
+	int64_t v = -1;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
+		v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return v;
+}
+
+static const char usage_summary[] =
+	"usage: flashsale summary [--sku SKU] [--json]\n"
+	"\n"
+	"Counts from Postgres: units won (held + confirmed), buys by outcome, invalid records,\n"
+	"repeated intents, and the remaining stock (of one SKU, or of all).\n";
+
+static int cmd_summary(flashsale_t *fs, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"sku", required_argument, NULL, 's'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *sku = NULL;
+	bool json = false;
+	int c;
+	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
+		if (c == 's')
+			sku = optarg;
+		else if (c == 'j')
+			json = true;
+		else if (c == 'h') {
+			printf("%s", usage_summary);
+			return 0;
+		} else
+			return usage_error(usage_summary);
+	}
+	PGconn *pg = flashsale_pg(fs);
+	if (!pg) {
+		cli_err("summary: %s", flashsale_error(fs));
+		return 1;
+	}
+	const char *p[] = {sku ? sku : ""};
+	const char *any = "($1 = '' OR sku = $1)";
+	char q[512];
+#define COUNT(where) (snprintf(q, sizeof q, "SELECT count(*) FROM decisions WHERE kind = 1 AND %s AND %s", any, where), scalar(pg, q, 1, p))
+	int64_t held = COUNT("outcome = 'held'");
+	int64_t sold_out = COUNT("outcome = 'sold_out'");
+	int64_t rejected = COUNT("outcome NOT IN ('held', 'sold_out')");
+#undef COUNT
+	snprintf(q, sizeof q, "SELECT coalesce(sum(held + sold), 0) FROM skus WHERE %s", any);
+	int64_t won = scalar(pg, q, 1, p);
+	snprintf(q, sizeof q, "SELECT coalesce(sum(available), 0) FROM skus WHERE %s", any);
+	int64_t remaining = scalar(pg, q, 1, p);
+	int64_t invalid = scalar(pg, "SELECT count(*) FROM rejects", 0, NULL);
+	const char *g[] = {flashsale_config(fs)->group, flashsale_config(fs)->topic_intents};
+	int64_t dups = scalar(pg,
+			      "SELECT coalesce(sum(n_repeats), 0) FROM partitions WHERE grp = $1 "
+			      "AND topic = $2",
+			      2, g);
+	int64_t conflicts = scalar(pg,
+				   "SELECT coalesce(sum(n_conflicts), 0) FROM partitions WHERE "
+				   "grp = $1 AND topic = $2",
+				   2, g);
+	if (held < 0 || won < 0 || dups < 0) {
+		cli_err("summary: postgres: %s", PQerrorMessage(pg));
+		return 1;
+	}
+	/* rejected here: buys decided as anything but held or sold_out, plus invalid records. */
+	if (json)
+		printf("{\"sold\":%" PRId64 ",\"held_buys\":%" PRId64 ",\"sold_out\":%" PRId64
+		       ",\"rejected\":%" PRId64 ",\"invalid\":%" PRId64 ",\"duplicates\":%" PRId64
+		       ",\"conflicts\":%" PRId64 ",\"remaining\":%" PRId64 "}\n",
+		       won, held, sold_out, rejected + invalid, invalid, dups, conflicts, remaining);
+	else
+		printf("sold=%" PRId64 " held_buys=%" PRId64 " sold_out=%" PRId64
+		       " rejected=%" PRId64 " invalid=%" PRId64 " duplicates=%" PRId64
+		       " conflicts=%" PRId64 " remaining=%" PRId64 "\n",
+		       won, held, sold_out, rejected + invalid, invalid, dups, conflicts, remaining);
+	return 0;
+}
+
+/* ---- topics ------------------------------------------------------------------------------ */
+
+static const char usage_topics[] =
+	"usage: flashsale topics create [--partitions N] [--replication N]\n"
+	"\n"
+	"Creates the intents topic (LogAppendTime, unlimited retention), the results topic and\n"
+	"the compacted stock topic with the names of the configuration. Existing topics are\n"
+	"left as they are.\n";
+
+static int cmd_topics(flashsale_t *fs, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"partitions", required_argument, NULL, 'p'},
+		{"replication", required_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int64_t parts = 4, repl = 1;
+	int c;
+	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
+		if (c == 'p' && cli_int(optarg, 1, 1024, &parts))
+			continue;
+		if (c == 'r' && cli_int(optarg, 1, 16, &repl))
+			continue;
+		if (c == 'h') {
+			printf("%s", usage_topics);
+			return 0;
+		}
+		return usage_error(usage_topics);
+	}
+	if (argc - optind != 1 || strcmp(argv[optind], "create") != 0)
+		return usage_error(usage_topics);
+	rd_kafka_t *rk = flashsale_producer(fs);
+	if (!rk) {
+		cli_err("topics: %s", flashsale_error(fs));
+		return 1;
+	}
+	const struct fs_config *cfg = flashsale_config(fs);
+	const char *names[] = {cfg->topic_intents, cfg->topic_results, cfg->topic_stock};
+	rd_kafka_NewTopic_t *nt[3];
+	char err[512];
+	for (int i = 0; i < 3; i++) {
+		nt[i] = rd_kafka_NewTopic_new(names[i], (int)parts, (int)repl, err, sizeof err);
+		if (!nt[i]) {
+			cli_err("topics: %s: %s", names[i], err);
+			return 1;
+		}
+	}
+	rd_kafka_NewTopic_set_config(nt[0], "message.timestamp.type", "LogAppendTime");
+	rd_kafka_NewTopic_set_config(nt[0], "retention.ms", "-1");
+	rd_kafka_NewTopic_set_config(nt[0], "retention.bytes", "-1");
+	rd_kafka_NewTopic_set_config(nt[2], "cleanup.policy", "compact");
+	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+	rd_kafka_CreateTopics(rk, nt, 3, NULL, q);
+	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+	int rc = 0;
+	if (!ev || rd_kafka_event_error(ev)) {
+		cli_err("topics: %s", ev ? rd_kafka_event_error_string(ev) : "timed out");
+		rc = 1;
+	} else {
+		size_t n;
+		const rd_kafka_topic_result_t **res =
+			rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+		for (size_t i = 0; i < n; i++) {
+			rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+			const char *name = rd_kafka_topic_result_name(res[i]);
+			if (e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+				printf("topic %s exists\n", name);
+			else if (e) {
+				cli_err("topics: %s: %s", name, rd_kafka_topic_result_error_string(res[i]));
+				rc = 1;
+			} else
+				printf("topic %s created\n", name);
+		}
+	}
+	if (ev)
+		rd_kafka_event_destroy(ev);
+	rd_kafka_queue_destroy(q);
+	for (int i = 0; i < 3; i++)
+		rd_kafka_NewTopic_destroy(nt[i]);
+	return rc;
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	int (*fn)(flashsale_t *, int, char **);
+} commands[] = {
+	{"sale", cmd_sale},	  {"buy", cmd_buy},	  {"result", cmd_result},
+	{"stock", cmd_stock},	  {"wait", cmd_wait},	  {"summary", cmd_summary},
+	{"topics", cmd_topics},	  {"load", cli_load},	  {"audit", cli_audit},
+};
+
+int main(int argc, char **argv)
+{
+	static struct fs_config cfg;
+	fs_config_defaults(&cfg);
+	char err[FS_CONF_ERR_MAX];
+	const char *config_file = NULL;
+	const char *sets[64];
+	int nsets = 0, i = 1;
+	/* Global options come before the command. */
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			printf("%s", usage_main);
+			return 0;
+		}
+		if (strcmp(a, "--help-config") == 0) {
+			fs_config_describe(stdout);
+			return 0;
+		}
+		bool has_arg = i + 1 < argc;
+		if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && has_arg) {
+			config_file = argv[++i];
+		} else if ((strcmp(a, "-s") == 0 || strcmp(a, "--set") == 0) && has_arg && nsets < 64) {
+			sets[nsets++] = argv[++i];
+		} else {
+			cli_err("unknown or incomplete option '%s' (see flashsale --help)", a);
+			return 2;
+		}
+	}
+	if (i >= argc) {
+		fprintf(stderr, "%s", usage_main);
+		return 2;
+	}
+	if (config_file && fs_config_load_file(&cfg, config_file, err) < 0) {
+		cli_err("%s", err);
+		return 2;
+	}
+	fs_config_apply_env(&cfg);
+	for (int k = 0; k < nsets; k++) {
+		char kv[1024];
+		snprintf(kv, sizeof kv, "%s", sets[k]);
+		char *eq = strchr(kv, '=');
+		if (!eq) {
+			cli_err("--set %s: expected KEY=VALUE", sets[k]);
+			return 2;
+		}
+		*eq = '\0';
+		if (fs_config_set(&cfg, kv, eq + 1, "--set", err) < 0) {
+			cli_err("%s", err);
+			return 2;
+		}
+	}
+	for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
+		if (strcmp(commands[k].name, argv[i]) != 0)
+			continue;
+		flashsale_t *fs = flashsale_new(&cfg, err, sizeof err);
+		if (!fs) {
+			cli_err("%s", err);
+			return 1;
+		}
+		optind = 1; /* each command parses its own options from its own argv */
+		int rc = commands[k].fn(fs, argc - i, argv + i);
+		flashsale_destroy(fs);
+		return rc;
+	}
+	cli_err("unknown command '%s' (see flashsale --help)", argv[i]);
+	return 2;
+}

@@ -1,0 +1,219 @@
+/* cli_load.c: `flashsale load`, the load generator the demo and the tests use.
+ *
+ * Publishes one buy per distinct buyer with a fresh intent id, as fast as the producer takes
+ * them or at a given rate; a share of them is re-sent verbatim a little later, as a client's
+ * retry would be. Bounded: at most FS_LOAD_BUYERS_MAX intents per run. */
+#include "cli.h"
+
+#include "fs_record.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uuid/uuid.h>
+
+enum {
+	FS_LOAD_BUYERS_MAX = 10000000,
+	/* A repeat goes out this many records after its original (a retry, not a double send). */
+	DUP_DELAY = 64,
+	PAYLOAD_MAX = 256,
+	POLL_EVERY = 1000,
+};
+
+struct pending_dup {
+	int64_t due;
+	char payload[PAYLOAD_MAX];
+	int len;
+};
+
+static uint64_t rng_next(uint64_t *s)
+{
+	/* xorshift64*: seeded, reproducible; not for anything secret. */
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ULL;
+}
+
+static double mono_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static const char usage_load[] =
+	"usage: flashsale load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
+	"                          [--buyer-prefix P] [--ids FILE]\n"
+	"\n"
+	"Publishes N buy intents for SKU from N distinct buyers (P-0 .. P-(N-1)), each with a\n"
+	"fresh intent id; a share X (0..1) of them is re-sent verbatim a few records later, as\n"
+	"a retry would be. --rate caps records per second (default: as fast as possible).\n"
+	"--ids writes every distinct intent id, one per line. The seed (printed) makes the\n"
+	"choice of repeats and the default buyer prefix reproducible. Exit 1 if any record was\n"
+	"not delivered.\n";
+
+static int opt_num(const char *name, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+	if (cli_int(v, lo, hi, out))
+		return 0;
+	cli_err("load: --%s: '%s' is not an integer in [%" PRId64 ", %" PRId64 "]", name, v, lo, hi);
+	return -1;
+}
+
+int cli_load(flashsale_t *fs, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"buyers", required_argument, NULL, 'n'},
+		{"qty", required_argument, NULL, 'q'},
+		{"rate", required_argument, NULL, 'r'},
+		{"dup-ratio", required_argument, NULL, 'd'},
+		{"seed", required_argument, NULL, 's'},
+		{"buyer-prefix", required_argument, NULL, 'p'},
+		{"ids", required_argument, NULL, 'i'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int64_t buyers = -1, qty = 1, rate = 0, seed = -1;
+	double dup_ratio = 0;
+	const char *prefix = NULL, *ids_path = NULL;
+	int c;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int rc = 0;
+		switch (c) {
+		case 'n':
+			rc = opt_num("buyers", optarg, 1, FS_LOAD_BUYERS_MAX, &buyers);
+			break;
+		case 'q':
+			rc = opt_num("qty", optarg, 1, FS_QTY_MAX, &qty);
+			break;
+		case 'r':
+			rc = opt_num("rate", optarg, 1, 10000000, &rate);
+			break;
+		case 's':
+			rc = opt_num("seed", optarg, 0, INT64_MAX, &seed);
+			break;
+		case 'd': {
+			char *end;
+			dup_ratio = strtod(optarg, &end);
+			if (end == optarg || *end || dup_ratio < 0 || dup_ratio > 1) {
+				cli_err("load: --dup-ratio: '%s' is not a number in [0, 1]", optarg);
+				rc = -1;
+			}
+			break;
+		}
+		case 'p':
+			prefix = optarg;
+			break;
+		case 'i':
+			ids_path = optarg;
+			break;
+		case 'h':
+			printf("%s", usage_load);
+			return 0;
+		default:
+			fprintf(stderr, "%s", usage_load);
+			return 2;
+		}
+		if (rc < 0)
+			return 2;
+	}
+	if (argc - optind != 1 || buyers < 0) {
+		fprintf(stderr, "%s", usage_load);
+		return 2;
+	}
+	const char *sku = argv[optind];
+	if (!fs_sku_valid(sku)) {
+		cli_err("load: invalid sku '%s'", sku);
+		return 2;
+	}
+	if (seed < 0)
+		seed = (int64_t)(((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid()) & INT64_MAX;
+	char prefix_buf[32];
+	if (!prefix) {
+		snprintf(prefix_buf, sizeof prefix_buf, "b%" PRId64, seed % 1000000);
+		prefix = prefix_buf;
+	}
+	if (strlen(prefix) > 40) {
+		cli_err("load: --buyer-prefix: at most 40 characters");
+		return 2;
+	}
+	FILE *ids = NULL;
+	if (ids_path && !(ids = fopen(ids_path, "w"))) {
+		cli_err("load: %s: %s", ids_path, strerror(errno));
+		return 1;
+	}
+	uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ULL + 1;
+	static struct pending_dup ring[DUP_DELAY + 1];
+	int ring_head = 0, ring_len = 0;
+	int64_t sent = 0, dups = 0;
+	double t0 = mono_s();
+	int rc = 0;
+	for (int64_t i = 0; i < buyers || ring_len > 0; i++) {
+		char payload[PAYLOAD_MAX];
+		int len = 0;
+		bool original = i < buyers;
+		if (original) {
+			uuid_t u;
+			char id[37];
+			uuid_generate_random(u);
+			uuid_unparse_lower(u, id);
+			len = snprintf(payload, sizeof payload,
+				       "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\","
+				       "\"buyer_id\":\"%s-%" PRId64 "\",\"qty\":%" PRId64 "}",
+				       id, sku, prefix, i, qty);
+			if (ids)
+				fprintf(ids, "%s\n", id);
+			rc = flashsale_publish_raw(fs, sku, strlen(sku), payload, (size_t)len);
+			sent++;
+			if (rc == 0 && dup_ratio > 0 &&
+			    (double)(rng_next(&rng) >> 11) / 9007199254740992.0 < dup_ratio) {
+				struct pending_dup *d = &ring[(ring_head + ring_len) % (DUP_DELAY + 1)];
+				d->due = i + DUP_DELAY;
+				memcpy(d->payload, payload, (size_t)len);
+				d->len = len;
+				ring_len++;
+			}
+		}
+		/* Repeats whose time has come (or all of them once the originals are out). */
+		while (rc == 0 && ring_len > 0 &&
+		       (ring[ring_head].due <= i || !original || ring_len == DUP_DELAY + 1)) {
+			struct pending_dup *d = &ring[ring_head];
+			rc = flashsale_publish_raw(fs, sku, strlen(sku), d->payload, (size_t)d->len);
+			ring_head = (ring_head + 1) % (DUP_DELAY + 1);
+			ring_len--;
+			sent++;
+			dups++;
+		}
+		if (rc < 0)
+			break;
+		if (sent % POLL_EVERY == 0)
+			flashsale_poll(fs);
+		if (rate > 0) {
+			double ahead = (double)sent / (double)rate - (mono_s() - t0);
+			if (ahead > 0.001)
+				usleep((useconds_t)(ahead * 1e6));
+		}
+	}
+	if (ids && fclose(ids) != 0) {
+		cli_err("load: %s: %s", ids_path, strerror(errno));
+		rc = -EIO;
+	}
+	if (rc == 0)
+		rc = flashsale_flush(fs, 120000);
+	double el = mono_s() - t0;
+	if (rc < 0) {
+		cli_err("load: %s (%" PRId64 " delivery failures)", flashsale_error(fs),
+			flashsale_delivery_failures(fs));
+		return 1;
+	}
+	printf("published %" PRId64 " records (%" PRId64 " intents, %" PRId64
+	       " repeats) for %s in %.2f s, %.0f records/s, seed %" PRId64 "\n",
+	       sent, buyers, dups, sku, el, el > 0 ? (double)sent / el : 0.0, seed);
+	return 0;
+}

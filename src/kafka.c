@@ -1,0 +1,47 @@
+/* kafka.c: librdkafka configuration (see fs_kafka.h). */
+#include "fs_kafka.h"
+
+#include <stdio.h>
+
+const char *const fs_kafka_producer_defaults[] = {
+	/* Off by default in librdkafka 2.0.2: without it a retried send can be written twice
+	 * or out of order. */
+	"enable.idempotence", "true",
+	/* 0 = retry until delivered: a broker outage delays replies, it never drops them. */
+	"message.timeout.ms", "0",
+	"linger.ms", "5",
+	NULL,
+};
+
+rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, const char *const *defaults,
+			       char *err, size_t err_len)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	if (rd_kafka_conf_set(conf, "bootstrap.servers", c->brokers, err, err_len) !=
+	    RD_KAFKA_CONF_OK)
+		goto fail;
+	for (int i = 0; defaults && defaults[i]; i += 2)
+		if (rd_kafka_conf_set(conf, defaults[i], defaults[i + 1], err, err_len) !=
+		    RD_KAFKA_CONF_OK)
+			goto fail;
+	for (int i = 0; i < c->kafka_len; i++) {
+		char msg[512];
+		if (rd_kafka_conf_set(conf, c->kafka[i].key, c->kafka[i].value, msg, sizeof msg) !=
+		    RD_KAFKA_CONF_OK) {
+			snprintf(err, err_len, "kafka.%s: %s", c->kafka[i].key, msg);
+			goto fail;
+		}
+	}
+	return conf;
+fail:
+	rd_kafka_conf_destroy(conf);
+	return NULL;
+}
+
+rd_kafka_t *fs_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, char *err, size_t err_len)
+{
+	rd_kafka_t *rk = rd_kafka_new(type, conf, err, err_len);
+	if (!rk)
+		rd_kafka_conf_destroy(conf);
+	return rk;
+}

@@ -1,0 +1,48 @@
+/* reply.c: results and stock records (see fs_reply.h). */
+#include "fs_reply.h"
+
+#include <inttypes.h>
+
+/* Every string written here is validated (SKU charset, canonical UUID) or a static name, so
+ * no JSON escaping is needed; buyer ids, which may hold quotes, are never echoed. */
+void fs_reply_result(struct fs_buf *out, const struct fs_item *it)
+{
+	const struct fs_record *r = &it->rec;
+	const struct fs_decision *d = &it->dec;
+	fs_buf_str(out, "{\"v\":1,\"type\":\"");
+	fs_buf_str(out, r->kind == FS_KIND_INVALID ? "invalid" : fs_kind_name(r->kind));
+	fs_buf_str(out, "\",\"intent_id\":");
+	if (r->has_intent)
+		fs_buf_printf(out, "\"%s\"", r->intent_id);
+	else
+		fs_buf_str(out, "null");
+	if (r->sku[0])
+		fs_buf_printf(out, ",\"sku\":\"%s\"", r->sku);
+	fs_buf_printf(out, ",\"outcome\":\"%s\"", fs_outcome_name(d->outcome));
+	if (d->reason)
+		fs_buf_printf(out, ",\"reason\":\"%s\"", d->reason);
+	fs_buf_printf(out, ",\"qty\":%" PRId64, d->qty);
+	if (d->outcome == FS_OUT_HELD)
+		fs_buf_printf(out, ",\"expires_at\":%" PRId64, d->expires_at_ms);
+	fs_buf_printf(out, ",\"decided_at\":%" PRId64 ",\"partition\":%" PRId32
+			   ",\"offset\":%" PRId64,
+		      d->decided_at_ms, it->first_partition, it->first_offset);
+	if (d->duplicate)
+		fs_buf_str(out, ",\"duplicate\":true");
+	fs_buf_str(out, "}");
+}
+
+const char *fs_sku_state_name(const struct fs_sku *s)
+{
+	if (s->status == FS_SKU_CLOSED)
+		return "closed";
+	return s->available == 0 ? "sold_out" : "open";
+}
+
+void fs_reply_stock(struct fs_buf *out, const struct fs_sku *s)
+{
+	fs_buf_printf(out,
+		      "{\"v\":1,\"sku\":\"%s\",\"status\":\"%s\",\"supply\":%" PRId64
+		      ",\"available\":%" PRId64 ",\"held\":%" PRId64 ",\"sold\":%" PRId64 "}",
+		      s->sku, fs_sku_state_name(s), s->supply, s->available, s->held, s->sold);
+}

@@ -1,0 +1,751 @@
+/* store.c: Postgres side of the worker (see fs_store.h). */
+#include "fs_store.h"
+
+#include "fs_buf.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+	ERR_LEN_MAX = 512,
+	STEPS_MAX = 12,
+	/* Columns of the array-literal parameters of the batch statements. */
+	BUF_COUNT = 48,
+};
+
+struct fs_store {
+	PGconn *conn;
+	char *conninfo;
+	char err[ERR_LEN_MAX];
+	fs_crash_fn crash;
+	struct fs_buf bufs[BUF_COUNT];
+};
+
+static void set_err(struct fs_store *s, const char *what, const char *detail)
+{
+	snprintf(s->err, sizeof s->err, "%s: %s", what, detail ? detail : "");
+	/* libpq messages end in a newline; keep the error to one line. */
+	for (char *p = s->err; *p; p++)
+		if (*p == '\n')
+			*p = (p[1] ? ' ' : '\0');
+}
+
+const char *fs_store_error(const struct fs_store *s)
+{
+	return s->err;
+}
+
+void fs_store_set_crash_hook(struct fs_store *s, fs_crash_fn fn)
+{
+	s->crash = fn;
+}
+
+static void crash_point(struct fs_store *s, const char *point)
+{
+	if (s->crash)
+		s->crash(point);
+}
+
+static int connect_now(struct fs_store *s)
+{
+	if (s->conn)
+		PQfinish(s->conn);
+	s->conn = PQconnectdb(s->conninfo);
+	if (PQstatus(s->conn) != CONNECTION_OK) {
+		set_err(s, "postgres connect", PQerrorMessage(s->conn));
+		return -EIO;
+	}
+	/* The worker's transactions are short; a stuck one must not hold the partition row. */
+	PGresult *r = PQexec(s->conn, "SET idle_in_transaction_session_timeout = '60s'; "
+				      "SET statement_timeout = '60s'");
+	int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	if (!ok)
+		set_err(s, "postgres session setup", PQerrorMessage(s->conn));
+	PQclear(r);
+	return ok ? 0 : -EIO;
+}
+
+int fs_store_open(const char *conninfo, struct fs_store **out)
+{
+	struct fs_store *s = calloc(1, sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	s->conninfo = strdup(conninfo);
+	if (!s->conninfo) {
+		free(s);
+		return -ENOMEM;
+	}
+	*out = s;
+	return connect_now(s);
+}
+
+void fs_store_close(struct fs_store *s)
+{
+	if (!s)
+		return;
+	if (s->conn)
+		PQfinish(s->conn);
+	for (int i = 0; i < BUF_COUNT; i++)
+		fs_buf_free(&s->bufs[i]);
+	free(s->conninfo);
+	free(s);
+}
+
+int fs_store_ensure(struct fs_store *s)
+{
+	if (s->conn && PQstatus(s->conn) == CONNECTION_OK &&
+	    PQtransactionStatus(s->conn) == PQTRANS_IDLE)
+		return 0;
+	return connect_now(s);
+}
+
+static bool conn_bad(const struct fs_store *s)
+{
+	return !s->conn || PQstatus(s->conn) != CONNECTION_OK;
+}
+
+/* Runs one statement outside a pipeline; returns the result (caller clears) or NULL. */
+static PGresult *exec(struct fs_store *s, const char *sql, int n, const char *const *params,
+		      ExecStatusType want)
+{
+	PGresult *r = PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != want) {
+		set_err(s, "postgres", PQerrorMessage(s->conn));
+		PQclear(r);
+		return NULL;
+	}
+	return r;
+}
+
+static int64_t get_i64(const PGresult *r, int row, int col)
+{
+	if (PQgetisnull(r, row, col))
+		return 0;
+	return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+/* ---- load ------------------------------------------------------------------------------ */
+
+static int load_skus(struct fs_store *s, const char *part, struct fs_core *core)
+{
+	const char *p[] = {part};
+	PGresult *r = exec(s,
+			   "SELECT sku, status, supply, available, held, sold, per_buyer_limit, "
+			   "max_qty, hold_ms, opens_at_ms, closes_at_ms FROM skus WHERE part = $1 "
+			   "ORDER BY sku",
+			   1, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	int rc = 0;
+	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+		struct fs_sku k = {0};
+		snprintf(k.sku, sizeof k.sku, "%s", PQgetvalue(r, i, 0));
+		k.partition = core->partition;
+		k.status = strcmp(PQgetvalue(r, i, 1), "open") == 0 ? FS_SKU_OPEN : FS_SKU_CLOSED;
+		k.supply = get_i64(r, i, 2);
+		k.available = get_i64(r, i, 3);
+		k.held = get_i64(r, i, 4);
+		k.sold = get_i64(r, i, 5);
+		k.per_buyer_limit = get_i64(r, i, 6);
+		k.max_qty = get_i64(r, i, 7);
+		k.hold_ms = get_i64(r, i, 8);
+		k.opens_at_ms = get_i64(r, i, 9);
+		k.closes_at_ms = get_i64(r, i, 10);
+		rc = fs_core_load_sku(core, &k);
+	}
+	PQclear(r);
+	if (rc < 0)
+		set_err(s, "load skus", strerror(-rc));
+	return rc;
+}
+
+static int load_buyers(struct fs_store *s, const char *part, struct fs_core *core)
+{
+	const char *p[] = {part};
+	PGresult *r = exec(s,
+			   "SELECT b.sku, b.buyer_id, b.units FROM buyers b JOIN skus k USING (sku) "
+			   "WHERE k.part = $1 AND b.units > 0 ORDER BY 1, 2",
+			   1, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	int rc = 0;
+	for (int i = 0; i < PQntuples(r) && rc == 0; i++)
+		rc = fs_core_load_buyer(core, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+					get_i64(r, i, 2));
+	PQclear(r);
+	if (rc < 0)
+		set_err(s, "load buyers", strerror(-rc));
+	return rc;
+}
+
+int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
+		  struct fs_core *core, struct fs_part_meta *meta)
+{
+	char part[16];
+	snprintf(part, sizeof part, "%" PRId32, partition);
+	const char *p[] = {grp, topic, part};
+	fs_core_reset(core);
+	core->partition = partition;
+	PGresult *r = exec(s,
+			   "INSERT INTO partitions (grp, topic, part) VALUES ($1, $2, $3) "
+			   "ON CONFLICT DO NOTHING",
+			   3, p, PGRES_COMMAND_OK);
+	if (!r)
+		return -EIO;
+	PQclear(r);
+	r = exec(s,
+		 "SELECT next_offset, first_offset, replied_offset, clock_ms FROM partitions "
+		 "WHERE grp = $1 AND topic = $2 AND part = $3",
+		 3, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	if (PQntuples(r) != 1) {
+		PQclear(r);
+		set_err(s, "load partition", "row missing");
+		return -EIO;
+	}
+	meta->partition = partition;
+	meta->next_offset = get_i64(r, 0, 0);
+	meta->first_offset = get_i64(r, 0, 1);
+	meta->replied_offset = get_i64(r, 0, 2);
+	meta->clock_ms = get_i64(r, 0, 3);
+	PQclear(r);
+	core->clock_ms = meta->clock_ms;
+	int rc = load_skus(s, part, core);
+	if (rc == 0)
+		rc = load_buyers(s, part, core);
+	return rc;
+}
+
+int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
+		       int64_t *next_offset)
+{
+	char part[16];
+	snprintf(part, sizeof part, "%" PRId32, partition);
+	const char *p[] = {grp, topic, part};
+	PGresult *r = exec(s,
+			   "SELECT next_offset FROM partitions WHERE grp = $1 AND topic = $2 AND "
+			   "part = $3",
+			   3, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	int rc = PQntuples(r) == 1 ? 0 : -ENOENT;
+	if (rc == 0)
+		*next_offset = get_i64(r, 0, 0);
+	else
+		set_err(s, "read next offset", "partition row missing");
+	PQclear(r);
+	return rc;
+}
+
+/* ---- lookup ---------------------------------------------------------------------------- */
+
+int fs_store_lookup(struct fs_store *s, struct fs_batch *b)
+{
+	struct fs_buf *ids = &s->bufs[0];
+	fs_buf_clear(ids);
+	fs_arr_begin(ids);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < b->len; i++) {
+		if (!fs_item_has_key(&b->items[i]))
+			continue;
+		fs_arr_text(ids, b->items[i].rec.intent_id);
+		n++;
+	}
+	fs_arr_end(ids);
+	if (n == 0)
+		return 0;
+	if (!fs_buf_ok(ids)) {
+		set_err(s, "lookup", "out of memory");
+		return -ENOMEM;
+	}
+	const char *p[] = {fs_buf_cstr(ids)};
+	PGresult *r = exec(s,
+			   "SELECT intent_id, kind, body_hash, part, off, outcome, reason, qty, "
+			   "expires_at_ms, decided_at_ms FROM decisions "
+			   "WHERE intent_id = ANY ($1::uuid[])",
+			   1, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	int rc = 0;
+	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+		struct fs_stored st = {0};
+		snprintf(st.intent_id, sizeof st.intent_id, "%s", PQgetvalue(r, i, 0));
+		st.kind = (enum fs_kind)get_i64(r, i, 1);
+		st.body_hash = get_i64(r, i, 2);
+		st.partition = (int32_t)get_i64(r, i, 3);
+		st.offset = get_i64(r, i, 4);
+		if (fs_outcome_parse(PQgetvalue(r, i, 5), &st.dec.outcome) < 0)
+			st.dec.outcome = FS_OUT_REJECTED;
+		/* Reasons are static strings in the core; map a stored one back to a static. */
+		st.dec.reason = PQgetisnull(r, i, 6) ? NULL : PQgetvalue(r, i, 6);
+		st.dec.qty = get_i64(r, i, 7);
+		st.dec.expires_at_ms = get_i64(r, i, 8);
+		st.dec.decided_at_ms = get_i64(r, i, 9);
+		rc = fs_batch_add_stored(b, &st);
+	}
+	PQclear(r);
+	if (rc < 0)
+		set_err(s, "lookup", strerror(-rc));
+	return rc;
+}
+
+/* ---- commit ---------------------------------------------------------------------------- */
+
+struct step {
+	const char *sql;
+	int nparams;
+	const char *params[16];
+	const char *what;
+};
+
+static struct fs_buf *buf(struct fs_store *s, int i)
+{
+	fs_buf_clear(&s->bufs[i]);
+	return &s->bufs[i];
+}
+
+static const char *int_str(struct fs_buf *b, int64_t v)
+{
+	fs_buf_clear(b);
+	fs_buf_printf(b, "%" PRId64, v);
+	return fs_buf_cstr(b);
+}
+
+static const char *reason_of(const struct fs_item *it)
+{
+	return it->dec.reason;
+}
+
+/* decisions: one row per new intent decision. */
+static int add_decisions(struct fs_store *s, const struct fs_batch *b, struct step *st,
+			 int *k)
+{
+	struct fs_buf *id = buf(s, 1), *kind = buf(s, 2), *hash = buf(s, 3), *off = buf(s, 4),
+		      *sku = buf(s, 5), *buyer = buf(s, 6), *qty = buf(s, 7), *out = buf(s, 8),
+		      *reason = buf(s, 9), *exp = buf(s, 10), *at = buf(s, 11);
+	struct fs_buf *all[] = {id, kind, hash, off, sku, buyer, qty, out, reason, exp, at};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		fs_arr_begin(all[i]);
+	int64_t n = 0;
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (it->cls != FS_ITEM_NEW)
+			continue;
+		n++;
+		fs_arr_text(id, it->rec.intent_id);
+		fs_arr_int(kind, it->rec.kind);
+		fs_arr_int(hash, it->rec.body_hash);
+		fs_arr_int(off, it->rec.offset);
+		fs_arr_text(sku, it->rec.sku);
+		fs_arr_text(buyer, it->rec.kind == FS_KIND_BUY ? it->rec.buyer_id : NULL);
+		fs_arr_int(qty, it->dec.qty);
+		fs_arr_text(out, fs_outcome_name(it->dec.outcome));
+		fs_arr_text(reason, reason_of(it));
+		if (it->dec.reserve)
+			fs_arr_int(exp, it->dec.expires_at_ms);
+		else
+			fs_arr_text(exp, NULL);
+		fs_arr_int(at, it->dec.decided_at_ms);
+	}
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		fs_arr_end(all[i]);
+	if (n == 0)
+		return 0;
+	struct step *x = &st[(*k)++];
+	x->what = "decisions";
+	x->sql = "WITH ins AS (INSERT INTO decisions (intent_id, kind, body_hash, part, off, sku, "
+		 "buyer_id, qty, outcome, reason, expires_at_ms, decided_at_ms) "
+		 "SELECT u.id, u.kind, u.hash, $1::int, u.off, u.sku, u.buyer, u.qty, u.out, "
+		 "u.reason, u.exp, u.at FROM unnest($2::uuid[], $3::int2[], $4::int8[], "
+		 "$5::int8[], $6::text[], $7::text[], $8::int8[], $9::text[], $10::text[], "
+		 "$11::int8[], $12::int8[]) AS u(id, kind, hash, off, sku, buyer, qty, out, reason, "
+		 "exp, at) ON CONFLICT DO NOTHING RETURNING 1) "
+		 "SELECT fs_assert((SELECT count(*) FROM ins) = $13::bigint, 'FSMIS', "
+		 "'an intent id of the batch was decided concurrently')";
+	x->nparams = 13;
+	/* $1 (partition) is filled by the caller. */
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		x->params[i + 1] = fs_buf_cstr(all[i]);
+	x->params[12] = int_str(buf(s, 12), n);
+	return 0;
+}
+
+/* rejects: invalid records, keyed by offset. */
+static void add_rejects(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
+{
+	struct fs_buf *off = buf(s, 13), *id = buf(s, 14), *reason = buf(s, 15);
+	fs_arr_begin(off);
+	fs_arr_begin(id);
+	fs_arr_begin(reason);
+	int n = 0;
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (it->cls != FS_ITEM_INVALID)
+			continue;
+		n++;
+		fs_arr_int(off, it->rec.offset);
+		fs_arr_text(id, it->rec.has_intent ? it->rec.intent_id : NULL);
+		fs_arr_text(reason, it->dec.reason ? it->dec.reason : "invalid");
+	}
+	fs_arr_end(off);
+	fs_arr_end(id);
+	fs_arr_end(reason);
+	if (n == 0)
+		return;
+	struct step *x = &st[(*k)++];
+	x->what = "rejects";
+	x->sql = "INSERT INTO rejects (part, off, intent_id, reason) SELECT $1::int, * FROM "
+		 "unnest($2::int8[], $3::uuid[], $4::text[])";
+	x->nparams = 4;
+	x->params[1] = fs_buf_cstr(off);
+	x->params[2] = fs_buf_cstr(id);
+	x->params[3] = fs_buf_cstr(reason);
+}
+
+/* sale_log: open / restock / close records. */
+static void add_sale_log(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
+{
+	struct fs_buf *off = buf(s, 16), *kind = buf(s, 17), *sku = buf(s, 18), *amt = buf(s, 19),
+		      *out = buf(s, 20), *reason = buf(s, 21);
+	struct fs_buf *all[] = {off, kind, sku, amt, out, reason};
+	for (size_t i = 0; i < 6; i++)
+		fs_arr_begin(all[i]);
+	int n = 0;
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (it->cls != FS_ITEM_SALE)
+			continue;
+		n++;
+		fs_arr_int(off, it->rec.offset);
+		fs_arr_int(kind, it->rec.kind);
+		fs_arr_text(sku, it->rec.sku);
+		fs_arr_int(amt, it->rec.kind == FS_KIND_CLOSE ? 0 : it->rec.qty);
+		fs_arr_text(out, fs_outcome_name(it->dec.outcome));
+		fs_arr_text(reason, it->dec.reason);
+	}
+	for (size_t i = 0; i < 6; i++)
+		fs_arr_end(all[i]);
+	if (n == 0)
+		return;
+	struct step *x = &st[(*k)++];
+	x->what = "sale_log";
+	x->sql = "INSERT INTO sale_log (part, off, kind, sku, amount, outcome, reason) "
+		 "SELECT $1::int, * FROM unnest($2::int8[], $3::int2[], $4::text[], $5::int8[], "
+		 "$6::text[], $7::text[])";
+	x->nparams = 7;
+	for (size_t i = 0; i < 6; i++)
+		x->params[i + 1] = fs_buf_cstr(all[i]);
+}
+
+/* reservations: one row per new hold. */
+static void add_reservations(struct fs_store *s, const struct fs_batch *b, struct step *st,
+			     int *k)
+{
+	struct fs_buf *id = buf(s, 22), *sku = buf(s, 23), *buyer = buf(s, 24), *qty = buf(s, 25),
+		      *exp = buf(s, 26), *off = buf(s, 27);
+	struct fs_buf *all[] = {id, sku, buyer, qty, exp, off};
+	for (size_t i = 0; i < 6; i++)
+		fs_arr_begin(all[i]);
+	int n = 0;
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (it->cls != FS_ITEM_NEW || !it->dec.reserve)
+			continue;
+		n++;
+		fs_arr_text(id, it->rec.intent_id);
+		fs_arr_text(sku, it->rec.sku);
+		fs_arr_text(buyer, it->rec.buyer_id);
+		fs_arr_int(qty, it->dec.qty);
+		fs_arr_int(exp, it->dec.expires_at_ms);
+		fs_arr_int(off, it->rec.offset);
+	}
+	for (size_t i = 0; i < 6; i++)
+		fs_arr_end(all[i]);
+	if (n == 0)
+		return;
+	struct step *x = &st[(*k)++];
+	x->what = "reservations";
+	x->sql = "INSERT INTO reservations (intent_id, sku, buyer_id, qty, status, expires_at_ms, "
+		 "part, off) SELECT u.id, u.sku, u.buyer, u.qty, 'held', u.exp, $1::int, u.off "
+		 "FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int8[], $6::int8[], "
+		 "$7::int8[]) AS u(id, sku, buyer, qty, exp, off)";
+	x->nparams = 7;
+	for (size_t i = 0; i < 6; i++)
+		x->params[i + 1] = fs_buf_cstr(all[i]);
+}
+
+static const char *status_name(int status)
+{
+	return status == FS_SKU_OPEN ? "open" : "closed";
+}
+
+/* New SKUs (insert) and changed SKUs (update guarded by the committed base values). */
+static void add_skus(struct fs_store *s, const struct fs_core *core, struct step *st, int *k)
+{
+	struct fs_buf *sku = buf(s, 28), *status = buf(s, 29), *nums = buf(s, 30);
+	struct fs_buf *ins = buf(s, 31);
+	fs_arr_begin(sku);
+	fs_arr_begin(status);
+	fs_arr_begin(nums);
+	int n_upd = 0, n_ins = 0;
+	/* New SKUs travel as one JSON array: few per batch, many columns. */
+	fs_buf_str(ins, "[");
+	for (uint32_t d = 0; d < core->dirty_skus_len; d++) {
+		const struct fs_sku *v = &core->skus[core->dirty_skus[d]];
+		if (!v->stored) {
+			fs_buf_printf(ins,
+				      "%s{\"sku\":\"%s\",\"status\":\"%s\",\"supply\":%" PRId64
+				      ",\"available\":%" PRId64 ",\"held\":%" PRId64
+				      ",\"sold\":%" PRId64 ",\"per_buyer_limit\":%" PRId64
+				      ",\"max_qty\":%" PRId64 ",\"hold_ms\":%" PRId64
+				      ",\"opens_at_ms\":%" PRId64 ",\"closes_at_ms\":%" PRId64 "}",
+				      n_ins ? "," : "", v->sku, status_name(v->status), v->supply,
+				      v->available, v->held, v->sold, v->per_buyer_limit, v->max_qty,
+				      v->hold_ms, v->opens_at_ms, v->closes_at_ms);
+			n_ins++;
+			continue;
+		}
+		n_upd++;
+		fs_arr_text(sku, v->sku);
+		fs_arr_text(status, status_name(v->status));
+		/* A 2-D array would need equal lengths; one flat array of 8 numbers per SKU. */
+		int64_t vals[] = {v->supply,	  v->available,	     v->held,	   v->sold,
+				  v->base_supply, v->base_available, v->base_held, v->base_sold};
+		for (int i = 0; i < 8; i++)
+			fs_arr_int(nums, vals[i]);
+	}
+	fs_buf_str(ins, "]");
+	fs_arr_end(sku);
+	fs_arr_end(status);
+	fs_arr_end(nums);
+	if (n_ins) {
+		struct step *x = &st[(*k)++];
+		x->what = "skus insert";
+		/* Column list mirrors the JSON keys; sku text is validated ([A-Za-z0-9._:-]). */
+		x->sql = "INSERT INTO skus (sku, part, status, supply, available, held, sold, "
+			 "per_buyer_limit, max_qty, hold_ms, opens_at_ms, closes_at_ms) "
+			 "SELECT j.sku, $1::int, j.status, j.supply, j.available, j.held, j.sold, "
+			 "j.per_buyer_limit, j.max_qty, j.hold_ms, j.opens_at_ms, j.closes_at_ms "
+			 "FROM json_to_recordset($2::json) AS j(sku text, status text, supply "
+			 "bigint, available bigint, held bigint, sold bigint, per_buyer_limit int, "
+			 "max_qty int, hold_ms bigint, opens_at_ms bigint, closes_at_ms bigint)";
+		x->nparams = 2;
+		x->params[1] = fs_buf_cstr(ins);
+	}
+	if (n_upd) {
+		struct step *x = &st[(*k)++];
+		x->what = "skus update";
+		x->sql = "WITH u AS (SELECT s.sku, s.status, n.v FROM unnest($2::text[], $3::text[]) "
+			 "WITH ORDINALITY AS s(sku, status, i) JOIN LATERAL (SELECT "
+			 "($4::int8[])[(s.i - 1) * 8 + 1 : s.i * 8] AS v) n ON true), "
+			 "upd AS (UPDATE skus k SET status = u.status, supply = u.v[1], "
+			 "available = u.v[2], held = u.v[3], sold = u.v[4] FROM u WHERE k.sku = u.sku "
+			 "AND k.part = $1::int AND k.supply = u.v[5] AND k.available = u.v[6] "
+			 "AND k.held = u.v[7] AND k.sold = u.v[8] RETURNING 1) "
+			 "SELECT fs_assert((SELECT count(*) FROM upd) = $5::bigint, 'FSMIS', "
+			 "'stock counters in memory and in Postgres disagree')";
+		x->nparams = 5;
+		x->params[1] = fs_buf_cstr(sku);
+		x->params[2] = fs_buf_cstr(status);
+		x->params[3] = fs_buf_cstr(nums);
+		x->params[4] = int_str(buf(s, 32), n_upd);
+	}
+}
+
+static void add_buyers(struct fs_store *s, const struct fs_core *core, struct step *st, int *k)
+{
+	if (core->dirty_buyers_len == 0)
+		return;
+	struct fs_buf *sku = buf(s, 33), *buyer = buf(s, 34), *units = buf(s, 35);
+	fs_arr_begin(sku);
+	fs_arr_begin(buyer);
+	fs_arr_begin(units);
+	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
+		const struct fs_buyer *v = &core->buyers[core->dirty_buyers[d]];
+		fs_arr_text(sku, core->skus[v->sku_index].sku);
+		fs_arr_text(buyer, v->buyer_id);
+		fs_arr_int(units, v->units);
+	}
+	fs_arr_end(sku);
+	fs_arr_end(buyer);
+	fs_arr_end(units);
+	struct step *x = &st[(*k)++];
+	x->what = "buyers";
+	/* The join keeps a buyer row from ever naming a SKU of another partition. */
+	x->sql = "INSERT INTO buyers (sku, buyer_id, units) SELECT u.sku, u.buyer, u.units FROM "
+		 "unnest($2::text[], $3::text[], $4::int8[]) AS u(sku, buyer, units) JOIN skus k "
+		 "ON k.sku = u.sku AND k.part = $1::int ON CONFLICT (sku, buyer_id) DO UPDATE SET "
+		 "units = EXCLUDED.units";
+	x->nparams = 4;
+	x->params[1] = fs_buf_cstr(sku);
+	x->params[2] = fs_buf_cstr(buyer);
+	x->params[3] = fs_buf_cstr(units);
+}
+
+/* The offset compare-and-set, with the partition's clock and counters. */
+static void add_cas(struct fs_store *s, const char *grp, const char *topic,
+		    const struct fs_part_meta *meta, int64_t next, int64_t replied,
+		    const struct fs_batch *b, const struct fs_core *core, struct step *x)
+{
+	x->what = "offset compare-and-set";
+	x->sql = "WITH cas AS (UPDATE partitions SET next_offset = $5::bigint, "
+		 "replied_offset = GREATEST(replied_offset, $6::bigint), clock_ms = $7::bigint, "
+		 "first_offset = CASE WHEN first_offset < 0 THEN $8::bigint ELSE first_offset END, "
+		 "n_records = n_records + $9::bigint, n_fresh = n_fresh + $10::bigint, "
+		 "n_repeats = n_repeats + $11::bigint, n_conflicts = n_conflicts + $12::bigint, "
+		 "n_invalid = n_invalid + $13::bigint, n_sale = n_sale + $14::bigint, "
+		 "n_ticks = n_ticks + $15::bigint, n_batches = n_batches + 1 "
+		 "WHERE grp = $2 AND topic = $3 AND part = $1::int AND next_offset = $4::bigint "
+		 "RETURNING 1) SELECT fs_assert((SELECT count(*) FROM cas) = 1, 'FSCAS', "
+		 "'partition offset moved: another worker owns it')";
+	x->nparams = 15;
+	x->params[1] = grp;
+	x->params[2] = topic;
+	int64_t vals[] = {meta->next_offset,
+			  next,
+			  replied,
+			  core->clock_ms,
+			  b->len ? b->items[0].rec.offset : next,
+			  b->counts.records,
+			  b->counts.fresh,
+			  b->counts.repeats,
+			  b->counts.conflicts,
+			  b->counts.invalid,
+			  b->counts.sale,
+			  b->counts.ticks};
+	for (int i = 0; i < 12; i++)
+		x->params[i + 3] = int_str(buf(s, 36 + i), vals[i]);
+}
+
+static int run_pipeline(struct fs_store *s, struct step *st, int n, int *failed_step,
+			char sqlstate[6])
+{
+	*failed_step = -1;
+	sqlstate[0] = '\0';
+	if (!PQenterPipelineMode(s->conn)) {
+		set_err(s, "pipeline", PQerrorMessage(s->conn));
+		return -EIO;
+	}
+	int sent = 0;
+	for (; sent < n; sent++) {
+		if (!PQsendQueryParams(s->conn, st[sent].sql, st[sent].nparams, NULL,
+				       st[sent].params, NULL, NULL, 0))
+			break;
+		if (sent == 1)
+			crash_point(s, "after_cas_sent");
+	}
+	if (sent < n)
+		set_err(s, "pipeline send", PQerrorMessage(s->conn));
+	crash_point(s, "before_commit");
+	bool synced = sent == n && PQpipelineSync(s->conn);
+	if (synced)
+		crash_point(s, "commit_sent");
+	int rc = sent == n && synced ? 0 : -EIO;
+	/* Collect one result (plus its NULL terminator) per statement, then the sync. */
+	for (int i = 0; i < sent && !conn_bad(s); i++) {
+		PGresult *r;
+		while ((r = PQgetResult(s->conn)) != NULL) {
+			ExecStatusType t = PQresultStatus(r);
+			if (t == PGRES_FATAL_ERROR && *failed_step < 0) {
+				*failed_step = i;
+				const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+				snprintf(sqlstate, 6, "%s", state ? state : "");
+				char what[128];
+				snprintf(what, sizeof what, "batch %s", st[i].what);
+				set_err(s, what, PQresultErrorMessage(r));
+				rc = -EIO;
+			} else if (t == PGRES_PIPELINE_ABORTED) {
+				rc = -EIO;
+			}
+			PQclear(r);
+		}
+	}
+	if (synced && !conn_bad(s)) {
+		PGresult *r = PQgetResult(s->conn);
+		while (r && PQresultStatus(r) != PGRES_PIPELINE_SYNC) {
+			PQclear(r);
+			r = PQgetResult(s->conn);
+		}
+		PQclear(r);
+	}
+	if (conn_bad(s)) {
+		if (rc == 0 || *failed_step < 0)
+			set_err(s, "postgres connection lost", PQerrorMessage(s->conn));
+		return -EPIPE;
+	}
+	PQexitPipelineMode(s->conn);
+	return rc;
+}
+
+int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
+		    const struct fs_part_meta *meta, int64_t next_offset, int64_t replied_offset,
+		    const struct fs_batch *b, const struct fs_core *core)
+{
+	struct step st[STEPS_MAX];
+	memset(st, 0, sizeof st);
+	int k = 0;
+	st[k++] = (struct step){.sql = "BEGIN", .what = "begin"};
+	add_cas(s, grp, topic, meta, next_offset, replied_offset, b, core, &st[k++]);
+	int rc = add_decisions(s, b, st, &k);
+	if (rc < 0)
+		return FS_COMMIT_REDO;
+	add_rejects(s, b, st, &k);
+	add_sale_log(s, b, st, &k);
+	add_reservations(s, b, st, &k);
+	add_skus(s, core, st, &k);
+	add_buyers(s, core, st, &k);
+	st[k++] = (struct step){.sql = "COMMIT", .what = "commit"};
+	char part[16];
+	snprintf(part, sizeof part, "%" PRId32, meta->partition);
+	for (int i = 1; i < k - 1; i++)
+		st[i].params[0] = part;
+	for (int i = 0; i < BUF_COUNT; i++) {
+		if (!fs_buf_ok(&s->bufs[i])) {
+			set_err(s, "batch", "out of memory");
+			return FS_COMMIT_REDO;
+		}
+	}
+
+	int failed;
+	char state[6];
+	rc = run_pipeline(s, st, k, &failed, state);
+	if (rc == 0)
+		return FS_COMMIT_OK;
+	if (rc == -EPIPE) {
+		/* COMMIT travelled in the same pipeline as everything else: once the sync was
+		 * sent, only the stored offset can tell whether it took effect. */
+		return FS_COMMIT_UNKNOWN;
+	}
+	PGresult *r = PQexec(s->conn, "ROLLBACK");
+	PQclear(r);
+	if (strcmp(state, "FSCAS") == 0)
+		return FS_COMMIT_FENCED;
+	if (conn_bad(s))
+		return FS_COMMIT_UNKNOWN;
+	return FS_COMMIT_REDO;
+}
+
+int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic,
+			  int32_t partition, int64_t next_offset, int64_t replied_offset)
+{
+	char part[16], next[24], replied[24];
+	snprintf(part, sizeof part, "%" PRId32, partition);
+	snprintf(next, sizeof next, "%" PRId64, next_offset);
+	snprintf(replied, sizeof replied, "%" PRId64, replied_offset);
+	const char *p[] = {grp, topic, part, next, replied};
+	/* Guarded by next_offset: a stale worker cannot move another one's row. */
+	PGresult *r = exec(s,
+			   "UPDATE partitions SET replied_offset = GREATEST(replied_offset, "
+			   "$5::bigint) WHERE grp = $1 AND topic = $2 AND part = $3::int AND "
+			   "next_offset = $4::bigint AND $5::bigint <= next_offset",
+			   5, p, PGRES_COMMAND_OK);
+	if (!r)
+		return -EIO;
+	PQclear(r);
+	return 0;
+}

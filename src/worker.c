@@ -1,0 +1,935 @@
+/* worker.c: flashsale-worker, the order worker daemon.
+ *
+ * One thread. A consumer-group member of the intents topic; per partition, records are
+ * gathered into a batch, decided by the pure core, committed to Postgres in one transaction
+ * (fs_store_commit), and only then answered on the results topic (DESIGN.md section 4). */
+#include "fs_batch.h"
+#include "fs_buf.h"
+#include "fs_config.h"
+#include "fs_core.h"
+#include "fs_kafka.h"
+#include "fs_log.h"
+#include "fs_record.h"
+#include "fs_reply.h"
+#include "fs_store.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+	PARTITIONS_MAX = 1024,
+	BACKOFF_MIN_MS = 50,
+};
+
+/* Results of one committed batch still on their way to the broker. */
+struct inflight {
+	int64_t end_offset; /* next offset after the batch */
+	int pending;
+	bool failed;
+	bool orphan; /* its partition was revoked meanwhile: free it when done */
+	struct inflight *next;
+};
+
+struct part {
+	bool assigned;
+	bool loaded;
+	int32_t id;
+	struct fs_part_meta meta; /* as committed */
+	struct fs_core core;
+	struct fs_batch batch; /* records to decide, contiguous from meta.next_offset */
+	struct fs_batch again; /* records below meta.next_offset: to answer again */
+	int64_t first_ms; /* monotonic ms when the pending batch got its first record */
+	int64_t replied; /* results delivered for every record below this */
+	struct inflight *head, *tail;
+};
+
+struct counters {
+	int64_t records, fresh, repeats, conflicts, invalid, sale, batches, fenced, redo, retries,
+		unknown, unknown_committed, answered_again, skipped_stale, gaps, published,
+		delivery_failed;
+};
+
+struct worker {
+	struct fs_config cfg;
+	struct fs_record_limits limits;
+	rd_kafka_t *consumer;
+	rd_kafka_t *producer;
+	rd_kafka_topic_t *intents_rkt; /* consumer-side handle, for seek */
+	struct fs_store *store;
+	struct part *parts[PARTITIONS_MAX];
+	struct fs_buf out;
+	struct counters n;
+	struct inflight *orphans;
+	int64_t last_stats_ms;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int64_t ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+/* ---- crash points (fault-injection tests) ---------------------------------------------- */
+
+static char crash_name[64];
+static long crash_count;
+
+/* FLASHSALE_CRASH=point[:n]: the n-th time (default 1) the worker reaches `point`, it dies at
+ * once, as kill -9 would. Points: after_poll, after_lookup, after_cas_sent, before_commit,
+ * commit_sent, after_commit, after_publish, in_revoke. */
+static void crash_at(const char *point)
+{
+	if (!crash_name[0] || strcmp(crash_name, point) != 0)
+		return;
+	if (--crash_count > 0)
+		return;
+	fprintf(stderr, "flashsale-worker: crash point %s reached, exiting abruptly\n", point);
+	fflush(stderr);
+	kill(getpid(), SIGKILL);
+}
+
+static void crash_init(void)
+{
+	const char *v = getenv("FLASHSALE_CRASH");
+	if (!v || !*v)
+		return;
+	snprintf(crash_name, sizeof crash_name, "%s", v);
+	char *colon = strchr(crash_name, ':');
+	crash_count = 1;
+	if (colon) {
+		*colon = '\0';
+		crash_count = strtol(colon + 1, NULL, 10);
+		if (crash_count < 1)
+			crash_count = 1;
+	}
+}
+
+/* ---- results ----------------------------------------------------------------------------- */
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	(void)rk;
+	struct worker *w = opaque;
+	struct inflight *f = m->_private;
+	if (m->err) {
+		w->n.delivery_failed++;
+		fs_error("result delivery failed: %s", rd_kafka_err2str(m->err));
+	}
+	if (!f)
+		return;
+	if (m->err)
+		f->failed = true;
+	f->pending--;
+}
+
+/* Produces one message, waiting (serving delivery reports) while the local queue is full. */
+static int produce(struct worker *w, const char *topic, int32_t partition, const void *key,
+		   size_t key_len, const struct fs_buf *value, struct inflight *f)
+{
+	for (;;) {
+		rd_kafka_resp_err_t err = rd_kafka_producev(
+			w->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+			RD_KAFKA_V_KEY((void *)key, key_len),
+			RD_KAFKA_V_VALUE(value->data, value->len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+			RD_KAFKA_V_OPAQUE(f), RD_KAFKA_V_END);
+		if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+			if (f)
+				f->pending++;
+			w->n.published++;
+			return 0;
+		}
+		if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+			fs_error("produce to %s: %s", topic, rd_kafka_err2str(err));
+			return -EIO;
+		}
+		rd_kafka_poll(w->producer, 100);
+	}
+}
+
+/* Publishes one result per record of the batch (ticks excepted). */
+static void publish_results(struct worker *w, struct part *p, struct fs_batch *b, int64_t end)
+{
+	struct inflight *f = calloc(1, sizeof *f);
+	if (f) {
+		f->end_offset = end;
+		f->pending = 0;
+	}
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (it->cls == FS_ITEM_TICK)
+			continue;
+		fs_buf_clear(&w->out);
+		fs_reply_result(&w->out, it);
+		const char *key = it->rec.has_intent ? it->rec.intent_id : it->rec.sku;
+		if (produce(w, w->cfg.topic_results, RD_KAFKA_PARTITION_UA, key, strlen(key),
+			    &w->out, f) < 0 &&
+		    f)
+			f->failed = true;
+	}
+	if (!f) {
+		fs_error("out of memory tracking result delivery; replies will be resent later");
+		return;
+	}
+	if (p->tail)
+		p->tail->next = f;
+	else
+		p->head = f;
+	p->tail = f;
+}
+
+static void publish_stock(struct worker *w, const struct fs_core *core)
+{
+	for (uint32_t d = 0; d < core->dirty_skus_len; d++) {
+		const struct fs_sku *s = &core->skus[core->dirty_skus[d]];
+		fs_buf_clear(&w->out);
+		fs_reply_stock(&w->out, s);
+		produce(w, w->cfg.topic_stock, RD_KAFKA_PARTITION_UA, s->sku, strlen(s->sku),
+			&w->out, NULL);
+	}
+}
+
+/* Moves p->replied over every batch whose results were all delivered, in order. */
+static void advance_replied(struct worker *w, struct part *p)
+{
+	(void)w;
+	while (p->head && p->head->pending == 0) {
+		struct inflight *f = p->head;
+		if (f->failed) {
+			/* Stop here: a restart answers again from p->replied (INV-2). */
+			break;
+		}
+		p->replied = f->end_offset;
+		p->head = f->next;
+		if (!p->head)
+			p->tail = NULL;
+		free(f);
+	}
+}
+
+static void reap_orphans(struct worker *w)
+{
+	struct inflight **pp = &w->orphans;
+	while (*pp) {
+		if ((*pp)->pending == 0) {
+			struct inflight *f = *pp;
+			*pp = f->next;
+			free(f);
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+}
+
+/* ---- partitions -------------------------------------------------------------------------- */
+
+static int64_t backoff_next(const struct worker *w, int64_t ms)
+{
+	ms = ms ? ms * 2 : BACKOFF_MIN_MS;
+	return ms > w->cfg.retry_backoff_max_ms ? w->cfg.retry_backoff_max_ms : ms;
+}
+
+/* Connects (again) to Postgres, waiting with backoff; gives up only on shutdown. */
+static int store_ready(struct worker *w)
+{
+	int64_t backoff = 0;
+	for (;;) {
+		if (fs_store_ensure(w->store) == 0)
+			return 0;
+		w->n.retries++;
+		backoff = backoff_next(w, backoff);
+		fs_warn("%s; retrying in %" PRId64 " ms", fs_store_error(w->store), backoff);
+		if (stop_requested)
+			return -EINTR;
+		sleep_ms(backoff);
+		rd_kafka_poll(w->producer, 0);
+	}
+}
+
+/* Loads a partition's state from Postgres, retrying transient failures. */
+static int part_load(struct worker *w, struct part *p)
+{
+	int64_t backoff = 0;
+	for (;;) {
+		if (store_ready(w) < 0)
+			return -EINTR;
+		if (fs_store_load(w->store, w->cfg.group, w->cfg.topic_intents, p->id, &p->core,
+				  &p->meta) == 0) {
+			p->loaded = true;
+			if (p->replied < p->meta.replied_offset)
+				p->replied = p->meta.replied_offset;
+			return 0;
+		}
+		w->n.retries++;
+		backoff = backoff_next(w, backoff);
+		fs_warn("partition %" PRId32 ": load: %s; retrying in %" PRId64 " ms", p->id,
+			fs_store_error(w->store), backoff);
+		sleep_ms(backoff);
+	}
+}
+
+/* Where consumption starts: the stored offset (Postgres is the truth, DESIGN.md section 3),
+ * or earlier if some decided records were never answered. */
+static int64_t start_offset(const struct part *p)
+{
+	if (p->meta.next_offset < 0)
+		return RD_KAFKA_OFFSET_BEGINNING;
+	if (p->meta.replied_offset >= 0 && p->meta.replied_offset < p->meta.next_offset)
+		return p->meta.replied_offset;
+	return p->meta.next_offset;
+}
+
+static struct part *part_get(struct worker *w, int32_t id)
+{
+	if (id < 0 || id >= PARTITIONS_MAX)
+		return NULL;
+	if (!w->parts[id]) {
+		struct part *p = calloc(1, sizeof *p);
+		if (!p)
+			return NULL;
+		p->id = id;
+		if (fs_core_init(&p->core, id) < 0 ||
+		    fs_batch_init(&p->batch, (uint32_t)w->cfg.batch_max) < 0 ||
+		    fs_batch_init(&p->again, (uint32_t)w->cfg.batch_max) < 0) {
+			fs_batch_free(&p->batch);
+			free(p);
+			return NULL;
+		}
+		w->parts[id] = p;
+	}
+	return w->parts[id];
+}
+
+/* Drops what is pending and forgets the state; deliveries still in flight become orphans. */
+static void part_drop(struct worker *w, struct part *p)
+{
+	fs_batch_clear(&p->batch);
+	fs_batch_clear(&p->again);
+	fs_core_reset(&p->core);
+	p->loaded = false;
+	p->assigned = false;
+	p->replied = -1;
+	while (p->head) {
+		struct inflight *f = p->head;
+		p->head = f->next;
+		f->orphan = true;
+		f->next = w->orphans;
+		w->orphans = f;
+	}
+	p->tail = NULL;
+}
+
+/* ---- deciding a batch -------------------------------------------------------------------- */
+
+static void count_batch(struct worker *w, const struct fs_batch *b)
+{
+	w->n.records += b->counts.records;
+	w->n.fresh += b->counts.fresh;
+	w->n.repeats += b->counts.repeats;
+	w->n.conflicts += b->counts.conflicts;
+	w->n.invalid += b->counts.invalid;
+	w->n.sale += b->counts.sale;
+	w->n.batches++;
+}
+
+static void commit_kafka_offset(struct worker *w, int32_t part, int64_t next)
+{
+	/* Advisory only (lag tools); the worker never starts from it. */
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_topic_partition_list_add(l, w->cfg.topic_intents, part)->offset = next;
+	rd_kafka_commit(w->consumer, l, 1);
+	rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* The partition was fenced: another worker committed past us. Forget our state, reload,
+ * and go on from the stored offset (the group will revoke the partition if it is not ours). */
+static void part_fenced(struct worker *w, struct part *p)
+{
+	w->n.fenced++;
+	int64_t old = p->meta.next_offset;
+	fs_batch_clear(&p->batch);
+	fs_batch_clear(&p->again);
+	if (part_load(w, p) < 0)
+		return;
+	fs_warn("partition %" PRId32 ": fenced (expected offset %" PRId64 ", stored %" PRId64
+		"); batch dropped, state reloaded",
+		p->id, old, p->meta.next_offset);
+	rd_kafka_resp_err_t err =
+		rd_kafka_seek(w->intents_rkt, p->id, p->meta.next_offset < 0 ? RD_KAFKA_OFFSET_BEGINNING
+									      : p->meta.next_offset,
+			      0);
+	if (err)
+		fs_warn("partition %" PRId32 ": seek: %s", p->id, rd_kafka_err2str(err));
+}
+
+/* Decides and commits p->batch. Returns when it is committed, fenced, or on shutdown. */
+static void part_process(struct worker *w, struct part *p)
+{
+	struct fs_batch *b = &p->batch;
+	if (b->len == 0)
+		return;
+	int64_t expected = p->meta.next_offset;
+	int64_t next = b->items[b->len - 1].rec.offset + 1;
+	int64_t backoff = 0;
+	if (p->replied < 0)
+		p->replied = b->items[0].rec.offset; /* nothing below the first record to answer */
+	for (;;) {
+		if (store_ready(w) < 0)
+			return;
+		fs_batch_reset_decisions(b);
+		int rc = fs_store_lookup(w->store, b);
+		crash_at("after_lookup");
+		if (rc == 0)
+			rc = fs_batch_decide(b, &p->core);
+		if (rc == 0)
+			rc = fs_store_commit(w->store, w->cfg.group, w->cfg.topic_intents, &p->meta,
+					     next, p->replied < 0 ? -1 : p->replied, b, &p->core);
+		else
+			rc = FS_COMMIT_RETRY;
+
+		if (rc == FS_COMMIT_UNKNOWN) {
+			/* The connection died with COMMIT in flight: only the stored offset knows. */
+			w->n.unknown++;
+			int64_t stored = -2;
+			while (store_ready(w) == 0 &&
+			       fs_store_read_next(w->store, w->cfg.group, w->cfg.topic_intents, p->id,
+						  &stored) < 0)
+				sleep_ms(backoff = backoff_next(w, backoff));
+			if (stored == next) {
+				w->n.unknown_committed++;
+				rc = FS_COMMIT_OK;
+			} else if (stored == expected) {
+				rc = FS_COMMIT_RETRY;
+			} else {
+				rc = FS_COMMIT_FENCED;
+			}
+			fs_warn("partition %" PRId32 ": commit outcome unknown, stored offset %" PRId64
+				": %s",
+				p->id, stored,
+				rc == FS_COMMIT_OK ? "committed" : rc == FS_COMMIT_RETRY ? "not committed"
+											: "fenced");
+		}
+		if (rc == FS_COMMIT_OK)
+			break;
+		if (rc == FS_COMMIT_FENCED) {
+			part_fenced(w, p);
+			return;
+		}
+		/* Not committed: the core's state moved while deciding; reload it from the truth. */
+		if (rc == FS_COMMIT_REDO)
+			w->n.redo++;
+		else
+			w->n.retries++;
+		backoff = backoff_next(w, backoff);
+		fs_warn("partition %" PRId32 ": batch at %" PRId64 " not committed (%s); reloading, "
+			"retry in %" PRId64 " ms",
+			p->id, expected, fs_store_error(w->store), backoff);
+		if (stop_requested)
+			return; /* shutting down: whoever owns it next decides these records */
+		sleep_ms(backoff);
+		if (part_load(w, p) < 0)
+			return;
+		if (p->meta.next_offset != expected) {
+			part_fenced(w, p);
+			return;
+		}
+	}
+	crash_at("after_commit");
+	p->meta.next_offset = next;
+	if (p->meta.first_offset < 0)
+		p->meta.first_offset = b->items[0].rec.offset;
+	p->meta.clock_ms = p->core.clock_ms;
+	count_batch(w, b);
+	publish_results(w, p, b, next);
+	publish_stock(w, &p->core);
+	fs_core_commit(&p->core);
+	crash_at("after_publish");
+	commit_kafka_offset(w, p->id, next);
+	fs_batch_clear(b);
+}
+
+/* Answers again records that were decided before but maybe never answered (a crash between
+ * commit and delivery): each gets its stored decision. Nothing is written. */
+static void part_answer_again(struct worker *w, struct part *p)
+{
+	struct fs_batch *b = &p->again;
+	if (b->len == 0)
+		return;
+	int64_t backoff = 0;
+	while (store_ready(w) == 0) {
+		fs_batch_reset_decisions(b);
+		if (fs_store_lookup(w->store, b) == 0)
+			break;
+		sleep_ms(backoff = backoff_next(w, backoff));
+	}
+	if (stop_requested)
+		return;
+	for (uint32_t i = 0; i < b->len; i++) {
+		struct fs_item *it = &b->items[i];
+		it->first_partition = it->rec.partition;
+		it->first_offset = it->rec.offset;
+		if (it->rec.kind == FS_KIND_INVALID) {
+			/* Parsing is pure: the same bytes give the same reason. */
+			it->cls = FS_ITEM_INVALID;
+			it->dec.outcome = FS_OUT_REJECTED;
+			it->dec.reason = it->rec.reject_reason;
+			continue;
+		}
+		if (!fs_item_has_key(it)) {
+			it->cls = FS_ITEM_TICK; /* sale records and ticks: not buyer-facing */
+			continue;
+		}
+		bool found = false;
+		for (uint32_t k = 0; k < b->stored_len && !found; k++) {
+			const struct fs_stored *s = &b->stored[k];
+			if (s->kind != it->rec.kind || strcmp(s->intent_id, it->rec.intent_id) != 0)
+				continue;
+			found = true;
+			it->dec = s->dec;
+			it->first_partition = s->partition;
+			it->first_offset = s->offset;
+			if (s->body_hash != it->rec.body_hash) {
+				it->dec.outcome = FS_OUT_CONFLICT;
+				it->dec.reason = "intent_id_reused";
+				it->first_partition = it->rec.partition;
+				it->first_offset = it->rec.offset;
+			} else {
+				it->dec.duplicate = s->offset != it->rec.offset;
+			}
+		}
+		if (!found) {
+			fs_error("partition %" PRId32 ": record at %" PRId64 " is below the stored "
+				 "offset but has no decision",
+				 p->id, it->rec.offset);
+			it->cls = FS_ITEM_TICK;
+		}
+	}
+	int64_t end = b->items[b->len - 1].rec.offset + 1;
+	w->n.answered_again += b->len;
+	publish_results(w, p, b, end);
+	fs_batch_clear(b);
+}
+
+/* ---- consuming --------------------------------------------------------------------------- */
+
+static void on_message(struct worker *w, rd_kafka_message_t *m)
+{
+	struct part *p = m->partition >= 0 && m->partition < PARTITIONS_MAX ? w->parts[m->partition]
+									     : NULL;
+	if (!p || !p->assigned || !p->loaded)
+		return; /* not ours (any more) */
+	int64_t off = m->offset;
+	int64_t expected = p->meta.next_offset;
+	if (expected >= 0)
+		expected += p->batch.len;
+	else if (p->batch.len)
+		expected = p->batch.items[p->batch.len - 1].rec.offset + 1;
+
+	struct fs_batch *target = &p->batch;
+	if (p->meta.next_offset >= 0 && off < p->meta.next_offset) {
+		if (off < p->replied) {
+			w->n.skipped_stale++;
+			return;
+		}
+		target = &p->again;
+	} else if (expected >= 0 && off < expected) {
+		w->n.skipped_stale++; /* already in the batch: a fetch from before a seek */
+		return;
+	} else if (expected >= 0 && off > expected) {
+		/* Our topic has no gaps (no compaction, no transactions); say so loudly. */
+		w->n.gaps++;
+		fs_warn("partition %" PRId32 ": offset gap %" PRId64 " -> %" PRId64, p->id, expected,
+			off);
+	}
+	if (target->len == target->cap) {
+		if (target == &p->batch)
+			part_process(w, p);
+		else
+			part_answer_again(w, p);
+		if (!p->loaded || target->len == target->cap)
+			return;
+	}
+	if (target == &p->batch && target->len == 0)
+		p->first_ms = now_ms();
+	struct fs_item *it = fs_batch_push(target);
+	rd_kafka_timestamp_type_t tstype;
+	int64_t ts = rd_kafka_message_timestamp(m, &tstype);
+	fs_record_parse(&w->limits, m->key, m->key_len, m->payload, m->len, m->partition, off,
+			ts < 0 ? 0 : ts, &it->rec);
+}
+
+static void process_due(struct worker *w, bool all)
+{
+	int64_t now = now_ms();
+	for (int i = 0; i < PARTITIONS_MAX; i++) {
+		struct part *p = w->parts[i];
+		if (!p || !p->assigned)
+			continue;
+		if (p->again.len)
+			part_answer_again(w, p);
+		if (p->batch.len &&
+		    (all || p->batch.len == p->batch.cap || now - p->first_ms >= w->cfg.batch_wait_ms))
+			part_process(w, p);
+	}
+}
+
+static int64_t next_due_ms(const struct worker *w)
+{
+	int64_t wait = w->cfg.poll_timeout_ms, now = now_ms();
+	for (int i = 0; i < PARTITIONS_MAX; i++) {
+		const struct part *p = w->parts[i];
+		if (!p || !p->assigned || p->batch.len == 0)
+			continue;
+		int64_t left = p->first_ms + w->cfg.batch_wait_ms - now;
+		if (left < wait)
+			wait = left < 0 ? 0 : left;
+	}
+	return wait;
+}
+
+/* Writes the replied offsets of the given partitions (best effort: a restart answers again). */
+static void save_replied(struct worker *w, struct part *p)
+{
+	advance_replied(w, p);
+	if (p->replied <= p->meta.replied_offset || p->meta.next_offset < 0 || !p->loaded)
+		return;
+	if (store_ready(w) < 0)
+		return;
+	/* Reuse the commit path with an empty batch would move counters; a plain guarded update
+	 * is enough: the replied offset never passes the stored next offset. */
+	(void)fs_store_save_replied(w->store, w->cfg.group, w->cfg.topic_intents, p->id,
+				    p->meta.next_offset, p->replied);
+	p->meta.replied_offset = p->replied;
+}
+
+static void flush_producer(struct worker *w)
+{
+	rd_kafka_resp_err_t err = rd_kafka_flush(w->producer, (int)w->cfg.flush_timeout_ms);
+	if (err)
+		fs_warn("results not all delivered within %" PRId64 " ms: %s",
+			w->cfg.flush_timeout_ms, rd_kafka_err2str(err));
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+			 rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+	struct worker *w = opaque;
+	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+		for (int i = 0; i < parts->cnt; i++) {
+			rd_kafka_topic_partition_t *tp = &parts->elems[i];
+			struct part *p = part_get(w, tp->partition);
+			if (!p) {
+				fs_error("partition %" PRId32 " out of range or out of memory; "
+					 "not consuming it",
+					 tp->partition);
+				tp->offset = RD_KAFKA_OFFSET_END; /* never decided: stays pending */
+				continue;
+			}
+			p->assigned = true;
+			p->replied = -1;
+			if (part_load(w, p) < 0)
+				continue;
+			tp->offset = start_offset(p);
+			fs_info("partition %" PRId32 " assigned: next offset %" PRId64
+				", replied %" PRId64 ", start %" PRId64,
+				p->id, p->meta.next_offset, p->meta.replied_offset, tp->offset);
+		}
+		rd_kafka_assign(rk, parts);
+		return;
+	}
+	/* Revoked (or an error): stop deciding; deliver what was committed; forget the state. */
+	crash_at("in_revoke");
+	flush_producer(w);
+	for (int i = 0; i < parts->cnt; i++) {
+		struct part *p = part_get(w, parts->elems[i].partition);
+		if (!p || !p->assigned)
+			continue;
+		save_replied(w, p);
+		part_drop(w, p);
+		fs_info("partition %" PRId32 " revoked", p->id);
+	}
+	rd_kafka_assign(rk, NULL);
+}
+
+static void log_stats(struct worker *w, const char *when)
+{
+	fs_info("%s: records=%" PRId64 " fresh=%" PRId64 " repeats=%" PRId64 " conflicts=%" PRId64
+		" invalid=%" PRId64 " sale=%" PRId64 " batches=%" PRId64 " fenced=%" PRId64
+		" redo=%" PRId64 " retries=%" PRId64 " unknown=%" PRId64 " unknown_committed=%" PRId64
+		" answered_again=%" PRId64 " stale=%" PRId64 " gaps=%" PRId64 " published=%" PRId64
+		" delivery_failed=%" PRId64,
+		when, w->n.records, w->n.fresh, w->n.repeats, w->n.conflicts, w->n.invalid,
+		w->n.sale, w->n.batches, w->n.fenced, w->n.redo, w->n.retries, w->n.unknown,
+		w->n.unknown_committed, w->n.answered_again, w->n.skipped_stale, w->n.gaps,
+		w->n.published, w->n.delivery_failed);
+}
+
+static int handle_consumer_error(struct worker *w, rd_kafka_message_t *m)
+{
+	if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+		return 0;
+	if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+	    m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
+		/* The stored offset is not in the log (retention or a different topic): deciding
+		 * from elsewhere would silently skip or repeat records. Stop, loudly. */
+		fs_error("partition %" PRId32 ": stored offset is outside the log: %s; refusing to "
+			 "skip records (restore the topic or the database)",
+			 m->partition, rd_kafka_message_errstr(m));
+		return -ERANGE;
+	}
+	(void)w;
+	fs_warn("kafka: %s", rd_kafka_message_errstr(m));
+	return 0;
+}
+
+static int run(struct worker *w)
+{
+	int rc = 0;
+	while (!stop_requested) {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(w->consumer, (int)next_due_ms(w));
+		if (m) {
+			crash_at("after_poll");
+			if (m->err)
+				rc = handle_consumer_error(w, m);
+			else
+				on_message(w, m);
+			rd_kafka_message_destroy(m);
+			if (rc < 0)
+				break;
+		}
+		rd_kafka_poll(w->producer, 0);
+		process_due(w, m == NULL);
+		for (int i = 0; i < PARTITIONS_MAX; i++)
+			if (w->parts[i] && w->parts[i]->assigned)
+				advance_replied(w, w->parts[i]);
+		reap_orphans(w);
+		int64_t now = now_ms();
+		if (w->cfg.stats_interval_ms && now - w->last_stats_ms >= w->cfg.stats_interval_ms) {
+			log_stats(w, "stats");
+			w->last_stats_ms = now;
+		}
+	}
+	/* Drain: decide what was already read (one try each), then leave the group cleanly. */
+	if (rc == 0)
+		process_due(w, true);
+	return rc;
+}
+
+/* ---- start-up ---------------------------------------------------------------------------- */
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: flashsale-worker [-c FILE] [--set KEY=VALUE]... [--help] [--help-config]\n"
+		"\n"
+		"The flashsale order worker: consumes the intents topic as a member of a consumer\n"
+		"group, decides every record in memory, commits each batch of decisions to\n"
+		"PostgreSQL in one transaction, then publishes one result per record.\n"
+		"\n"
+		"  -c, --config FILE   configuration file (key = value; see config/flashsale.conf)\n"
+		"  -s, --set K=V       set one configuration key (after the file)\n"
+		"      --help-config   list every configuration key\n"
+		"  -h, --help          this text\n"
+		"\n"
+		"Environment: FLASHSALE_KAFKA (bootstrap servers) and FLASHSALE_PG (libpq conninfo)\n"
+		"override the file. FLASHSALE_CRASH=point[:n] is a test hook (see docs).\n"
+		"SIGTERM or SIGINT: finish the batches already read, deliver results, exit 0.\n");
+}
+
+static int setup(struct worker *w)
+{
+	char err[512];
+	fs_log_set_level(w->cfg.log_level);
+	w->limits.bytes_max = (size_t)w->cfg.record_max_bytes;
+
+	rd_kafka_conf_t *pc = fs_kafka_conf(&w->cfg, fs_kafka_producer_defaults, err, sizeof err);
+	if (!pc) {
+		fs_error("producer config: %s", err);
+		return -EINVAL;
+	}
+	rd_kafka_conf_set_dr_msg_cb(pc, dr_cb);
+	rd_kafka_conf_set_opaque(pc, w);
+	w->producer = fs_kafka_new(RD_KAFKA_PRODUCER, pc, err, sizeof err);
+	if (!w->producer) {
+		fs_error("producer: %s", err);
+		return -EINVAL;
+	}
+
+	static const char *const consumer_defaults[] = {
+		"enable.auto.commit", "false",
+		"enable.auto.offset.store", "false",
+		/* Start offsets always come from Postgres; never jump anywhere on our own. */
+		"auto.offset.reset", "error",
+		/* Eager assignment: cooperative-sticky had rebalance bugs before 2.2. */
+		"partition.assignment.strategy", "range",
+		"session.timeout.ms", "10000",
+		"heartbeat.interval.ms", "1000",
+		"fetch.wait.max.ms", "10",
+		NULL,
+	};
+	rd_kafka_conf_t *cc = fs_kafka_conf(&w->cfg, consumer_defaults, err, sizeof err);
+	if (!cc) {
+		fs_error("consumer config: %s", err);
+		return -EINVAL;
+	}
+	if (rd_kafka_conf_set(cc, "group.id", w->cfg.group, err, sizeof err) != RD_KAFKA_CONF_OK) {
+		rd_kafka_conf_destroy(cc);
+		fs_error("consumer config: %s", err);
+		return -EINVAL;
+	}
+	rd_kafka_conf_set_rebalance_cb(cc, rebalance_cb);
+	rd_kafka_conf_set_opaque(cc, w);
+	w->consumer = fs_kafka_new(RD_KAFKA_CONSUMER, cc, err, sizeof err);
+	if (!w->consumer) {
+		fs_error("consumer: %s", err);
+		return -EINVAL;
+	}
+	rd_kafka_poll_set_consumer(w->consumer);
+	w->intents_rkt = rd_kafka_topic_new(w->consumer, w->cfg.topic_intents, NULL);
+
+	int rc = fs_store_open(w->cfg.pg, &w->store);
+	if (rc < 0) {
+		/* Postgres may come up after us: the loop retries; only report it. */
+		fs_warn("%s (will retry)", fs_store_error(w->store));
+	}
+	fs_store_set_crash_hook(w->store, crash_at);
+
+	rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_topic_partition_list_add(topics, w->cfg.topic_intents, RD_KAFKA_PARTITION_UA);
+	rd_kafka_resp_err_t kerr = rd_kafka_subscribe(w->consumer, topics);
+	rd_kafka_topic_partition_list_destroy(topics);
+	if (kerr) {
+		fs_error("subscribe %s: %s", w->cfg.topic_intents, rd_kafka_err2str(kerr));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void teardown(struct worker *w)
+{
+	if (w->consumer) {
+		rd_kafka_consumer_close(w->consumer); /* runs the revoke callback */
+		if (w->intents_rkt)
+			rd_kafka_topic_destroy(w->intents_rkt);
+		rd_kafka_destroy(w->consumer);
+	}
+	if (w->producer) {
+		flush_producer(w);
+		rd_kafka_destroy(w->producer);
+	}
+	for (int i = 0; i < PARTITIONS_MAX; i++) {
+		struct part *p = w->parts[i];
+		if (!p)
+			continue;
+		part_drop(w, p);
+		fs_core_free(&p->core);
+		fs_batch_free(&p->batch);
+		fs_batch_free(&p->again);
+		free(p);
+	}
+	reap_orphans(w);
+	while (w->orphans) {
+		struct inflight *f = w->orphans;
+		w->orphans = f->next;
+		free(f);
+	}
+	fs_store_close(w->store);
+	fs_buf_free(&w->out);
+}
+
+int main(int argc, char **argv)
+{
+	static struct worker w; /* large: keep it off the stack */
+	fs_config_defaults(&w.cfg);
+	fs_log_set_prefix("flashsale-worker");
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"set", required_argument, NULL, 's'},
+		{"help", no_argument, NULL, 'h'},
+		{"help-config", no_argument, NULL, 'H'},
+		{NULL, 0, NULL, 0},
+	};
+	char err[FS_CONF_ERR_MAX];
+	const char *sets[64];
+	int nsets = 0, c;
+	while ((c = getopt_long(argc, argv, "c:s:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			if (fs_config_load_file(&w.cfg, optarg, err) < 0) {
+				fprintf(stderr, "flashsale-worker: %s\n", err);
+				return 2;
+			}
+			break;
+		case 's':
+			if (nsets == 64) {
+				fprintf(stderr, "flashsale-worker: too many --set options\n");
+				return 2;
+			}
+			sets[nsets++] = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'H':
+			fs_config_describe(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "flashsale-worker: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	fs_config_apply_env(&w.cfg);
+	for (int i = 0; i < nsets; i++) {
+		char kv[1024];
+		snprintf(kv, sizeof kv, "%s", sets[i]);
+		char *eq = strchr(kv, '=');
+		if (!eq) {
+			fprintf(stderr, "flashsale-worker: --set %s: expected KEY=VALUE\n", sets[i]);
+			return 2;
+		}
+		*eq = '\0';
+		if (fs_config_set(&w.cfg, kv, eq + 1, "--set", err) < 0) {
+			fprintf(stderr, "flashsale-worker: %s\n", err);
+			return 2;
+		}
+	}
+	crash_init();
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	int rc = setup(&w);
+	if (rc == 0) {
+		fs_info("started: brokers %s, group %s, topic %s, batch.max %" PRId64, w.cfg.brokers,
+			w.cfg.group, w.cfg.topic_intents, w.cfg.batch_max);
+		rc = run(&w);
+	}
+	teardown(&w);
+	log_stats(&w, "exit");
+	return rc == 0 ? 0 : rc == -ERANGE ? 3 : 1;
+}
