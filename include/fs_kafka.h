@@ -8,9 +8,11 @@
 #include <librdkafka/rdkafka.h>
 #include <stddef.h>
 
-/* A default: a NULL-terminated list of key, value pairs. */
-rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, const char *const *defaults,
-			       char *err, size_t err_len);
+/* defaults: a NULL-terminated list of key, value pairs. type picks which passthrough keys
+ * apply: kafka.X to both, kafka.consumer.X only to consumers, kafka.producer.X only to
+ * producers (so that neither warns about the other's properties). */
+rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,
+			       const char *const *defaults, char *err, size_t err_len);
 /* Creates the handle (takes ownership of conf in every case). */
 rd_kafka_t *fs_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, char *err, size_t err_len);
 

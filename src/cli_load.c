@@ -49,11 +49,12 @@ static double mono_s(void)
 
 static const char usage_load[] =
 	"usage: flashsale load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
-	"                          [--buyer-prefix P] [--ids FILE]\n"
+	"                          [--dup-count N] [--buyer-prefix P] [--ids FILE]\n"
 	"\n"
 	"Publishes N buy intents for SKU from N distinct buyers (P-0 .. P-(N-1)), each with a\n"
 	"fresh intent id; a share X (0..1) of them is re-sent verbatim a few records later, as\n"
-	"a retry would be. --rate caps records per second (default: as fast as possible).\n"
+	"a retry would be (--dup-count: exactly N of them). --rate caps records per second\n"
+	"(default: as fast as possible).\n"
 	"--ids writes every distinct intent id, one per line. The seed (printed) makes the\n"
 	"choice of repeats and the default buyer prefix reproducible. Exit 1 if any record was\n"
 	"not delivered.\n";
@@ -76,10 +77,11 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 		{"seed", required_argument, NULL, 's'},
 		{"buyer-prefix", required_argument, NULL, 'p'},
 		{"ids", required_argument, NULL, 'i'},
+		{"dup-count", required_argument, NULL, 'D'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	int64_t buyers = -1, qty = 1, rate = 0, seed = -1;
+	int64_t buyers = -1, qty = 1, rate = 0, seed = -1, dup_count = -1;
 	double dup_ratio = 0;
 	const char *prefix = NULL, *ids_path = NULL;
 	int c;
@@ -107,6 +109,9 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 			}
 			break;
 		}
+		case 'D':
+			rc = opt_num("dup-count", optarg, 0, FS_LOAD_BUYERS_MAX, &dup_count);
+			break;
 		case 'p':
 			prefix = optarg;
 			break;
@@ -125,6 +130,10 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 	}
 	if (argc - optind != 1 || buyers < 0) {
 		fprintf(stderr, "%s", usage_load);
+		return 2;
+	}
+	if (dup_count > buyers) {
+		cli_err("load: --dup-count must not exceed --buyers");
 		return 2;
 	}
 	const char *sku = argv[optind];
@@ -148,6 +157,7 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 		cli_err("load: %s: %s", ids_path, strerror(errno));
 		return 1;
 	}
+	int64_t dup_every = dup_count > 0 ? buyers / dup_count : 0;
 	uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ULL + 1;
 	static struct pending_dup ring[DUP_DELAY + 1];
 	int ring_head = 0, ring_len = 0;
@@ -171,8 +181,14 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 				fprintf(ids, "%s\n", id);
 			rc = flashsale_publish_raw(fs, sku, strlen(sku), payload, (size_t)len);
 			sent++;
-			if (rc == 0 && dup_ratio > 0 &&
-			    (double)(rng_next(&rng) >> 11) / 9007199254740992.0 < dup_ratio) {
+			/* --dup-count: exactly that many, spread evenly; --dup-ratio: by chance. */
+			bool dup;
+			if (dup_count >= 0)
+				dup = dup_every > 0 && i % dup_every == 0 && i / dup_every < dup_count;
+			else
+				dup = dup_ratio > 0 &&
+				      (double)(rng_next(&rng) >> 11) / 9007199254740992.0 < dup_ratio;
+			if (rc == 0 && dup) {
 				struct pending_dup *d = &ring[(ring_head + ring_len) % (DUP_DELAY + 1)];
 				d->due = i + DUP_DELAY;
 				memcpy(d->payload, payload, (size_t)len);

@@ -87,7 +87,7 @@ void *flashsale_producer(flashsale_t *fs)
 		"enable.idempotence", "true", "message.timeout.ms", "60000", "linger.ms", "20",
 		"queue.buffering.max.messages", "1000000", "batch.num.messages", "10000", NULL,
 	};
-	rd_kafka_conf_t *conf = fs_kafka_conf(&fs->cfg, defaults, err, sizeof err);
+	rd_kafka_conf_t *conf = fs_kafka_conf(&fs->cfg, RD_KAFKA_PRODUCER, defaults, err, sizeof err);
 	if (!conf) {
 		fail(fs, 0, "kafka config: %s", err);
 		return NULL;
@@ -334,7 +334,7 @@ static rd_kafka_t *results_consumer(flashsale_t *fs)
 	snprintf(group, sizeof group, "flashsale-reader-%s", id);
 	static const char *const defaults[] = {"enable.auto.commit", "false", "fetch.wait.max.ms",
 					       "10", NULL};
-	rd_kafka_conf_t *conf = fs_kafka_conf(&fs->cfg, defaults, err, sizeof err);
+	rd_kafka_conf_t *conf = fs_kafka_conf(&fs->cfg, RD_KAFKA_CONSUMER, defaults, err, sizeof err);
 	if (!conf || rd_kafka_conf_set(conf, "group.id", group, err, sizeof err) != RD_KAFKA_CONF_OK) {
 		if (conf)
 			rd_kafka_conf_destroy(conf);

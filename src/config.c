@@ -216,5 +216,9 @@ void fs_config_describe(FILE *out)
 			fprintf(out, "  %-22s string, default \"%s\"\n", name, keys[i].def);
 		fprintf(out, "  %-22s %s\n", "", keys[i].doc);
 	}
-	fprintf(out, "  %-22s passed to librdkafka as is (consumer and producer)\n", "kafka.*");
+	fprintf(out, "  %-22s passed to librdkafka as is (consumers and producers)\n", "kafka.*");
+	fprintf(out, "  %-22s passed to consumers only (e.g. kafka.consumer.session.timeout.ms)\n",
+		"kafka.consumer.*");
+	fprintf(out, "  %-22s passed to producers only (e.g. kafka.producer.linger.ms)\n",
+		"kafka.producer.*");
 }

@@ -2,6 +2,7 @@
 #include "fs_kafka.h"
 
 #include <stdio.h>
+#include <string.h>
 
 const char *const fs_kafka_producer_defaults[] = {
 	/* Off by default in librdkafka 2.0.2: without it a retried send can be written twice
@@ -13,8 +14,8 @@ const char *const fs_kafka_producer_defaults[] = {
 	NULL,
 };
 
-rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, const char *const *defaults,
-			       char *err, size_t err_len)
+rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,
+			       const char *const *defaults, char *err, size_t err_len)
 {
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
 	if (rd_kafka_conf_set(conf, "bootstrap.servers", c->brokers, err, err_len) !=
@@ -26,7 +27,14 @@ rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, const char *const *def
 			goto fail;
 	for (int i = 0; i < c->kafka_len; i++) {
 		char msg[512];
-		if (rd_kafka_conf_set(conf, c->kafka[i].key, c->kafka[i].value, msg, sizeof msg) !=
+		const char *key = c->kafka[i].key;
+		const char *mine = type == RD_KAFKA_CONSUMER ? "consumer." : "producer.";
+		const char *other = type == RD_KAFKA_CONSUMER ? "producer." : "consumer.";
+		if (strncmp(key, other, strlen(other)) == 0)
+			continue;
+		if (strncmp(key, mine, strlen(mine)) == 0)
+			key += strlen(mine);
+		if (rd_kafka_conf_set(conf, key, c->kafka[i].value, msg, sizeof msg) !=
 		    RD_KAFKA_CONF_OK) {
 			snprintf(err, err_len, "kafka.%s: %s", c->kafka[i].key, msg);
 			goto fail;

@@ -763,7 +763,7 @@ static int setup(struct worker *w)
 	fs_log_set_level(w->cfg.log_level);
 	w->limits.bytes_max = (size_t)w->cfg.record_max_bytes;
 
-	rd_kafka_conf_t *pc = fs_kafka_conf(&w->cfg, fs_kafka_producer_defaults, err, sizeof err);
+	rd_kafka_conf_t *pc = fs_kafka_conf(&w->cfg, RD_KAFKA_PRODUCER, fs_kafka_producer_defaults, err, sizeof err);
 	if (!pc) {
 		fs_error("producer config: %s", err);
 		return -EINVAL;
@@ -788,7 +788,7 @@ static int setup(struct worker *w)
 		"fetch.wait.max.ms", "10",
 		NULL,
 	};
-	rd_kafka_conf_t *cc = fs_kafka_conf(&w->cfg, consumer_defaults, err, sizeof err);
+	rd_kafka_conf_t *cc = fs_kafka_conf(&w->cfg, RD_KAFKA_CONSUMER, consumer_defaults, err, sizeof err);
 	if (!cc) {
 		fs_error("consumer config: %s", err);
 		return -EINVAL;

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# 5,000 buyers at once against stock 500: exactly 500 held, 4,500 sold_out, available 0.
+. "$(dirname "$0")/lib.sh"
+it_setup 1
+start_worker w1
+fs sale open HOT --stock 500 >/dev/null
+fs load HOT --buyers 5000 --seed 10 --ids "$IT_DIR/ids" >/dev/null
+fs wait --timeout 120 --quiet || die "records not decided in time"
+
+assert_eq 5001 "$(decided)" "records decided (open + 5000 buys)"
+assert_eq 500 "$(sql "SELECT count(*) FROM decisions WHERE outcome = 'held'")" "held decisions"
+assert_eq 4500 "$(sql "SELECT count(*) FROM decisions WHERE outcome = 'sold_out'")" "sold_out decisions"
+assert_eq "0|500|500" "$(sql "SELECT available, held, supply FROM skus WHERE sku = 'HOT'")" "available|held|supply"
+assert_eq 500 "$(sql "SELECT count(*) FROM reservations WHERE status = 'held'")" "reservations"
+# Every intent the load generator sent has exactly one decision.
+assert_eq 5000 "$(sort -u "$IT_DIR/ids" | wc -l)" "distinct intent ids sent"
+sql "SELECT intent_id FROM decisions" | sort >"$IT_DIR/decided"
+assert_eq 0 "$(sort -u "$IT_DIR/ids" | comm -3 - "$IT_DIR/decided" | wc -l)" "ids sent but not decided, or decided but not sent"
+# At least one reply per intent on the results topic (INV-2).
+wait_until 60 "5000 distinct results" "[ \$(results_keys | grep -c -- '-') -ge 5000 ]"
+assert_eq 5000 "$(results_keys | grep -- '-' | sort -u | wc -l)" "distinct intents answered"
+# The web tier's flag: the compacted stock topic says sold_out.
+stock=$(kcat -b "$(grep '^brokers' "$IT_DIR/flashsale.conf" | cut -d' ' -f3)" -C -q -e -t "it.$IT_ID.stock" -o beginning -f '%s\n' | tail -n 1)
+case "$stock" in *'"status":"sold_out"'*'"available":0'*) say "ok: stock topic says sold_out" ;; *) fail "stock topic: $stock" ;; esac
+# A single buy's answer, through the API: a late buyer is told sold_out.
+id=$(fs buy HOT --buyer late-1)
+fs result "$id" --wait 30 | grep -q ' sold_out ' && say "ok: late buyer sold_out" || fail "late buyer result"
+audit_ok
+stop_worker w1
+it_done

@@ -1,0 +1,176 @@
+# tests/integration/lib.sh: shared helpers of the integration tests (sourced, bash).
+#
+# Each test gets its own database and its own three topics (names carry the test name and a
+# random suffix), so tests never see each other's records and can be rerun at will. The
+# services themselves are the ones `scripts/services up` started (or FLASHSALE_KAFKA /
+# FLASHSALE_PG). Nothing sleeps and hopes: every wait is a condition with a deadline.
+set -euo pipefail
+
+IT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+IT_BUILD=${FLASHSALE_BUILD:-$IT_ROOT/build}
+IT_NAME=$(basename "$0" .sh)
+IT_FAILED=0
+IT_PIDS=()
+
+if [ -z "${FLASHSALE_KAFKA:-}" ] || [ -z "${FLASHSALE_PG:-}" ]; then
+	# shellcheck disable=SC1091
+	[ -f "$IT_ROOT/.local/env" ] && . "$IT_ROOT/.local/env"
+fi
+: "${FLASHSALE_KAFKA:?run scripts/services up first}"
+: "${FLASHSALE_PG:?run scripts/services up first}"
+IT_ADMIN_PG=$FLASHSALE_PG
+
+say() { printf '%s: %s\n' "$IT_NAME" "$*"; }
+fail() {
+	say "FAIL: $*"
+	IT_FAILED=1
+}
+die() {
+	say "FAIL: $*"
+	exit 1
+}
+
+# assert_eq EXPECTED ACTUAL WHAT
+assert_eq() {
+	if [ "$1" = "$2" ]; then
+		say "ok: $3 = $2"
+	else
+		fail "$3: expected $1, got $2"
+	fi
+}
+
+# sql QUERY: one value or rows, unaligned, from the test's database.
+sql() { psql "$IT_PG" -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }
+
+# fs ARGS: the CLI with the test's configuration.
+fs() { "$IT_BUILD/flashsale" -c "$IT_DIR/flashsale.conf" "$@"; }
+
+# it_setup [PARTITIONS]: a fresh database, fresh topics, a configuration file.
+it_setup() {
+	local parts=${1:-1}
+	IT_ID="${IT_NAME//[^a-z0-9]/_}_$(date +%s)_$RANDOM"
+	IT_DIR=$(mktemp -d "${TMPDIR:-/tmp}/flashsale-it.XXXXXX")
+	IT_DB="fs_$IT_ID"
+	psql "$IT_ADMIN_PG" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $IT_DB" >/dev/null
+	IT_PG="$(printf '%s' "$IT_ADMIN_PG" | sed -E 's/dbname=[^ ]+//') dbname=$IT_DB"
+	for f in "$IT_ROOT"/sql/*.sql; do
+		psql "$IT_PG" -X -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null
+	done
+	cat >"$IT_DIR/flashsale.conf" <<-EOF
+		brokers = $FLASHSALE_KAFKA
+		pg = $IT_PG
+		group = it-$IT_ID
+		topic.intents = it.$IT_ID.intents
+		topic.results = it.$IT_ID.results
+		topic.stock = it.$IT_ID.stock
+		stats.interval.ms = 2000
+		# Tests kill workers: let the group notice within seconds (broker minimum is 6 s).
+		kafka.consumer.session.timeout.ms = 6000
+		kafka.consumer.heartbeat.interval.ms = 500
+	EOF
+	# The environment must not override the test's own database.
+	unset FLASHSALE_PG FLASHSALE_KAFKA
+	fs topics create --partitions "$parts" >/dev/null
+	say "database $IT_DB, topics it.$IT_ID.*, $parts partition(s), logs in $IT_DIR"
+	trap it_cleanup EXIT
+}
+
+# start_worker NAME [VAR=VALUE...]: a worker in the background, log in $IT_DIR/NAME.log.
+start_worker() {
+	local name=$1
+	shift
+	env "$@" "$IT_BUILD/flashsale-worker" -c "$IT_DIR/flashsale.conf" \
+		>>"$IT_DIR/$name.log" 2>&1 &
+	eval "IT_PID_$name=$!"
+	IT_PIDS+=($!)
+}
+
+worker_pid() { eval "echo \${IT_PID_$1}"; }
+
+# alive PID: the process exists and has not exited (a zombie counts as exited).
+alive() {
+	local state
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$state" ] && [ "$state" != Z ]
+}
+
+# stop_worker NAME: SIGTERM, and wait (bounded) for a clean exit 0.
+stop_worker() {
+	local pid rc=0
+	pid=$(worker_pid "$1")
+	kill -TERM "$pid" 2>/dev/null || return 0
+	wait_until 60 "worker $1 to exit" "! alive $pid"
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 0 ] || fail "worker $1 exited with $rc (see $IT_DIR/$1.log)"
+}
+
+# kill_worker NAME: kill -9, reaped.
+kill_worker() {
+	local pid
+	pid=$(worker_pid "$1")
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+# wait_until SECONDS WHAT CONDITION: polls CONDITION (a shell snippet) until true.
+wait_until() {
+	local deadline=$((SECONDS + $1)) what=$2 cond=$3
+	while ! eval "$cond"; do
+		[ $SECONDS -lt $deadline ] || die "timed out after $1 s waiting for $what"
+		sleep 0.2
+	done
+}
+
+# decided: records decided so far over all partitions.
+decided() { sql "SELECT coalesce(sum(n_records), 0) FROM partitions"; }
+
+# results_keys: the keys of every record on the results topic (one per line).
+results_keys() {
+	kcat -b "$(grep '^brokers' "$IT_DIR/flashsale.conf" | cut -d' ' -f3)" -C -q -e \
+		-t "it.$IT_ID.results" -o beginning -f '%k\n'
+}
+
+# results_dump: every result record's payload (one per line).
+results_dump() {
+	kcat -b "$(grep '^brokers' "$IT_DIR/flashsale.conf" | cut -d' ' -f3)" -C -q -e \
+		-t "it.$IT_ID.results" -o beginning -f '%s\n'
+}
+
+# audit_ok: the one checker (flashsale audit) must pass.
+audit_ok() {
+	if fs audit >"$IT_DIR/audit.txt" 2>&1; then
+		say "ok: audit"
+	else
+		cat "$IT_DIR/audit.txt"
+		fail "audit found violations"
+	fi
+}
+
+it_cleanup() {
+	local rc=$?
+	for pid in "${IT_PIDS[@]}"; do
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	if [ "$rc" -eq 0 ] && [ "$IT_FAILED" -eq 0 ]; then
+		psql "$IT_ADMIN_PG" -X -q -c "DROP DATABASE IF EXISTS $IT_DB" >/dev/null 2>&1 || true
+		rm -rf "$IT_DIR"
+	else
+		say "kept database $IT_DB and logs in $IT_DIR"
+		for f in "$IT_DIR"/*.log; do
+			[ -f "$f" ] || continue
+			say "--- tail of $f"
+			tail -n 20 "$f"
+		done
+	fi
+}
+
+# it_done: the test's verdict (exit status).
+it_done() {
+	if [ "$IT_FAILED" -eq 0 ]; then
+		say "PASS"
+		exit 0
+	fi
+	say "FAIL"
+	exit 1
+}
