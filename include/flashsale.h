@@ -19,7 +19,7 @@ struct flashsale_result {
 	char intent_id[37];
 	char sku[65];
 	char outcome[32]; /* see the outcome table in README.md */
-	char reason[64]; /* empty unless a rejection says why */
+	char reason[64];  /* empty unless a rejection says why */
 	int64_t qty;
 	int64_t expires_at_ms; /* holds only, on the partition's log clock */
 	int32_t partition;
@@ -36,9 +36,9 @@ struct flashsale_stock {
 
 struct flashsale_sale {
 	int64_t stock;
-	int64_t per_buyer_limit; /* 0: default 1 */
-	int64_t max_qty; /* 0: the per-buyer limit */
-	int64_t hold_seconds; /* 0: default 600 */
+	int64_t per_buyer_limit;	   /* 0: default 1 */
+	int64_t max_qty;		   /* 0: the per-buyer limit */
+	int64_t hold_seconds;		   /* 0: default 600 */
 	int64_t opens_at_ms, closes_at_ms; /* 0: no bound; on the partition's log clock */
 };
 
@@ -73,14 +73,13 @@ int flashsale_result_wait(flashsale_t *fs, const char *intent_id, int timeout_ms
 /* Follows the results topic from its end; cb returns non-zero to stop. Returns 0 when cb
  * stopped it, -ETIMEDOUT when timeout_ms (<0: none) passed. */
 typedef int (*flashsale_result_cb)(const struct flashsale_result *r, void *ctx);
-int flashsale_subscribe_results(flashsale_t *fs, flashsale_result_cb cb, void *ctx,
-				int timeout_ms);
+int flashsale_subscribe_results(flashsale_t *fs, flashsale_result_cb cb, void *ctx, int timeout_ms);
 
 /* A SKU's counters, from Postgres. 0 found, -ENOENT unknown SKU. */
 int flashsale_stock_get(flashsale_t *fs, const char *sku, struct flashsale_stock *out);
 
 /* Handles for the tools built on this API (CLI, audit). */
-void *flashsale_pg(flashsale_t *fs); /* PGconn *, connected, or NULL */
+void *flashsale_pg(flashsale_t *fs);	   /* PGconn *, connected, or NULL */
 void *flashsale_producer(flashsale_t *fs); /* rd_kafka_t *, or NULL */
 const struct fs_config *flashsale_config(const flashsale_t *fs);
 

@@ -26,11 +26,11 @@ struct fs_stored {
 };
 
 enum fs_item_class {
-	FS_ITEM_NEW = 1, /* first decision for its intent id: write a decisions row */
-	FS_ITEM_REPEAT = 2, /* same id, same body: answered with the first decision */
+	FS_ITEM_NEW = 1,      /* first decision for its intent id: write a decisions row */
+	FS_ITEM_REPEAT = 2,   /* same id, same body: answered with the first decision */
 	FS_ITEM_CONFLICT = 3, /* same id, another body: answered `conflict`, no effect */
-	FS_ITEM_INVALID = 4, /* unparseable or invalid record: write a rejects row */
-	FS_ITEM_SALE = 5, /* open / restock / close: write a sale_log row */
+	FS_ITEM_INVALID = 4,  /* unparseable or invalid record: write a rejects row */
+	FS_ITEM_SALE = 5,     /* open / restock / close: write a sale_log row */
 	FS_ITEM_TICK = 6,
 };
 

@@ -19,13 +19,13 @@
 
 /* Outcomes: a stable set. The numbers are never reused; the names travel in results and rows. */
 enum fs_outcome {
-	FS_OUT_HELD = 1, /* units reserved for the buyer until expires_at */
-	FS_OUT_SOLD_OUT = 2, /* not enough units left */
+	FS_OUT_HELD = 1,	   /* units reserved for the buyer until expires_at */
+	FS_OUT_SOLD_OUT = 2,	   /* not enough units left */
 	FS_OUT_LIMIT_EXCEEDED = 3, /* the buyer would pass the per-buyer limit */
-	FS_OUT_NOT_OPEN = 4, /* the sale window has not opened yet */
-	FS_OUT_CLOSED = 5, /* the sale is closed or its window has ended */
-	FS_OUT_REJECTED = 6, /* invalid record or invalid request; reason says why */
-	FS_OUT_CONFLICT = 7, /* intent id already used with a different body; no effect */
+	FS_OUT_NOT_OPEN = 4,	   /* the sale window has not opened yet */
+	FS_OUT_CLOSED = 5,	   /* the sale is closed or its window has ended */
+	FS_OUT_REJECTED = 6,	   /* invalid record or invalid request; reason says why */
+	FS_OUT_CONFLICT = 7,	   /* intent id already used with a different body; no effect */
 	FS_OUT_CONFIRMED = 8,
 	FS_OUT_CONFIRMED_LATE = 9,
 	FS_OUT_REFUND_REQUIRED = 10,
@@ -47,7 +47,7 @@ enum fs_sku_status {
 struct fs_sku {
 	char sku[FS_SKU_LEN_MAX + 1];
 	int32_t partition;
-	int status; /* enum fs_sku_status */
+	int status;	/* enum fs_sku_status */
 	int64_t supply; /* initial stock + restocks */
 	int64_t available;
 	int64_t held;
@@ -78,8 +78,8 @@ struct fs_decision {
 	int64_t qty;
 	int64_t expires_at_ms; /* holds only */
 	int64_t decided_at_ms; /* the partition clock when decided */
-	bool duplicate; /* answer to a repeated intent id */
-	bool reserve; /* the decision creates a reservation row */
+	bool duplicate;	       /* answer to a repeated intent id */
+	bool reserve;	       /* the decision creates a reservation row */
 };
 
 struct fs_core {

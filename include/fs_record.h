@@ -17,7 +17,8 @@ enum {
 	FS_BUYER_LEN_MAX = 64,
 	FS_UUID_LEN = 36,
 	FS_TOKEN_LEN_MAX = 256,
-	/* A payload over this size is rejected before parsing (configurable, this is the ceiling). */
+	/* A payload over this size is rejected before parsing (configurable, this is the ceiling).
+	 */
 	FS_RECORD_BYTES_MAX = 65536,
 	FS_QTY_MAX = 1000000,
 	FS_STOCK_MAX = 1000000000,
@@ -52,7 +53,7 @@ struct fs_record {
 	int64_t per_buyer_limit;
 	int64_t max_qty;
 	int64_t hold_ms;
-	int64_t opens_at_ms; /* 0: open from the open record on */
+	int64_t opens_at_ms;  /* 0: open from the open record on */
 	int64_t closes_at_ms; /* 0: no end */
 
 	/* FNV-1a 64 of the fields that define the intent (kind, sku, buyer, qty, token), masked to

@@ -24,9 +24,9 @@ struct fs_part_meta {
 
 enum fs_commit_result {
 	FS_COMMIT_OK = 0,
-	FS_COMMIT_FENCED = 1, /* the offset compare-and-set failed: another worker owns it */
-	FS_COMMIT_REDO = 2, /* guard failed or SQL error: rolled back; reload state, redo */
-	FS_COMMIT_RETRY = 3, /* connection lost before COMMIT was sent: not committed */
+	FS_COMMIT_FENCED = 1,  /* the offset compare-and-set failed: another worker owns it */
+	FS_COMMIT_REDO = 2,    /* guard failed or SQL error: rolled back; reload state, redo */
+	FS_COMMIT_RETRY = 3,   /* connection lost before COMMIT was sent: not committed */
 	FS_COMMIT_UNKNOWN = 4, /* connection lost after COMMIT was sent: read the offset back */
 };
 
@@ -50,8 +50,8 @@ int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, i
 		       int64_t *next_offset);
 
 /* Records that results were delivered below replied_offset (guarded by next_offset). */
-int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic,
-			  int32_t partition, int64_t next_offset, int64_t replied_offset);
+int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
+			  int64_t next_offset, int64_t replied_offset);
 
 /* Adds to the batch the decisions already stored for its intent ids. */
 int fs_store_lookup(struct fs_store *s, struct fs_batch *b);

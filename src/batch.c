@@ -177,7 +177,8 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 			uint64_t h = key_hash(it->rec.intent_id, it->rec.kind);
 			uint32_t found = fs_map_get(&b->index, h, key_eq, b, &k);
 			if (found != FS_MAP_NONE) {
-				/* A repeat still moves the clock: time is the log's, every record counts. */
+				/* A repeat still moves the clock: time is the log's, every record
+				 * counts. */
 				if (it->rec.ts_ms > core->clock_ms)
 					core->clock_ms = it->rec.ts_ms;
 				answer_repeat(b, it, found);

@@ -41,31 +41,31 @@ bool cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 }
 
 static const char usage_main[] =
-	"usage: flashsale [-c FILE] [--set KEY=VALUE]... COMMAND [ARGS]\n"
-	"\n"
-	"Commands:\n"
-	"  sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
-	"  sale restock SKU --add N\n"
-	"  sale close SKU\n"
-	"  stock SKU [--json]                  a SKU's counters, from Postgres\n"
-	"  buy SKU --buyer B [--qty N] [--intent UUID]   publish a buy, print its intent id\n"
-	"  result INTENT_ID [--wait SECONDS] [--json]    a buy's decision\n"
-	"  load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
-	"                                      the load generator\n"
-	"  wait [--timeout SECONDS]            until every published record is decided\n"
-	"  summary [--sku SKU] [--json]        outcome counts and stock\n"
-	"  audit [--json] [--allow-lag]        check the invariants; non-zero exit on violation\n"
-	"  topics create [--partitions N]      create the three topics (admin API)\n"
-	"  publish --key KEY [--file FILE]     publish one raw record (tests, operators)\n"
-	"\n"
-	"Global options:\n"
-	"  -c, --config FILE   configuration file (see config/flashsale.conf)\n"
-	"  -s, --set K=V       set one configuration key\n"
-	"      --help-config   list every configuration key\n"
-	"  -h, --help          this text; `flashsale COMMAND --help` for one command\n"
-	"\n"
-	"Environment: FLASHSALE_KAFKA (bootstrap servers), FLASHSALE_PG (libpq conninfo).\n"
-	"Exit status: 0 ok, 1 failure or violation, 2 usage error.\n";
+    "usage: flashsale [-c FILE] [--set KEY=VALUE]... COMMAND [ARGS]\n"
+    "\n"
+    "Commands:\n"
+    "  sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
+    "  sale restock SKU --add N\n"
+    "  sale close SKU\n"
+    "  stock SKU [--json]                  a SKU's counters, from Postgres\n"
+    "  buy SKU --buyer B [--qty N] [--intent UUID]   publish a buy, print its intent id\n"
+    "  result INTENT_ID [--wait SECONDS] [--json]    a buy's decision\n"
+    "  load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
+    "                                      the load generator\n"
+    "  wait [--timeout SECONDS]            until every published record is decided\n"
+    "  summary [--sku SKU] [--json]        outcome counts and stock\n"
+    "  audit [--json] [--allow-lag]        check the invariants; non-zero exit on violation\n"
+    "  topics create [--partitions N]      create the three topics (admin API)\n"
+    "  publish --key KEY [--file FILE]     publish one raw record (tests, operators)\n"
+    "\n"
+    "Global options:\n"
+    "  -c, --config FILE   configuration file (see config/flashsale.conf)\n"
+    "  -s, --set K=V       set one configuration key\n"
+    "      --help-config   list every configuration key\n"
+    "  -h, --help          this text; `flashsale COMMAND --help` for one command\n"
+    "\n"
+    "Environment: FLASHSALE_KAFKA (bootstrap servers), FLASHSALE_PG (libpq conninfo).\n"
+    "Exit status: 0 ok, 1 failure or violation, 2 usage error.\n";
 
 /* Parses a command's options. spec: getopt_long table; returns the option char, -1 at the
  * end, '?' on error (message printed). */
@@ -91,24 +91,28 @@ static int usage_error(const char *cmd_usage)
 /* ---- sale -------------------------------------------------------------------------------- */
 
 static const char usage_sale[] =
-	"usage: flashsale sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
-	"                                [--opens-at MS] [--closes-at MS]\n"
-	"       flashsale sale restock SKU --add N\n"
-	"       flashsale sale close SKU\n"
-	"\n"
-	"Publishes the sale's own record to the intents topic (keyed by SKU), so that a replay\n"
-	"of the topic rebuilds the stock exactly. --per-buyer defaults to 1, --max-qty (units in\n"
-	"one intent) to the per-buyer limit, --hold (seconds a win is held before it expires) to\n"
-	"600. Times are epoch milliseconds on the partition's log clock.\n";
+    "usage: flashsale sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
+    "                                [--opens-at MS] [--closes-at MS]\n"
+    "       flashsale sale restock SKU --add N\n"
+    "       flashsale sale close SKU\n"
+    "\n"
+    "Publishes the sale's own record to the intents topic (keyed by SKU), so that a replay\n"
+    "of the topic rebuilds the stock exactly. --per-buyer defaults to 1, --max-qty (units in\n"
+    "one intent) to the per-buyer limit, --hold (seconds a win is held before it expires) to\n"
+    "600. Times are epoch milliseconds on the partition's log clock.\n";
 
 static int cmd_sale(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"stock", required_argument, NULL, 'n'},   {"per-buyer", required_argument, NULL, 'b'},
-		{"max-qty", required_argument, NULL, 'q'}, {"hold", required_argument, NULL, 'H'},
-		{"opens-at", required_argument, NULL, 'o'}, {"closes-at", required_argument, NULL, 'C'},
-		{"add", required_argument, NULL, 'a'},	   {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"stock", required_argument, NULL, 'n'},
+	    {"per-buyer", required_argument, NULL, 'b'},
+	    {"max-qty", required_argument, NULL, 'q'},
+	    {"hold", required_argument, NULL, 'H'},
+	    {"opens-at", required_argument, NULL, 'o'},
+	    {"closes-at", required_argument, NULL, 'C'},
+	    {"add", required_argument, NULL, 'a'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct flashsale_sale sale = {.stock = -1};
 	int64_t add = 0;
@@ -189,17 +193,19 @@ static int cmd_sale(flashsale_t *fs, int argc, char **argv)
 /* ---- buy --------------------------------------------------------------------------------- */
 
 static const char usage_buy[] =
-	"usage: flashsale buy SKU --buyer B [--qty N] [--intent UUID]\n"
-	"\n"
-	"Publishes one buy intent and prints its intent id. Re-running with the same --intent\n"
-	"and the same body is a retry: it is answered with the first decision, never twice.\n";
+    "usage: flashsale buy SKU --buyer B [--qty N] [--intent UUID]\n"
+    "\n"
+    "Publishes one buy intent and prints its intent id. Re-running with the same --intent\n"
+    "and the same body is a retry: it is answered with the first decision, never twice.\n";
 
 static int cmd_buy(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"buyer", required_argument, NULL, 'b'}, {"qty", required_argument, NULL, 'q'},
-		{"intent", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"buyer", required_argument, NULL, 'b'},
+	    {"qty", required_argument, NULL, 'q'},
+	    {"intent", required_argument, NULL, 'i'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *buyer = NULL, *intent = NULL;
 	int64_t qty = 1;
@@ -240,8 +246,8 @@ static int cmd_buy(flashsale_t *fs, int argc, char **argv)
 static void print_result(const struct flashsale_result *r, bool json)
 {
 	if (json) {
-		printf("{\"intent_id\":\"%s\",\"sku\":\"%s\",\"outcome\":\"%s\"", r->intent_id, r->sku,
-		       r->outcome);
+		printf("{\"intent_id\":\"%s\",\"sku\":\"%s\",\"outcome\":\"%s\"", r->intent_id,
+		       r->sku, r->outcome);
 		if (r->reason[0])
 			printf(",\"reason\":\"%s\"", r->reason);
 		printf(",\"qty\":%" PRId64, r->qty);
@@ -261,18 +267,18 @@ static void print_result(const struct flashsale_result *r, bool json)
 }
 
 static const char usage_result[] =
-	"usage: flashsale result INTENT_ID [--wait SECONDS] [--json]\n"
-	"\n"
-	"Prints a buy's decision from Postgres. With --wait, if it is not decided yet, follows\n"
-	"the results topic until it arrives (exit 1 on timeout).\n";
+    "usage: flashsale result INTENT_ID [--wait SECONDS] [--json]\n"
+    "\n"
+    "Prints a buy's decision from Postgres. With --wait, if it is not decided yet, follows\n"
+    "the results topic until it arrives (exit 1 on timeout).\n";
 
 static int cmd_result(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"wait", required_argument, NULL, 'w'},
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"wait", required_argument, NULL, 'w'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int64_t wait_s = 0;
 	bool json = false;
@@ -314,9 +320,9 @@ static const char usage_stock[] = "usage: flashsale stock SKU [--json]\n"
 static int cmd_stock(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	bool json = false;
 	int c;
@@ -369,8 +375,7 @@ int cli_topic_ends(flashsale_t *fs, const char *topic, int64_t **ends)
 	rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, 10000);
 	rd_kafka_topic_destroy(t);
 	if (e || md->topic_cnt != 1 || md->topics[0].err) {
-		cli_err("topic %s: %s", topic,
-			rd_kafka_err2str(e ? e : md->topics[0].err));
+		cli_err("topic %s: %s", topic, rd_kafka_err2str(e ? e : md->topics[0].err));
 		if (md)
 			rd_kafka_metadata_destroy(md);
 		return -1;
@@ -423,18 +428,18 @@ static int64_t undecided(flashsale_t *fs, const int64_t *ends, int n)
 }
 
 static const char usage_wait[] =
-	"usage: flashsale wait [--timeout SECONDS] [--quiet]\n"
-	"\n"
-	"Waits until the worker has decided every record published to the intents topic so far\n"
-	"(the stored next offset of each partition reaches the log end). Exit 1 on timeout.\n";
+    "usage: flashsale wait [--timeout SECONDS] [--quiet]\n"
+    "\n"
+    "Waits until the worker has decided every record published to the intents topic so far\n"
+    "(the stored next offset of each partition reaches the log end). Exit 1 on timeout.\n";
 
 static int cmd_wait(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"timeout", required_argument, NULL, 't'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int64_t timeout_s = 300;
 	bool quiet = false;
@@ -508,18 +513,18 @@ static int64_t scalar(PGconn *c, const char *sql, int n, const char *const *p)
 }
 
 static const char usage_summary[] =
-	"usage: flashsale summary [--sku SKU] [--json]\n"
-	"\n"
-	"Counts from Postgres: units won (held + confirmed), buys by outcome, invalid records,\n"
-	"repeated intents, and the remaining stock (of one SKU, or of all).\n";
+    "usage: flashsale summary [--sku SKU] [--json]\n"
+    "\n"
+    "Counts from Postgres: units won (held + confirmed), buys by outcome, invalid records,\n"
+    "repeated intents, and the remaining stock (of one SKU, or of all).\n";
 
 static int cmd_summary(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"sku", required_argument, NULL, 's'},
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"sku", required_argument, NULL, 's'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *sku = NULL;
 	bool json = false;
@@ -543,7 +548,10 @@ static int cmd_summary(flashsale_t *fs, int argc, char **argv)
 	const char *p[] = {sku ? sku : ""};
 	const char *any = "($1 = '' OR sku = $1)";
 	char q[512];
-#define COUNT(where) (snprintf(q, sizeof q, "SELECT count(*) FROM decisions WHERE kind = 1 AND %s AND %s", any, where), scalar(pg, q, 1, p))
+#define COUNT(where)                                                                               \
+	(snprintf(q, sizeof q, "SELECT count(*) FROM decisions WHERE kind = 1 AND %s AND %s", any, \
+		  where),                                                                          \
+	 scalar(pg, q, 1, p))
 	int64_t held = COUNT("outcome = 'held'");
 	int64_t sold_out = COUNT("outcome = 'sold_out'");
 	int64_t rejected = COUNT("outcome NOT IN ('held', 'sold_out')");
@@ -571,31 +579,72 @@ static int cmd_summary(flashsale_t *fs, int argc, char **argv)
 		printf("{\"sold\":%" PRId64 ",\"held_buys\":%" PRId64 ",\"sold_out\":%" PRId64
 		       ",\"rejected\":%" PRId64 ",\"invalid\":%" PRId64 ",\"duplicates\":%" PRId64
 		       ",\"conflicts\":%" PRId64 ",\"remaining\":%" PRId64 "}\n",
-		       won, held, sold_out, rejected + invalid, invalid, dups, conflicts, remaining);
+		       won, held, sold_out, rejected + invalid, invalid, dups, conflicts,
+		       remaining);
 	else
 		printf("sold=%" PRId64 " held_buys=%" PRId64 " sold_out=%" PRId64
 		       " rejected=%" PRId64 " invalid=%" PRId64 " duplicates=%" PRId64
 		       " conflicts=%" PRId64 " remaining=%" PRId64 "\n",
-		       won, held, sold_out, rejected + invalid, invalid, dups, conflicts, remaining);
+		       won, held, sold_out, rejected + invalid, invalid, dups, conflicts,
+		       remaining);
 	return 0;
 }
 
 /* ---- topics ------------------------------------------------------------------------------ */
 
 static const char usage_topics[] =
-	"usage: flashsale topics create [--partitions N] [--replication N]\n"
-	"\n"
-	"Creates the intents topic (LogAppendTime, unlimited retention), the results topic and\n"
-	"the compacted stock topic with the names of the configuration. Existing topics are\n"
-	"left as they are.\n";
+    "usage: flashsale topics create [--partitions N] [--replication N]\n"
+    "\n"
+    "Creates the intents topic (LogAppendTime, unlimited retention), the results topic and\n"
+    "the compacted stock topic with the names of the configuration. Existing topics are\n"
+    "left as they are.\n";
+
+/* Deletes the three topics; a missing one is not an error. */
+static int topics_delete(rd_kafka_t *rk, const char *const names[3])
+{
+	rd_kafka_DeleteTopic_t *dt[3];
+	for (int i = 0; i < 3; i++)
+		dt[i] = rd_kafka_DeleteTopic_new(names[i]);
+	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+	rd_kafka_DeleteTopics(rk, dt, 3, NULL, q);
+	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+	int rc = 0;
+	if (!ev || rd_kafka_event_error(ev)) {
+		cli_err("topics: %s", ev ? rd_kafka_event_error_string(ev) : "timed out");
+		rc = 1;
+	} else {
+		size_t n;
+		const rd_kafka_topic_result_t **res =
+		    rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
+		for (size_t i = 0; i < n; i++) {
+			rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+			const char *name = rd_kafka_topic_result_name(res[i]);
+			if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+				printf("topic %s absent\n", name);
+			} else if (e) {
+				cli_err("topics: %s: %s", name,
+					rd_kafka_topic_result_error_string(res[i]));
+				rc = 1;
+			} else {
+				printf("topic %s deleted\n", name);
+			}
+		}
+	}
+	if (ev)
+		rd_kafka_event_destroy(ev);
+	rd_kafka_queue_destroy(q);
+	for (int i = 0; i < 3; i++)
+		rd_kafka_DeleteTopic_destroy(dt[i]);
+	return rc;
+}
 
 static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"partitions", required_argument, NULL, 'p'},
-		{"replication", required_argument, NULL, 'r'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"partitions", required_argument, NULL, 'p'},
+	    {"replication", required_argument, NULL, 'r'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int64_t parts = 4, repl = 1;
 	int c;
@@ -610,7 +659,7 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 		}
 		return usage_error(usage_topics);
 	}
-	if (argc - optind != 1 || strcmp(argv[optind], "create") != 0)
+	if (argc - optind != 1)
 		return usage_error(usage_topics);
 	rd_kafka_t *rk = flashsale_producer(fs);
 	if (!rk) {
@@ -619,6 +668,10 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 	}
 	const struct fs_config *cfg = flashsale_config(fs);
 	const char *names[] = {cfg->topic_intents, cfg->topic_results, cfg->topic_stock};
+	if (strcmp(argv[optind], "delete") == 0)
+		return topics_delete(rk, names);
+	if (strcmp(argv[optind], "create") != 0)
+		return usage_error(usage_topics);
 	rd_kafka_NewTopic_t *nt[3];
 	char err[512];
 	for (int i = 0; i < 3; i++) {
@@ -642,14 +695,15 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 	} else {
 		size_t n;
 		const rd_kafka_topic_result_t **res =
-			rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+		    rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
 		for (size_t i = 0; i < n; i++) {
 			rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
 			const char *name = rd_kafka_topic_result_name(res[i]);
 			if (e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
 				printf("topic %s exists\n", name);
 			else if (e) {
-				cli_err("topics: %s: %s", name, rd_kafka_topic_result_error_string(res[i]));
+				cli_err("topics: %s: %s", name,
+					rd_kafka_topic_result_error_string(res[i]));
 				rc = 1;
 			} else
 				printf("topic %s created\n", name);
@@ -666,21 +720,21 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 /* ---- publish ----------------------------------------------------------------------------- */
 
 static const char usage_publish[] =
-	"usage: flashsale publish --key KEY [--file FILE]\n"
-	"\n"
-	"Publishes one record, byte for byte, from FILE or standard input (at most 1 MiB) to the\n"
-	"intents topic with the given key. For tests and operators: the worker judges whatever\n"
-	"arrives, and answers a bad record with `rejected` and a reason.\n";
+    "usage: flashsale publish --key KEY [--file FILE]\n"
+    "\n"
+    "Publishes one record, byte for byte, from FILE or standard input (at most 1 MiB) to the\n"
+    "intents topic with the given key. For tests and operators: the worker judges whatever\n"
+    "arrives, and answers a bad record with `rejected` and a reason.\n";
 
 enum { PUBLISH_BYTES_MAX = 1 << 20 };
 
 static int cmd_publish(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"key", required_argument, NULL, 'k'},
-		{"file", required_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"key", required_argument, NULL, 'k'},
+	    {"file", required_argument, NULL, 'f'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *key = NULL, *path = NULL;
 	int c;
@@ -729,10 +783,9 @@ static const struct {
 	const char *name;
 	int (*fn)(flashsale_t *, int, char **);
 } commands[] = {
-	{"sale", cmd_sale},	  {"buy", cmd_buy},	  {"result", cmd_result},
-	{"stock", cmd_stock},	  {"wait", cmd_wait},	  {"summary", cmd_summary},
-	{"topics", cmd_topics},	  {"load", cli_load},	  {"audit", cli_audit},
-	{"publish", cmd_publish},
+    {"sale", cmd_sale},	  {"buy", cmd_buy},	    {"result", cmd_result}, {"stock", cmd_stock},
+    {"wait", cmd_wait},	  {"summary", cmd_summary}, {"topics", cmd_topics}, {"load", cli_load},
+    {"audit", cli_audit}, {"publish", cmd_publish},
 };
 
 int main(int argc, char **argv)
@@ -757,7 +810,8 @@ int main(int argc, char **argv)
 		bool has_arg = i + 1 < argc;
 		if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && has_arg) {
 			config_file = argv[++i];
-		} else if ((strcmp(a, "-s") == 0 || strcmp(a, "--set") == 0) && has_arg && nsets < 64) {
+		} else if ((strcmp(a, "-s") == 0 || strcmp(a, "--set") == 0) && has_arg &&
+			   nsets < 64) {
 			sets[nsets++] = argv[++i];
 		} else {
 			cli_err("unknown or incomplete option '%s' (see flashsale --help)", a);

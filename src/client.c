@@ -83,11 +83,23 @@ void *flashsale_producer(flashsale_t *fs)
 		return fs->producer;
 	char err[512];
 	/* A load generator wants batching: more linger than the worker's 5 ms. */
+	/* clang-format off */
 	static const char *const defaults[] = {
-		"enable.idempotence", "true", "message.timeout.ms", "60000", "linger.ms", "20",
-		"queue.buffering.max.messages", "1000000", "batch.num.messages", "10000", NULL,
+	    "enable.idempotence",
+	    "true",
+	    "message.timeout.ms",
+	    "60000",
+	    "linger.ms",
+	    "20",
+	    "queue.buffering.max.messages",
+	    "1000000",
+	    "batch.num.messages",
+	    "10000",
+	    NULL,
 	};
-	rd_kafka_conf_t *conf = fs_kafka_conf(&fs->cfg, RD_KAFKA_PRODUCER, defaults, err, sizeof err);
+	/* clang-format on */
+	rd_kafka_conf_t *conf =
+	    fs_kafka_conf(&fs->cfg, RD_KAFKA_PRODUCER, defaults, err, sizeof err);
 	if (!conf) {
 		fail(fs, 0, "kafka config: %s", err);
 		return NULL;
@@ -126,9 +138,9 @@ int flashsale_publish_raw(flashsale_t *fs, const void *key, size_t key_len, cons
 		return -EIO;
 	for (;;) {
 		rd_kafka_resp_err_t err = rd_kafka_producev(
-			p, RD_KAFKA_V_TOPIC(fs->cfg.topic_intents), RD_KAFKA_V_KEY((void *)key, key_len),
-			RD_KAFKA_V_VALUE((void *)payload, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-			RD_KAFKA_V_END);
+		    p, RD_KAFKA_V_TOPIC(fs->cfg.topic_intents),
+		    RD_KAFKA_V_KEY((void *)key, key_len), RD_KAFKA_V_VALUE((void *)payload, len),
+		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
 		if (!err)
 			return 0;
 		if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
@@ -261,12 +273,12 @@ int flashsale_result_get(flashsale_t *fs, const char *intent_id, struct flashsal
 	/* A buy's decision, or, for a record that was rejected before it could be read as a
 	 * buy, the reject row that carries its id. */
 	PGresult *r = PQexecParams(
-		c,
-		"SELECT intent_id, sku, outcome, coalesce(reason, ''), qty, coalesce(expires_at_ms, "
-		"0), part, off FROM decisions WHERE intent_id = $1::uuid AND kind = 1 "
-		"UNION ALL (SELECT intent_id, '', 'rejected', reason, 0, 0, part, off FROM rejects "
-		"WHERE intent_id = $1::uuid ORDER BY off LIMIT 1) LIMIT 1",
-		1, NULL, p, NULL, NULL, 0);
+	    c,
+	    "SELECT intent_id, sku, outcome, coalesce(reason, ''), qty, coalesce(expires_at_ms, "
+	    "0), part, off FROM decisions WHERE intent_id = $1::uuid AND kind = 1 "
+	    "UNION ALL (SELECT intent_id, '', 'rejected', reason, 0, 0, part, off FROM rejects "
+	    "WHERE intent_id = $1::uuid ORDER BY off LIMIT 1) LIMIT 1",
+	    1, NULL, p, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		fail(fs, -EIO, "postgres: %s", PQerrorMessage(c));
 		PQclear(r);
@@ -332,10 +344,15 @@ static rd_kafka_t *results_consumer(flashsale_t *fs)
 	char id[37];
 	uuid_unparse_lower(u, id);
 	snprintf(group, sizeof group, "flashsale-reader-%s", id);
-	static const char *const defaults[] = {"enable.auto.commit", "false", "fetch.wait.max.ms",
-					       "10", NULL};
-	rd_kafka_conf_t *conf = fs_kafka_conf(&fs->cfg, RD_KAFKA_CONSUMER, defaults, err, sizeof err);
-	if (!conf || rd_kafka_conf_set(conf, "group.id", group, err, sizeof err) != RD_KAFKA_CONF_OK) {
+	/* clang-format off */
+	static const char *const defaults[] = {
+	    "enable.auto.commit", "false", "fetch.wait.max.ms", "10", NULL,
+	};
+	/* clang-format on */
+	rd_kafka_conf_t *conf =
+	    fs_kafka_conf(&fs->cfg, RD_KAFKA_CONSUMER, defaults, err, sizeof err);
+	if (!conf ||
+	    rd_kafka_conf_set(conf, "group.id", group, err, sizeof err) != RD_KAFKA_CONF_OK) {
 		if (conf)
 			rd_kafka_conf_destroy(conf);
 		fail(fs, 0, "kafka config: %s", err);
@@ -353,18 +370,22 @@ static rd_kafka_t *results_consumer(flashsale_t *fs)
 	rd_kafka_topic_destroy(t);
 	if (e || md->topic_cnt != 1 || md->topics[0].err) {
 		fail(fs, 0, "results topic metadata: %s",
-		     rd_kafka_err2str(e ? e : md->topic_cnt ? md->topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN));
+		     rd_kafka_err2str(e		      ? e
+				      : md->topic_cnt ? md->topics[0].err
+						      : RD_KAFKA_RESP_ERR_UNKNOWN));
 		if (md)
 			rd_kafka_metadata_destroy(md);
 		rd_kafka_destroy(rk);
 		return NULL;
 	}
-	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
+	rd_kafka_topic_partition_list_t *l =
+	    rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
 	for (int i = 0; i < md->topics[0].partition_cnt; i++) {
 		int32_t pid = md->topics[0].partitions[i].id;
 		int64_t lo = 0, hi = 0;
 		/* Start at the current end, read now: a result published from here on is seen. */
-		if (rd_kafka_query_watermark_offsets(rk, fs->cfg.topic_results, pid, &lo, &hi, 10000))
+		if (rd_kafka_query_watermark_offsets(rk, fs->cfg.topic_results, pid, &lo, &hi,
+						     10000))
 			hi = RD_KAFKA_OFFSET_END;
 		rd_kafka_topic_partition_list_add(l, fs->cfg.topic_results, pid)->offset = hi;
 	}
@@ -395,8 +416,7 @@ static int follow(flashsale_t *fs, rd_kafka_t *rk, flashsale_result_cb cb, void 
 	return -ETIMEDOUT;
 }
 
-int flashsale_subscribe_results(flashsale_t *fs, flashsale_result_cb cb, void *ctx,
-				int timeout_ms)
+int flashsale_subscribe_results(flashsale_t *fs, flashsale_result_cb cb, void *ctx, int timeout_ms)
 {
 	rd_kafka_t *rk = results_consumer(fs);
 	if (!rk)
@@ -411,6 +431,7 @@ struct wait_ctx {
 	const char *id;
 	struct flashsale_result *out;
 };
+/* clang-format on */
 
 static int match_id(const struct flashsale_result *r, void *ctx)
 {
@@ -471,7 +492,7 @@ int flashsale_stock_get(flashsale_t *fs, const char *sku, struct flashsale_stock
 	memset(out, 0, sizeof *out);
 	copy_field(out->sku, sizeof out->sku, r, 0);
 	copy_field(out->status, sizeof out->status, r, 1);
-	int64_t *nums[] = {&out->supply,	  &out->available, &out->held,	  &out->sold,
+	int64_t *nums[] = {&out->supply,	  &out->available, &out->held,	 &out->sold,
 			   &out->per_buyer_limit, &out->max_qty,   &out->hold_ms};
 	for (int i = 0; i < 7; i++)
 		*nums[i] = strtoll(PQgetvalue(r, 0, i + 2), NULL, 10);

@@ -20,35 +20,39 @@ struct key {
 	const char *doc;
 };
 
-#define STR(field, def, doc)                                                                 \
-	{#field, T_STR, offsetof(struct fs_config, field), sizeof(((struct fs_config *)0)->field), \
-	 0, 0, def, doc}
-#define INT(field, lo, hi, def, doc)                                                           \
-	{#field, T_INT, offsetof(struct fs_config, field), 0, lo, hi, def, doc}
+#define STR(field, def, doc)                                                                       \
+	{                                                                                          \
+#field, T_STR, offsetof(struct fs_config, field),                                  \
+		    sizeof(((struct fs_config *)0)->field), 0, 0, def, doc                         \
+	}
+#define INT(field, lo, hi, def, doc)                                                               \
+	{                                                                                          \
+#field, T_INT, offsetof(struct fs_config, field), 0, lo, hi, def, doc              \
+	}
 
 /* The table. Names use dots in the file: topic_intents is written topic.intents. */
 static const struct key keys[] = {
-	STR(brokers, "127.0.0.1:59092",
-	    "Kafka bootstrap servers (host:port,...). Environment FLASHSALE_KAFKA overrides."),
-	STR(pg, "host=127.0.0.1 port=55432 dbname=flashsale user=flashsale",
-	    "libpq connection string of the flashsale database. Environment FLASHSALE_PG "
-	    "overrides."),
-	STR(group, "flashsale-workers", "Consumer group of the workers."),
-	STR(topic_intents, "intents", "Topic of buy intents and sale records (key = SKU)."),
-	STR(topic_results, "results", "Topic the worker publishes one result per record to."),
-	STR(topic_stock, "stock", "Compacted topic of per-SKU stock (the web tier's flag)."),
-	STR(log_level, "info", "error, warn, info or debug."),
-	INT(batch_max, 1, 10000, "2000", "Records per partition batch (one transaction each)."),
-	INT(batch_wait_ms, 0, 1000, "5",
-	    "How long a partial batch may wait for more records before it is decided."),
-	INT(poll_timeout_ms, 1, 1000, "100", "Consumer poll timeout when nothing is pending."),
-	INT(record_max_bytes, 64, 65536, "4096",
-	    "Payload size cap, checked before parsing; larger records are rejected."),
-	INT(stats_interval_ms, 0, 3600000, "10000", "Interval of the stats log line (0: off)."),
-	INT(retry_backoff_max_ms, 10, 60000, "2000",
-	    "Longest wait between retries after a Postgres or Kafka fault."),
-	INT(flush_timeout_ms, 100, 600000, "30000",
-	    "How long shutdown and revoke wait for results to be delivered."),
+    STR(brokers, "127.0.0.1:59092",
+	"Kafka bootstrap servers (host:port,...). Environment FLASHSALE_KAFKA overrides."),
+    STR(pg, "host=127.0.0.1 port=55432 dbname=flashsale user=flashsale",
+	"libpq connection string of the flashsale database. Environment FLASHSALE_PG "
+	"overrides."),
+    STR(group, "flashsale-workers", "Consumer group of the workers."),
+    STR(topic_intents, "intents", "Topic of buy intents and sale records (key = SKU)."),
+    STR(topic_results, "results", "Topic the worker publishes one result per record to."),
+    STR(topic_stock, "stock", "Compacted topic of per-SKU stock (the web tier's flag)."),
+    STR(log_level, "info", "error, warn, info or debug."),
+    INT(batch_max, 1, 10000, "2000", "Records per partition batch (one transaction each)."),
+    INT(batch_wait_ms, 0, 1000, "5",
+	"How long a partial batch may wait for more records before it is decided."),
+    INT(poll_timeout_ms, 1, 1000, "100", "Consumer poll timeout when nothing is pending."),
+    INT(record_max_bytes, 64, 65536, "4096",
+	"Payload size cap, checked before parsing; larger records are rejected."),
+    INT(stats_interval_ms, 0, 3600000, "10000", "Interval of the stats log line (0: off)."),
+    INT(retry_backoff_max_ms, 10, 60000, "2000",
+	"Longest wait between retries after a Postgres or Kafka fault."),
+    INT(flush_timeout_ms, 100, 600000, "30000",
+	"How long shutdown and revoke wait for results to be delivered."),
 };
 
 enum { KEYS_LEN = sizeof keys / sizeof keys[0] };
@@ -61,8 +65,8 @@ static void file_name(const struct key *k, char *out, size_t n)
 			*p = '.';
 }
 
-static int set_key(struct fs_config *c, const struct key *k, const char *value,
-		   const char *source, char err[FS_CONF_ERR_MAX])
+static int set_key(struct fs_config *c, const struct key *k, const char *value, const char *source,
+		   char err[FS_CONF_ERR_MAX])
 {
 	char name[64];
 	file_name(k, name, sizeof name);
@@ -78,8 +82,8 @@ static int set_key(struct fs_config *c, const struct key *k, const char *value,
 		    strcmp(value, "warn") != 0 && strcmp(value, "info") != 0 &&
 		    strcmp(value, "debug") != 0) {
 			snprintf(err, FS_CONF_ERR_MAX,
-				 "%s: log.level: '%s' is not one of error, warn, info, debug", source,
-				 value);
+				 "%s: log.level: '%s' is not one of error, warn, info, debug",
+				 source, value);
 			return -EINVAL;
 		}
 		return 0;
@@ -117,7 +121,8 @@ int fs_config_set(struct fs_config *c, const char *key, const char *value, const
 		const char *k = key + 6;
 		if (!*k || strlen(k) >= sizeof c->kafka[0].key ||
 		    strlen(value) >= sizeof c->kafka[0].value) {
-			snprintf(err, FS_CONF_ERR_MAX, "%s: %s: key or value too long", source, key);
+			snprintf(err, FS_CONF_ERR_MAX, "%s: %s: key or value too long", source,
+				 key);
 			return -EINVAL;
 		}
 		int i = 0;

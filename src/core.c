@@ -7,20 +7,20 @@
 #include <string.h>
 
 static const char *const outcome_names[] = {
-	[FS_OUT_HELD] = "held",
-	[FS_OUT_SOLD_OUT] = "sold_out",
-	[FS_OUT_LIMIT_EXCEEDED] = "limit_exceeded",
-	[FS_OUT_NOT_OPEN] = "not_open",
-	[FS_OUT_CLOSED] = "closed",
-	[FS_OUT_REJECTED] = "rejected",
-	[FS_OUT_CONFLICT] = "conflict",
-	[FS_OUT_CONFIRMED] = "confirmed",
-	[FS_OUT_CONFIRMED_LATE] = "confirmed_late",
-	[FS_OUT_REFUND_REQUIRED] = "refund_required",
-	[FS_OUT_CANCELLED] = "cancelled",
-	[FS_OUT_EXPIRED] = "expired",
-	[FS_OUT_UNKNOWN_INTENT] = "unknown_intent",
-	[FS_OUT_APPLIED] = "applied",
+    [FS_OUT_HELD] = "held",
+    [FS_OUT_SOLD_OUT] = "sold_out",
+    [FS_OUT_LIMIT_EXCEEDED] = "limit_exceeded",
+    [FS_OUT_NOT_OPEN] = "not_open",
+    [FS_OUT_CLOSED] = "closed",
+    [FS_OUT_REJECTED] = "rejected",
+    [FS_OUT_CONFLICT] = "conflict",
+    [FS_OUT_CONFIRMED] = "confirmed",
+    [FS_OUT_CONFIRMED_LATE] = "confirmed_late",
+    [FS_OUT_REFUND_REQUIRED] = "refund_required",
+    [FS_OUT_CANCELLED] = "cancelled",
+    [FS_OUT_EXPIRED] = "expired",
+    [FS_OUT_UNKNOWN_INTENT] = "unknown_intent",
+    [FS_OUT_APPLIED] = "applied",
 };
 
 enum { OUTCOMES_LEN = sizeof outcome_names / sizeof outcome_names[0] };
@@ -134,8 +134,8 @@ const struct fs_sku *fs_core_sku(const struct fs_core *c, const char *sku)
 
 static int add_sku(struct fs_core *c, const struct fs_sku *s, uint32_t *index)
 {
-	int rc = reserve((void **)&c->skus, &c->dirty_skus, &c->skus_cap, c->skus_len,
-			 sizeof *c->skus);
+	int rc =
+	    reserve((void **)&c->skus, &c->dirty_skus, &c->skus_cap, c->skus_len, sizeof *c->skus);
 	if (rc < 0)
 		return rc;
 	uint32_t i = c->skus_len;
@@ -303,15 +303,15 @@ static int decide_open(struct fs_core *c, const struct fs_record *r, struct fs_d
 		return 0;
 	}
 	struct fs_sku s = {
-		.partition = c->partition,
-		.status = FS_SKU_OPEN,
-		.supply = r->qty,
-		.available = r->qty,
-		.per_buyer_limit = r->per_buyer_limit,
-		.max_qty = r->max_qty,
-		.hold_ms = r->hold_ms,
-		.opens_at_ms = r->opens_at_ms,
-		.closes_at_ms = r->closes_at_ms,
+	    .partition = c->partition,
+	    .status = FS_SKU_OPEN,
+	    .supply = r->qty,
+	    .available = r->qty,
+	    .per_buyer_limit = r->per_buyer_limit,
+	    .max_qty = r->max_qty,
+	    .hold_ms = r->hold_ms,
+	    .opens_at_ms = r->opens_at_ms,
+	    .closes_at_ms = r->closes_at_ms,
 	};
 	strcpy(s.sku, r->sku);
 	uint32_t i;
@@ -323,8 +323,7 @@ static int decide_open(struct fs_core *c, const struct fs_record *r, struct fs_d
 	return 0;
 }
 
-static int decide_restock_close(struct fs_core *c, const struct fs_record *r,
-				struct fs_decision *d)
+static int decide_restock_close(struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
 {
 	d->qty = r->qty;
 	uint32_t si = find_sku(c, r->sku);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+/* clang-format off */
 const char *const fs_kafka_producer_defaults[] = {
 	/* Off by default in librdkafka 2.0.2: without it a retried send can be written twice
 	 * or out of order. */
@@ -13,6 +14,7 @@ const char *const fs_kafka_producer_defaults[] = {
 	"linger.ms", "5",
 	NULL,
 };
+/* clang-format on */
 
 rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,
 			       const char *const *defaults, char *err, size_t err_len)

@@ -15,9 +15,9 @@ static const struct {
 	const char *name;
 	enum fs_kind kind;
 } kinds[] = {
-	{"buy", FS_KIND_BUY},	      {"confirm", FS_KIND_CONFIRM}, {"cancel", FS_KIND_CANCEL},
-	{"open", FS_KIND_OPEN},	      {"restock", FS_KIND_RESTOCK}, {"close", FS_KIND_CLOSE},
-	{"tick", FS_KIND_TICK},
+    {"buy", FS_KIND_BUY},   {"confirm", FS_KIND_CONFIRM}, {"cancel", FS_KIND_CANCEL},
+    {"open", FS_KIND_OPEN}, {"restock", FS_KIND_RESTOCK}, {"close", FS_KIND_CLOSE},
+    {"tick", FS_KIND_TICK},
 };
 
 const char *fs_kind_name(enum fs_kind kind)
@@ -36,8 +36,8 @@ bool fs_sku_valid(const char *sku)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)sku[i];
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-			  c == '-' || c == '_' || c == '.' || c == ':';
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			  (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == ':';
 		if (!ok)
 			return false;
 	}
@@ -284,8 +284,9 @@ int fs_record_parse(const struct fs_record_limits *limits, const void *key, size
 	 * let a body say two things at once. NUL bytes inside strings are refused by default. */
 	json_t *root = json_loadb(payload, payload_len, JSON_REJECT_DUPLICATES, &err);
 	if (!root)
-		return reject(out, json_error_code(&err) == json_error_duplicate_key ? "duplicate_key"
-										     : "bad_json");
+		return reject(out, json_error_code(&err) == json_error_duplicate_key
+				       ? "duplicate_key"
+				       : "bad_json");
 	int rc = json_is_object(root) ? parse_object(root, key, key_len, out)
 				      : reject(out, "not_object");
 	json_decref(root);

@@ -24,8 +24,8 @@ void fs_reply_result(struct fs_buf *out, const struct fs_item *it)
 	fs_buf_printf(out, ",\"qty\":%" PRId64, d->qty);
 	if (d->outcome == FS_OUT_HELD)
 		fs_buf_printf(out, ",\"expires_at\":%" PRId64, d->expires_at_ms);
-	fs_buf_printf(out, ",\"decided_at\":%" PRId64 ",\"partition\":%" PRId32
-			   ",\"offset\":%" PRId64,
+	fs_buf_printf(out,
+		      ",\"decided_at\":%" PRId64 ",\"partition\":%" PRId32 ",\"offset\":%" PRId64,
 		      d->decided_at_ms, it->first_partition, it->first_offset);
 	if (d->duplicate)
 		fs_buf_str(out, ",\"duplicate\":true");

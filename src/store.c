@@ -166,10 +166,11 @@ static int load_skus(struct fs_store *s, const char *part, struct fs_core *core)
 static int load_buyers(struct fs_store *s, const char *part, struct fs_core *core)
 {
 	const char *p[] = {part};
-	PGresult *r = exec(s,
-			   "SELECT b.sku, b.buyer_id, b.units FROM buyers b JOIN skus k USING (sku) "
-			   "WHERE k.part = $1 AND b.units > 0 ORDER BY 1, 2",
-			   1, p, PGRES_TUPLES_OK);
+	PGresult *r =
+	    exec(s,
+		 "SELECT b.sku, b.buyer_id, b.units FROM buyers b JOIN skus k USING (sku) "
+		 "WHERE k.part = $1 AND b.units > 0 ORDER BY 1, 2",
+		 1, p, PGRES_TUPLES_OK);
 	if (!r)
 		return -EIO;
 	int rc = 0;
@@ -322,8 +323,7 @@ static const char *reason_of(const struct fs_item *it)
 }
 
 /* decisions: one row per new intent decision. */
-static int add_decisions(struct fs_store *s, const struct fs_batch *b, struct step *st,
-			 int *k)
+static int add_decisions(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
 {
 	struct fs_buf *id = buf(s, 1), *kind = buf(s, 2), *hash = buf(s, 3), *off = buf(s, 4),
 		      *sku = buf(s, 5), *buyer = buf(s, 6), *qty = buf(s, 7), *out = buf(s, 8),
@@ -358,15 +358,16 @@ static int add_decisions(struct fs_store *s, const struct fs_batch *b, struct st
 		return 0;
 	struct step *x = &st[(*k)++];
 	x->what = "decisions";
-	x->sql = "WITH ins AS (INSERT INTO decisions (intent_id, kind, body_hash, part, off, sku, "
-		 "buyer_id, qty, outcome, reason, expires_at_ms, decided_at_ms) "
-		 "SELECT u.id, u.kind, u.hash, $1::int, u.off, u.sku, u.buyer, u.qty, u.out, "
-		 "u.reason, u.exp, u.at FROM unnest($2::uuid[], $3::int2[], $4::int8[], "
-		 "$5::int8[], $6::text[], $7::text[], $8::int8[], $9::text[], $10::text[], "
-		 "$11::int8[], $12::int8[]) AS u(id, kind, hash, off, sku, buyer, qty, out, reason, "
-		 "exp, at) ON CONFLICT DO NOTHING RETURNING 1) "
-		 "SELECT fs_assert((SELECT count(*) FROM ins) = $13::bigint, 'FSMIS', "
-		 "'an intent id of the batch was decided concurrently')";
+	x->sql =
+	    "WITH ins AS (INSERT INTO decisions (intent_id, kind, body_hash, part, off, sku, "
+	    "buyer_id, qty, outcome, reason, expires_at_ms, decided_at_ms) "
+	    "SELECT u.id, u.kind, u.hash, $1::int, u.off, u.sku, u.buyer, u.qty, u.out, "
+	    "u.reason, u.exp, u.at FROM unnest($2::uuid[], $3::int2[], $4::int8[], "
+	    "$5::int8[], $6::text[], $7::text[], $8::int8[], $9::text[], $10::text[], "
+	    "$11::int8[], $12::int8[]) AS u(id, kind, hash, off, sku, buyer, qty, out, reason, "
+	    "exp, at) ON CONFLICT DO NOTHING RETURNING 1) "
+	    "SELECT fs_assert((SELECT count(*) FROM ins) = $13::bigint, 'FSMIS', "
+	    "'an intent id of the batch was decided concurrently')";
 	x->nparams = 13;
 	/* $1 (partition) is filled by the caller. */
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -443,8 +444,7 @@ static void add_sale_log(struct fs_store *s, const struct fs_batch *b, struct st
 }
 
 /* reservations: one row per new hold. */
-static void add_reservations(struct fs_store *s, const struct fs_batch *b, struct step *st,
-			     int *k)
+static void add_reservations(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
 {
 	struct fs_buf *id = buf(s, 22), *sku = buf(s, 23), *buyer = buf(s, 24), *qty = buf(s, 25),
 		      *exp = buf(s, 26), *off = buf(s, 27);
@@ -505,8 +505,8 @@ static void add_skus(struct fs_store *s, const struct fs_core *core, struct step
 				      ",\"max_qty\":%" PRId64 ",\"hold_ms\":%" PRId64
 				      ",\"opens_at_ms\":%" PRId64 ",\"closes_at_ms\":%" PRId64 "}",
 				      n_ins ? "," : "", v->sku, status_name(v->status), v->supply,
-				      v->available, v->held, v->sold, v->per_buyer_limit, v->max_qty,
-				      v->hold_ms, v->opens_at_ms, v->closes_at_ms);
+				      v->available, v->held, v->sold, v->per_buyer_limit,
+				      v->max_qty, v->hold_ms, v->opens_at_ms, v->closes_at_ms);
 			n_ins++;
 			continue;
 		}
@@ -540,15 +540,16 @@ static void add_skus(struct fs_store *s, const struct fs_core *core, struct step
 	if (n_upd) {
 		struct step *x = &st[(*k)++];
 		x->what = "skus update";
-		x->sql = "WITH u AS (SELECT s.sku, s.status, n.v FROM unnest($2::text[], $3::text[]) "
-			 "WITH ORDINALITY AS s(sku, status, i) JOIN LATERAL (SELECT "
-			 "($4::int8[])[(s.i - 1) * 8 + 1 : s.i * 8] AS v) n ON true), "
-			 "upd AS (UPDATE skus k SET status = u.status, supply = u.v[1], "
-			 "available = u.v[2], held = u.v[3], sold = u.v[4] FROM u WHERE k.sku = u.sku "
-			 "AND k.part = $1::int AND k.supply = u.v[5] AND k.available = u.v[6] "
-			 "AND k.held = u.v[7] AND k.sold = u.v[8] RETURNING 1) "
-			 "SELECT fs_assert((SELECT count(*) FROM upd) = $5::bigint, 'FSMIS', "
-			 "'stock counters in memory and in Postgres disagree')";
+		x->sql =
+		    "WITH u AS (SELECT s.sku, s.status, n.v FROM unnest($2::text[], $3::text[]) "
+		    "WITH ORDINALITY AS s(sku, status, i) JOIN LATERAL (SELECT "
+		    "($4::int8[])[(s.i - 1) * 8 + 1 : s.i * 8] AS v) n ON true), "
+		    "upd AS (UPDATE skus k SET status = u.status, supply = u.v[1], "
+		    "available = u.v[2], held = u.v[3], sold = u.v[4] FROM u WHERE k.sku = u.sku "
+		    "AND k.part = $1::int AND k.supply = u.v[5] AND k.available = u.v[6] "
+		    "AND k.held = u.v[7] AND k.sold = u.v[8] RETURNING 1) "
+		    "SELECT fs_assert((SELECT count(*) FROM upd) = $5::bigint, 'FSMIS', "
+		    "'stock counters in memory and in Postgres disagree')";
 		x->nparams = 5;
 		x->params[1] = fs_buf_cstr(sku);
 		x->params[2] = fs_buf_cstr(status);
@@ -730,8 +731,8 @@ int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 	return FS_COMMIT_REDO;
 }
 
-int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic,
-			  int32_t partition, int64_t next_offset, int64_t replied_offset)
+int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
+			  int64_t next_offset, int64_t replied_offset)
 {
 	char part[16], next[24], replied[24];
 	snprintf(part, sizeof part, "%" PRId32, partition);

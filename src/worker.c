@@ -45,15 +45,15 @@ struct part {
 	struct fs_core core;
 	struct fs_batch batch; /* records to decide, contiguous from meta.next_offset */
 	struct fs_batch again; /* records below meta.next_offset: to answer again */
-	int64_t first_ms; /* monotonic ms when the pending batch got its first record */
-	int64_t replied; /* results delivered for every record below this */
+	int64_t first_ms;      /* monotonic ms when the pending batch got its first record */
+	int64_t replied;       /* results delivered for every record below this */
 	struct inflight *head, *tail;
 };
 
 struct counters {
 	int64_t records, fresh, repeats, conflicts, invalid, sale, batches, fenced, redo, retries,
-		unknown, unknown_committed, answered_again, skipped_stale, gaps, published,
-		delivery_failed;
+	    unknown, unknown_committed, answered_again, skipped_stale, gaps, published,
+	    delivery_failed;
 };
 
 struct worker {
@@ -150,10 +150,9 @@ static int produce(struct worker *w, const char *topic, int32_t partition, const
 {
 	for (;;) {
 		rd_kafka_resp_err_t err = rd_kafka_producev(
-			w->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
-			RD_KAFKA_V_KEY((void *)key, key_len),
-			RD_KAFKA_V_VALUE(value->data, value->len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-			RD_KAFKA_V_OPAQUE(f), RD_KAFKA_V_END);
+		    w->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+		    RD_KAFKA_V_KEY((void *)key, key_len), RD_KAFKA_V_VALUE(value->data, value->len),
+		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(f), RD_KAFKA_V_END);
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
 			if (f)
 				f->pending++;
@@ -375,10 +374,9 @@ static void part_fenced(struct worker *w, struct part *p)
 	fs_warn("partition %" PRId32 ": fenced (expected offset %" PRId64 ", stored %" PRId64
 		"); batch dropped, state reloaded",
 		p->id, old, p->meta.next_offset);
-	rd_kafka_resp_err_t err =
-		rd_kafka_seek(w->intents_rkt, p->id, p->meta.next_offset < 0 ? RD_KAFKA_OFFSET_BEGINNING
-									      : p->meta.next_offset,
-			      0);
+	rd_kafka_resp_err_t err = rd_kafka_seek(
+	    w->intents_rkt, p->id,
+	    p->meta.next_offset < 0 ? RD_KAFKA_OFFSET_BEGINNING : p->meta.next_offset, 0);
 	if (err)
 		fs_warn("partition %" PRId32 ": seek: %s", p->id, rd_kafka_err2str(err));
 }
@@ -409,12 +407,13 @@ static void part_process(struct worker *w, struct part *p)
 			rc = FS_COMMIT_RETRY;
 
 		if (rc == FS_COMMIT_UNKNOWN) {
-			/* The connection died with COMMIT in flight: only the stored offset knows. */
+			/* The connection died with COMMIT in flight: only the stored offset knows.
+			 */
 			w->n.unknown++;
 			int64_t stored = -2;
 			while (store_ready(w) == 0 &&
-			       fs_store_read_next(w->store, w->cfg.group, w->cfg.topic_intents, p->id,
-						  &stored) < 0)
+			       fs_store_read_next(w->store, w->cfg.group, w->cfg.topic_intents,
+						  p->id, &stored) < 0)
 				sleep_ms(backoff = backoff_next(w, backoff));
 			if (stored == next) {
 				w->n.unknown_committed++;
@@ -424,11 +423,12 @@ static void part_process(struct worker *w, struct part *p)
 			} else {
 				rc = FS_COMMIT_FENCED;
 			}
-			fs_warn("partition %" PRId32 ": commit outcome unknown, stored offset %" PRId64
-				": %s",
+			fs_warn("partition %" PRId32
+				": commit outcome unknown, stored offset %" PRId64 ": %s",
 				p->id, stored,
-				rc == FS_COMMIT_OK ? "committed" : rc == FS_COMMIT_RETRY ? "not committed"
-											: "fenced");
+				rc == FS_COMMIT_OK	? "committed"
+				: rc == FS_COMMIT_RETRY ? "not committed"
+							: "fenced");
 		}
 		if (rc == FS_COMMIT_OK)
 			break;
@@ -436,13 +436,15 @@ static void part_process(struct worker *w, struct part *p)
 			part_fenced(w, p);
 			return;
 		}
-		/* Not committed: the core's state moved while deciding; reload it from the truth. */
+		/* Not committed: the core's state moved while deciding; reload it from the truth.
+		 */
 		if (rc == FS_COMMIT_REDO)
 			w->n.redo++;
 		else
 			w->n.retries++;
 		backoff = backoff_next(w, backoff);
-		fs_warn("partition %" PRId32 ": batch at %" PRId64 " not committed (%s); reloading, "
+		fs_warn("partition %" PRId32 ": batch at %" PRId64
+			" not committed (%s); reloading, "
 			"retry in %" PRId64 " ms",
 			p->id, expected, fs_store_error(w->store), backoff);
 		if (stop_requested)
@@ -535,8 +537,8 @@ static void part_answer_again(struct worker *w, struct part *p)
 
 static void on_message(struct worker *w, rd_kafka_message_t *m)
 {
-	struct part *p = m->partition >= 0 && m->partition < PARTITIONS_MAX ? w->parts[m->partition]
-									     : NULL;
+	struct part *p =
+	    m->partition >= 0 && m->partition < PARTITIONS_MAX ? w->parts[m->partition] : NULL;
 	if (!p || !p->assigned || !p->loaded)
 		return; /* not ours (any more) */
 	int64_t off = m->offset;
@@ -559,8 +561,8 @@ static void on_message(struct worker *w, rd_kafka_message_t *m)
 	} else if (expected >= 0 && off > expected) {
 		/* Our topic has no gaps (no compaction, no transactions); say so loudly. */
 		w->n.gaps++;
-		fs_warn("partition %" PRId32 ": offset gap %" PRId64 " -> %" PRId64, p->id, expected,
-			off);
+		fs_warn("partition %" PRId32 ": offset gap %" PRId64 " -> %" PRId64, p->id,
+			expected, off);
 	}
 	if (target->len == target->cap) {
 		if (target == &p->batch)
@@ -588,8 +590,8 @@ static void process_due(struct worker *w, bool all)
 			continue;
 		if (p->again.len)
 			part_answer_again(w, p);
-		if (p->batch.len &&
-		    (all || p->batch.len == p->batch.cap || now - p->first_ms >= w->cfg.batch_wait_ms))
+		if (p->batch.len && (all || p->batch.len == p->batch.cap ||
+				     now - p->first_ms >= w->cfg.batch_wait_ms))
 			part_process(w, p);
 	}
 }
@@ -676,9 +678,9 @@ static void log_stats(struct worker *w, const char *when)
 {
 	fs_info("%s: records=%" PRId64 " fresh=%" PRId64 " repeats=%" PRId64 " conflicts=%" PRId64
 		" invalid=%" PRId64 " sale=%" PRId64 " batches=%" PRId64 " fenced=%" PRId64
-		" redo=%" PRId64 " retries=%" PRId64 " unknown=%" PRId64 " unknown_committed=%" PRId64
-		" answered_again=%" PRId64 " stale=%" PRId64 " gaps=%" PRId64 " published=%" PRId64
-		" delivery_failed=%" PRId64,
+		" redo=%" PRId64 " retries=%" PRId64 " unknown=%" PRId64
+		" unknown_committed=%" PRId64 " answered_again=%" PRId64 " stale=%" PRId64
+		" gaps=%" PRId64 " published=%" PRId64 " delivery_failed=%" PRId64,
 		when, w->n.records, w->n.fresh, w->n.repeats, w->n.conflicts, w->n.invalid,
 		w->n.sale, w->n.batches, w->n.fenced, w->n.redo, w->n.retries, w->n.unknown,
 		w->n.unknown_committed, w->n.answered_again, w->n.skipped_stale, w->n.gaps,
@@ -725,7 +727,8 @@ static int run(struct worker *w)
 				advance_replied(w, w->parts[i]);
 		reap_orphans(w);
 		int64_t now = now_ms();
-		if (w->cfg.stats_interval_ms && now - w->last_stats_ms >= w->cfg.stats_interval_ms) {
+		if (w->cfg.stats_interval_ms &&
+		    now - w->last_stats_ms >= w->cfg.stats_interval_ms) {
 			log_stats(w, "stats");
 			w->last_stats_ms = now;
 		}
@@ -740,21 +743,22 @@ static int run(struct worker *w)
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: flashsale-worker [-c FILE] [--set KEY=VALUE]... [--help] [--help-config]\n"
-		"\n"
-		"The flashsale order worker: consumes the intents topic as a member of a consumer\n"
-		"group, decides every record in memory, commits each batch of decisions to\n"
-		"PostgreSQL in one transaction, then publishes one result per record.\n"
-		"\n"
-		"  -c, --config FILE   configuration file (key = value; see config/flashsale.conf)\n"
-		"  -s, --set K=V       set one configuration key (after the file)\n"
-		"      --help-config   list every configuration key\n"
-		"  -h, --help          this text\n"
-		"\n"
-		"Environment: FLASHSALE_KAFKA (bootstrap servers) and FLASHSALE_PG (libpq conninfo)\n"
-		"override the file. FLASHSALE_CRASH=point[:n] is a test hook (see docs).\n"
-		"SIGTERM or SIGINT: finish the batches already read, deliver results, exit 0.\n");
+	fprintf(
+	    out,
+	    "usage: flashsale-worker [-c FILE] [--set KEY=VALUE]... [--help] [--help-config]\n"
+	    "\n"
+	    "The flashsale order worker: consumes the intents topic as a member of a consumer\n"
+	    "group, decides every record in memory, commits each batch of decisions to\n"
+	    "PostgreSQL in one transaction, then publishes one result per record.\n"
+	    "\n"
+	    "  -c, --config FILE   configuration file (key = value; see config/flashsale.conf)\n"
+	    "  -s, --set K=V       set one configuration key (after the file)\n"
+	    "      --help-config   list every configuration key\n"
+	    "  -h, --help          this text\n"
+	    "\n"
+	    "Environment: FLASHSALE_KAFKA (bootstrap servers) and FLASHSALE_PG (libpq conninfo)\n"
+	    "override the file. FLASHSALE_CRASH=point[:n] is a test hook (see docs).\n"
+	    "SIGTERM or SIGINT: finish the batches already read, deliver results, exit 0.\n");
 }
 
 static int setup(struct worker *w)
@@ -763,7 +767,8 @@ static int setup(struct worker *w)
 	fs_log_set_level(w->cfg.log_level);
 	w->limits.bytes_max = (size_t)w->cfg.record_max_bytes;
 
-	rd_kafka_conf_t *pc = fs_kafka_conf(&w->cfg, RD_KAFKA_PRODUCER, fs_kafka_producer_defaults, err, sizeof err);
+	rd_kafka_conf_t *pc =
+	    fs_kafka_conf(&w->cfg, RD_KAFKA_PRODUCER, fs_kafka_producer_defaults, err, sizeof err);
 	if (!pc) {
 		fs_error("producer config: %s", err);
 		return -EINVAL;
@@ -776,6 +781,7 @@ static int setup(struct worker *w)
 		return -EINVAL;
 	}
 
+	/* clang-format off */
 	static const char *const consumer_defaults[] = {
 		"enable.auto.commit", "false",
 		"enable.auto.offset.store", "false",
@@ -788,7 +794,9 @@ static int setup(struct worker *w)
 		"fetch.wait.max.ms", "10",
 		NULL,
 	};
-	rd_kafka_conf_t *cc = fs_kafka_conf(&w->cfg, RD_KAFKA_CONSUMER, consumer_defaults, err, sizeof err);
+	/* clang-format on */
+	rd_kafka_conf_t *cc =
+	    fs_kafka_conf(&w->cfg, RD_KAFKA_CONSUMER, consumer_defaults, err, sizeof err);
 	if (!cc) {
 		fs_error("consumer config: %s", err);
 		return -EINVAL;
@@ -864,11 +872,11 @@ int main(int argc, char **argv)
 	fs_config_defaults(&w.cfg);
 	fs_log_set_prefix("flashsale-worker");
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"set", required_argument, NULL, 's'},
-		{"help", no_argument, NULL, 'h'},
-		{"help-config", no_argument, NULL, 'H'},
-		{NULL, 0, NULL, 0},
+	    {"config", required_argument, NULL, 'c'},
+	    {"set", required_argument, NULL, 's'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"help-config", no_argument, NULL, 'H'},
+	    {NULL, 0, NULL, 0},
 	};
 	char err[FS_CONF_ERR_MAX];
 	const char *sets[64];
@@ -909,7 +917,8 @@ int main(int argc, char **argv)
 		snprintf(kv, sizeof kv, "%s", sets[i]);
 		char *eq = strchr(kv, '=');
 		if (!eq) {
-			fprintf(stderr, "flashsale-worker: --set %s: expected KEY=VALUE\n", sets[i]);
+			fprintf(stderr, "flashsale-worker: --set %s: expected KEY=VALUE\n",
+				sets[i]);
 			return 2;
 		}
 		*eq = '\0';
@@ -925,8 +934,8 @@ int main(int argc, char **argv)
 
 	int rc = setup(&w);
 	if (rc == 0) {
-		fs_info("started: brokers %s, group %s, topic %s, batch.max %" PRId64, w.cfg.brokers,
-			w.cfg.group, w.cfg.topic_intents, w.cfg.batch_max);
+		fs_info("started: brokers %s, group %s, topic %s, batch.max %" PRId64,
+			w.cfg.brokers, w.cfg.group, w.cfg.topic_intents, w.cfg.batch_max);
 		rc = run(&w);
 	}
 	teardown(&w);

@@ -17,8 +17,8 @@ assert_eq 5000 "$(sort -u "$IT_DIR/ids" | wc -l)" "distinct intent ids sent"
 sql "SELECT intent_id FROM decisions" | sort >"$IT_DIR/decided"
 assert_eq 0 "$(sort -u "$IT_DIR/ids" | comm -3 - "$IT_DIR/decided" | wc -l)" "ids sent but not decided, or decided but not sent"
 # At least one reply per intent on the results topic (INV-2).
-wait_until 60 "5000 distinct results" "[ \$(results_keys | grep -c -- '-') -ge 5000 ]"
-assert_eq 5000 "$(results_keys | grep -- '-' | sort -u | wc -l)" "distinct intents answered"
+wait_until 60 "5000 distinct results" "[ \$(results_keys | wc -l) -ge 5000 ]"
+assert_eq 5000 "$(results_keys | sort -u | wc -l)" "distinct intents answered"
 # The web tier's flag: the compacted stock topic says sold_out.
 stock=$(kcat -b "$(grep '^brokers' "$IT_DIR/flashsale.conf" | cut -d' ' -f3)" -C -q -e -t "it.$IT_ID.stock" -o beginning -f '%s\n' | tail -n 1)
 case "$stock" in *'"status":"sold_out"'*'"available":0'*) say "ok: stock topic says sold_out" ;; *) fail "stock topic: $stock" ;; esac

@@ -17,7 +17,7 @@ assert_eq 100 "$(sql "SELECT count(*) FROM reservations")" "one reservation per 
 
 # Replies: 125 results; the 25 repeats carry duplicate:true and the same outcome and offset
 # as the original's reply.
-wait_until 60 "125 results" "[ \$(results_keys | grep -c -- '-') -ge 125 ]"
+wait_until 60 "125 results" "[ \$(results_keys | wc -l) -ge 125 ]"
 results_dump | grep '"type":"buy"' >"$IT_DIR/results"
 assert_eq 125 "$(wc -l <"$IT_DIR/results")" "buy results"
 assert_eq 25 "$(grep -c '"duplicate":true' "$IT_DIR/results")" "duplicate replies"

@@ -25,7 +25,7 @@ assert_eq 30000 "$(sql "SELECT count(*) FROM decisions WHERE outcome = 'sold_out
 assert_eq "0|20000" "$(sql "SELECT available, held FROM skus")" "available|held"
 sql "SELECT intent_id FROM decisions" | sort >"$IT_DIR/decided"
 assert_eq 0 "$(sort -u "$IT_DIR/ids" | comm -3 - "$IT_DIR/decided" | wc -l)" "sent vs decided ids differ"
-wait_until 120 "every intent answered" "[ \$(results_keys | grep -- '-' | sort -u | wc -l) -ge 50000 ]"
+wait_until 120 "every intent answered" "[ \$(results_keys | sort -u | wc -l) -ge 50000 ]"
 say "ok: every intent answered at least once"
 audit_ok
 stop_worker w2

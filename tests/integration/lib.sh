@@ -124,10 +124,11 @@ wait_until() {
 # decided: records decided so far over all partitions.
 decided() { sql "SELECT coalesce(sum(n_records), 0) FROM partitions"; }
 
-# results_keys: the keys of every record on the results topic (one per line).
+# results_keys: the intent ids keying the records of the results topic (one per line; the
+# replies to sale records, keyed by SKU, are left out).
 results_keys() {
 	kcat -b "$(grep '^brokers' "$IT_DIR/flashsale.conf" | cut -d' ' -f3)" -C -q -e \
-		-t "it.$IT_ID.results" -o beginning -f '%k\n'
+		-t "it.$IT_ID.results" -o beginning -f '%k\n' | grep -E '^[0-9a-f]{8}-' || true
 }
 
 # results_dump: every result record's payload (one per line).
