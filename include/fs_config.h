@@ -43,8 +43,8 @@ struct fs_config {
 void fs_config_defaults(struct fs_config *c);
 /* Reads a file; on error returns -EINVAL/-errno and writes "file:line: reason" to err. */
 int fs_config_load_file(struct fs_config *c, const char *path, char err[FS_CONF_ERR_MAX]);
-/* Applies FLASHSALE_KAFKA and FLASHSALE_PG when set. */
-void fs_config_apply_env(struct fs_config *c);
+/* Applies FLASHSALE_KAFKA and FLASHSALE_PG when set; -EINVAL (and err) if one is too long. */
+int fs_config_apply_env(struct fs_config *c, char err[FS_CONF_ERR_MAX]);
 /* Sets one key (from --set or a file line); source names where it came from for errors. */
 int fs_config_set(struct fs_config *c, const char *key, const char *value, const char *source,
 		  char err[FS_CONF_ERR_MAX]);

@@ -110,7 +110,7 @@ int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s)
 }
 
 /* Answers a record whose intent id was decided before, in the store or earlier in the batch. */
-static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found)
+static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found, int64_t clock_ms)
 {
 	int64_t hash;
 	const struct fs_decision *first;
@@ -134,6 +134,7 @@ static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found
 		it->dec.outcome = FS_OUT_CONFLICT;
 		it->dec.reason = "intent_id_reused";
 		it->dec.qty = it->rec.qty;
+		it->dec.decided_at_ms = clock_ms;
 		it->first_partition = it->rec.partition;
 		it->first_offset = it->rec.offset;
 		b->counts.conflicts++;
@@ -181,7 +182,7 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 				 * counts. */
 				if (it->rec.ts_ms > core->clock_ms)
 					core->clock_ms = it->rec.ts_ms;
-				answer_repeat(b, it, found);
+				answer_repeat(b, it, found, core->clock_ms);
 				continue;
 			}
 			int rc = fs_map_put(&b->index, h, i);

@@ -22,6 +22,7 @@ static bool grow(struct fs_buf *b, size_t need)
 		return false;
 	}
 	b->data = d;
+	b->data[b->len] = '\0'; /* a fresh buffer is an empty string, as promised */
 	b->cap = cap;
 	return true;
 }

@@ -56,6 +56,7 @@ static const char usage_main[] =
     "  summary [--sku SKU] [--json]        outcome counts and stock\n"
     "  audit [--json] [--allow-lag]        check the invariants; non-zero exit on violation\n"
     "  topics create [--partitions N]      create the three topics (admin API)\n"
+    "  topics delete                       delete the three topics\n"
     "  publish --key KEY [--file FILE]     publish one raw record (tests, operators)\n"
     "\n"
     "Global options:\n"
@@ -826,7 +827,10 @@ int main(int argc, char **argv)
 		cli_err("%s", err);
 		return 2;
 	}
-	fs_config_apply_env(&cfg);
+	if (fs_config_apply_env(&cfg, err) < 0) {
+		cli_err("%s", err);
+		return 2;
+	}
 	for (int k = 0; k < nsets; k++) {
 		char kv[1024];
 		snprintf(kv, sizeof kv, "%s", sets[k]);

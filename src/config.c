@@ -77,7 +77,6 @@ static int set_key(struct fs_config *c, const struct key *k, const char *value, 
 				 source, name, k->size - 1);
 			return -EINVAL;
 		}
-		strcpy(field, value);
 		if (strcmp(k->name, "log_level") == 0 && strcmp(value, "error") != 0 &&
 		    strcmp(value, "warn") != 0 && strcmp(value, "info") != 0 &&
 		    strcmp(value, "debug") != 0) {
@@ -86,6 +85,7 @@ static int set_key(struct fs_config *c, const struct key *k, const char *value, 
 				 source, value);
 			return -EINVAL;
 		}
+		strcpy(field, value);
 		return 0;
 	}
 	char *end = NULL;
@@ -199,14 +199,15 @@ int fs_config_load_file(struct fs_config *c, const char *path, char err[FS_CONF_
 	return rc;
 }
 
-void fs_config_apply_env(struct fs_config *c)
+int fs_config_apply_env(struct fs_config *c, char err[FS_CONF_ERR_MAX])
 {
 	const char *k = getenv("FLASHSALE_KAFKA");
 	const char *p = getenv("FLASHSALE_PG");
-	if (k && *k)
-		snprintf(c->brokers, sizeof c->brokers, "%s", k);
-	if (p && *p)
-		snprintf(c->pg, sizeof c->pg, "%s", p);
+	if (k && *k && fs_config_set(c, "brokers", k, "FLASHSALE_KAFKA", err) < 0)
+		return -EINVAL;
+	if (p && *p && fs_config_set(c, "pg", p, "FLASHSALE_PG", err) < 0)
+		return -EINVAL;
+	return 0;
 }
 
 void fs_config_describe(FILE *out)

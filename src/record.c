@@ -185,12 +185,16 @@ static int parse_followup(json_t *root, const void *key, size_t key_len, struct 
 {
 	if (parse_intent(root, r) < 0)
 		return -EINVAL;
-	if (!key || key_len == 0 || key_len > FS_SKU_LEN_MAX)
+	/* The key is raw bytes: check it (length, no NUL, SKU charset) before keeping it, so that
+	 * a rejected record never carries a hostile key into its reply. */
+	char sku_key[FS_SKU_LEN_MAX + 1];
+	if (!key || key_len == 0 || key_len > FS_SKU_LEN_MAX || memchr(key, '\0', key_len))
 		return reject(r, "key_mismatch");
-	memcpy(r->sku, key, key_len);
-	r->sku[key_len] = '\0';
-	if (!fs_sku_valid(r->sku))
+	memcpy(sku_key, key, key_len);
+	sku_key[key_len] = '\0';
+	if (!fs_sku_valid(sku_key))
 		return reject(r, "key_mismatch");
+	strcpy(r->sku, sku_key);
 	const char *sku = NULL;
 	int rc = get_str(root, "sku", &sku);
 	if (rc < 0 || (rc > 0 && strcmp(sku, r->sku) != 0))

@@ -16,7 +16,8 @@ void fs_reply_result(struct fs_buf *out, const struct fs_item *it)
 		fs_buf_printf(out, "\"%s\"", r->intent_id);
 	else
 		fs_buf_str(out, "null");
-	if (r->sku[0])
+	/* Defence in depth: only a SKU that passed validation is echoed. */
+	if (r->sku[0] && fs_sku_valid(r->sku))
 		fs_buf_printf(out, ",\"sku\":\"%s\"", r->sku);
 	fs_buf_printf(out, ",\"outcome\":\"%s\"", fs_outcome_name(d->outcome));
 	if (d->reason)

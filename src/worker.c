@@ -71,6 +71,7 @@ struct worker {
 };
 
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t fatal_error;
 
 static void on_signal(int sig)
 {
@@ -616,7 +617,8 @@ static void save_replied(struct worker *w, struct part *p)
 	advance_replied(w, p);
 	if (p->replied <= p->meta.replied_offset || p->meta.next_offset < 0 || !p->loaded)
 		return;
-	if (store_ready(w) < 0)
+	/* One try: this runs in the revoke callback, which must not stall the group. */
+	if (fs_store_ensure(w->store) < 0)
 		return;
 	/* Reuse the commit path with an empty batch would move counters; a plain guarded update
 	 * is enough: the replied offset never passes the stored next offset. */
@@ -672,6 +674,24 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		fs_info("partition %" PRId32 " revoked", p->id);
 	}
 	rd_kafka_assign(rk, NULL);
+}
+
+/* librdkafka's own errors: most are transient (broker down, reconnecting) and it recovers by
+ * itself. A fatal one (the idempotent producer lost its sequence) cannot be recovered in
+ * place: exit non-zero, and the restarted worker answers again every record whose results
+ * were not confirmed delivered (replied_offset). */
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	(void)opaque;
+	char fatal[512];
+	if (err == RD_KAFKA_RESP_ERR__FATAL) {
+		rd_kafka_fatal_error(rk, fatal, sizeof fatal);
+		fs_error("kafka fatal error: %s; exiting so that a restart can resume", fatal);
+		fatal_error = 1;
+		stop_requested = 1;
+		return;
+	}
+	fs_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
 static void log_stats(struct worker *w, const char *when)
@@ -774,6 +794,7 @@ static int setup(struct worker *w)
 		return -EINVAL;
 	}
 	rd_kafka_conf_set_dr_msg_cb(pc, dr_cb);
+	rd_kafka_conf_set_error_cb(pc, error_cb);
 	rd_kafka_conf_set_opaque(pc, w);
 	w->producer = fs_kafka_new(RD_KAFKA_PRODUCER, pc, err, sizeof err);
 	if (!w->producer) {
@@ -807,6 +828,7 @@ static int setup(struct worker *w)
 		return -EINVAL;
 	}
 	rd_kafka_conf_set_rebalance_cb(cc, rebalance_cb);
+	rd_kafka_conf_set_error_cb(cc, error_cb);
 	rd_kafka_conf_set_opaque(cc, w);
 	w->consumer = fs_kafka_new(RD_KAFKA_CONSUMER, cc, err, sizeof err);
 	if (!w->consumer) {
@@ -911,7 +933,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "flashsale-worker: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
-	fs_config_apply_env(&w.cfg);
+	if (fs_config_apply_env(&w.cfg, err) < 0) {
+		fprintf(stderr, "flashsale-worker: %s\n", err);
+		return 2;
+	}
 	for (int i = 0; i < nsets; i++) {
 		char kv[1024];
 		snprintf(kv, sizeof kv, "%s", sets[i]);
@@ -933,6 +958,11 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 
 	int rc = setup(&w);
+	if (rc == -EINVAL) {
+		/* A configuration librdkafka refused: a usage error, like a bad file. */
+		teardown(&w);
+		return 2;
+	}
 	if (rc == 0) {
 		fs_info("started: brokers %s, group %s, topic %s, batch.max %" PRId64,
 			w.cfg.brokers, w.cfg.group, w.cfg.topic_intents, w.cfg.batch_max);
@@ -940,5 +970,7 @@ int main(int argc, char **argv)
 	}
 	teardown(&w);
 	log_stats(&w, "exit");
+	if (rc == 0 && fatal_error)
+		rc = -EIO;
 	return rc == 0 ? 0 : rc == -ERANGE ? 3 : 1;
 }
