@@ -16,6 +16,7 @@
 typedef struct flashsale flashsale_t;
 
 struct flashsale_result {
+	char type[16]; /* buy | confirm | cancel | expire | invalid | open ... */
 	char intent_id[37];
 	char sku[65];
 	char outcome[32]; /* see the outcome table in README.md */
@@ -25,6 +26,8 @@ struct flashsale_result {
 	int32_t partition;
 	int64_t offset;
 	bool duplicate;
+	char hold[16]; /* from Postgres, for a buy that won: held | confirmed | cancelled | expired
+			*/
 };
 
 struct flashsale_stock {
@@ -52,6 +55,12 @@ const char *flashsale_error(const flashsale_t *fs);
  * to out_id. Returns 0 once queued; flashsale_flush() tells whether it was delivered. */
 int flashsale_buy(flashsale_t *fs, const char *sku, const char *buyer_id, int64_t qty,
 		  const char *intent_id, char out_id[37]);
+/* Payment succeeded / the buyer gave up: publishes a confirm / cancel for the buy with this
+ * intent id, keyed by the buy's SKU (so that it reaches the buy's partition). */
+int flashsale_confirm(flashsale_t *fs, const char *intent_id, const char *sku);
+int flashsale_cancel(flashsale_t *fs, const char *intent_id, const char *sku);
+/* The SKU of a decided buy, from Postgres (for tools that only have the intent id). */
+int flashsale_buy_sku(flashsale_t *fs, const char *intent_id, char sku[65]);
 int flashsale_sale_open(flashsale_t *fs, const char *sku, const struct flashsale_sale *sale);
 int flashsale_sale_restock(flashsale_t *fs, const char *sku, int64_t add);
 int flashsale_sale_close(flashsale_t *fs, const char *sku);
@@ -70,6 +79,12 @@ int flashsale_result_get(flashsale_t *fs, const char *intent_id, struct flashsal
 int flashsale_result_wait(flashsale_t *fs, const char *intent_id, int timeout_ms,
 			  struct flashsale_result *out);
 
+/* The same for the decision of a record of another type ("buy", "confirm", "cancel"). */
+int flashsale_decision_get(flashsale_t *fs, const char *intent_id, const char *type,
+			   struct flashsale_result *out);
+int flashsale_decision_wait(flashsale_t *fs, const char *intent_id, const char *type,
+			    int timeout_ms, struct flashsale_result *out);
+
 /* Follows the results topic from its end; cb returns non-zero to stop. Returns 0 when cb
  * stopped it, -ETIMEDOUT when timeout_ms (<0: none) passed. */
 typedef int (*flashsale_result_cb)(const struct flashsale_result *r, void *ctx);
@@ -77,6 +92,13 @@ int flashsale_subscribe_results(flashsale_t *fs, flashsale_result_cb cb, void *c
 
 /* A SKU's counters, from Postgres. 0 found, -ENOENT unknown SKU. */
 int flashsale_stock_get(flashsale_t *fs, const char *sku, struct flashsale_stock *out);
+
+/* Follows the compacted stock topic from its beginning: cb sees the SKU's latest state, then
+ * every change (the web tier's cheap sold-out flag). cb returns non-zero to stop. Returns 0
+ * when cb stopped it, -ETIMEDOUT when timeout_ms (<0: none) passed. */
+typedef int (*flashsale_stock_cb)(const struct flashsale_stock *s, void *ctx);
+int flashsale_stock_follow(flashsale_t *fs, const char *sku, flashsale_stock_cb cb, void *ctx,
+			   int timeout_ms);
 
 /* Handles for the tools built on this API (CLI, audit). */
 void *flashsale_pg(flashsale_t *fs);	   /* PGconn *, connected, or NULL */

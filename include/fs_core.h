@@ -72,6 +72,33 @@ struct fs_buyer {
 	bool dirty;
 };
 
+enum fs_hold_status {
+	FS_HOLD_HELD = 1,
+	FS_HOLD_CONFIRMED = 2,
+	FS_HOLD_CANCELLED = 3,
+	FS_HOLD_EXPIRED = 4,
+};
+
+const char *fs_hold_status_name(int status);
+/* Returns 0 and the status for a name, -EINVAL for an unknown name. */
+int fs_hold_status_parse(const char *name, int *out);
+
+/* A reservation: the units a buy won, and what became of them. */
+struct fs_hold {
+	char intent_id[FS_UUID_LEN + 1];
+	uint32_t sku_index;
+	uint32_t buyer_index;
+	int64_t qty;
+	int64_t expires_at_ms;
+	int64_t offset;	      /* the buy's offset; breaks ties between equal expiry times */
+	int status;	      /* enum fs_hold_status */
+	bool late;	      /* confirmed after it had expired */
+	int64_t ended_at_ms;  /* partition clock when it left `held` (0 while held) */
+	int64_t ended_offset; /* the record whose arrival ended it (-1 while held) */
+	uint32_t heap_pos;    /* position in the expiry heap, FS_MAP_NONE when not in it */
+	bool dirty;
+};
+
 struct fs_decision {
 	enum fs_outcome outcome;
 	const char *reason; /* static string or NULL */
@@ -94,6 +121,17 @@ struct fs_core {
 	uint32_t buyers_len, buyers_cap;
 	struct fs_map buyer_index; /* "skuindex/buyer" -> index into buyers */
 
+	struct fs_hold *holds;
+	uint32_t holds_len, holds_cap;
+	struct fs_map hold_index; /* intent id -> index into holds */
+	uint32_t *heap;		  /* live holds, a min-heap on (expires_at_ms, offset) */
+	uint32_t heap_len;
+	uint32_t *dirty_holds;
+	uint32_t dirty_holds_len;
+	/* Holds that expired since the last commit, in the order they expired (for replies). */
+	uint32_t *expired;
+	uint32_t expired_len;
+
 	uint32_t *dirty_skus; /* indexes, in the order they first changed */
 	uint32_t dirty_skus_len;
 	uint32_t *dirty_buyers;
@@ -111,12 +149,25 @@ int fs_core_load_buyer(struct fs_core *c, const char *sku, const char *buyer_id,
 
 const struct fs_sku *fs_core_sku(const struct fs_core *c, const char *sku);
 
+/* Loads a reservation (after its SKU and buyer). */
+int fs_core_load_hold(struct fs_core *c, const struct fs_hold *h, const char *sku,
+		      const char *buyer_id);
+const struct fs_hold *fs_core_hold(const struct fs_core *c, const char *intent_id);
+/* The earliest expiry among live holds, or -1 if none is held. */
+int64_t fs_core_next_expiry(const struct fs_core *c);
+
+/* Moves the partition clock to max(clock, ts_ms) and expires, in (expires_at, offset) order,
+ * every hold whose expiry the clock has reached; `offset` names the record that moved it.
+ * Every record goes through here before it is decided (repeats included). */
+void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset);
+
 /* Decides one new record (not a repeat) and applies its effect to the state. The record may be
  * invalid (then the decision is `rejected` with its reason). Returns 0, or -ENOMEM if a new
  * SKU or buyer could not be stored (the state is unchanged then). */
 int fs_core_decide(struct fs_core *c, const struct fs_record *r, struct fs_decision *d);
 
-/* The batch committed: the current values become the base, dirty lists are cleared. */
+/* The batch committed: the current values become the base, dirty and expired lists are
+ * cleared. */
 void fs_core_commit(struct fs_core *c);
 
 #endif

@@ -53,6 +53,12 @@ int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, i
 int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
 			  int64_t next_offset, int64_t replied_offset);
 
+/* Calls fn for every hold of the partition that expired at a record in [from, to). */
+typedef void (*fs_expired_fn)(void *ctx, const char *intent_id, const char *sku, int64_t qty,
+			      int64_t ended_at_ms, int64_t ended_offset);
+int fs_store_expired(struct fs_store *s, int32_t partition, int64_t from, int64_t to,
+		     fs_expired_fn fn, void *ctx);
+
 /* Adds to the batch the decisions already stored for its intent ids. */
 int fs_store_lookup(struct fs_store *s, struct fs_batch *b);
 

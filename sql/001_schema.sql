@@ -81,6 +81,13 @@ CREATE TABLE IF NOT EXISTS reservations (
     off           bigint NOT NULL
 );
 CREATE INDEX IF NOT EXISTS reservations_sku_status ON reservations (sku, status);
+-- The hold lifecycle: a hold ends confirmed, cancelled or expired, at a point of the log.
+ALTER TABLE reservations ADD COLUMN IF NOT EXISTS late boolean NOT NULL DEFAULT false;
+-- the partition clock when the hold left `held`, and the record whose arrival ended it
+-- (for an expiry: the record that moved the clock past expires_at_ms)
+ALTER TABLE reservations ADD COLUMN IF NOT EXISTS ended_at_ms bigint;
+ALTER TABLE reservations ADD COLUMN IF NOT EXISTS ended_off bigint;
+CREATE INDEX IF NOT EXISTS reservations_part_ended ON reservations (part, ended_off);
 
 -- Units per buyer and SKU, held + confirmed (the per-buyer limit counts these).
 CREATE TABLE IF NOT EXISTS buyers (

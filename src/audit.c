@@ -20,58 +20,75 @@ struct check {
 };
 
 static const struct check checks[] = {
-    {"INV-1", "stock counters are non-negative and add up to the supply",
-     "SELECT sku, supply, available, held, sold FROM skus WHERE available < 0 OR held < 0 OR "
-     "sold < 0 OR available + held + sold <> supply"},
-    {"INV-1", "supply equals the applied open and restock records",
-     "SELECT k.sku, k.supply, coalesce(l.total, 0) AS logged FROM skus k LEFT JOIN (SELECT "
-     "sku, "
-     "sum(amount) AS total FROM sale_log WHERE outcome = 'applied' AND kind IN (4, 5) GROUP "
-     "BY sku) l USING (sku) WHERE k.supply <> coalesce(l.total, 0)"},
-    {"INV-1", "held and sold equal the reservations",
-     "SELECT k.sku, k.held, k.sold, coalesce(r.held, 0) AS res_held, coalesce(r.sold, 0) AS "
-     "res_sold FROM skus k LEFT JOIN (SELECT sku, sum(qty) FILTER (WHERE status = 'held') AS "
-     "held, sum(qty) FILTER (WHERE status = 'confirmed') AS sold FROM reservations GROUP BY "
-     "sku) r USING (sku) WHERE k.held <> coalesce(r.held, 0) OR k.sold <> coalesce(r.sold, "
-     "0)"},
-    {"INV-1", "per-buyer totals equal their reservations and stay within the limit",
-     "SELECT b.sku, b.buyer_id, b.units, coalesce(r.units, 0) AS res_units, k.per_buyer_limit "
-     "FROM buyers b JOIN skus k USING (sku) LEFT JOIN (SELECT sku, buyer_id, sum(qty) AS "
-     "units "
-     "FROM reservations WHERE status IN ('held', 'confirmed') GROUP BY 1, 2) r USING (sku, "
-     "buyer_id) WHERE b.units <> coalesce(r.units, 0) OR b.units > k.per_buyer_limit "
-     "UNION ALL SELECT r.sku, r.buyer_id, NULL, sum(r.qty), NULL FROM reservations r LEFT "
-     "JOIN "
-     "buyers b USING (sku, buyer_id) WHERE r.status IN ('held', 'confirmed') AND b.sku IS "
-     "NULL "
-     "GROUP BY 1, 2"},
-    {"INV-2", "record counters add up to the offsets decided",
-     "SELECT part, first_offset, next_offset, n_records, n_fresh + n_repeats + n_conflicts + "
-     "n_invalid + n_sale + n_ticks AS by_class FROM partitions WHERE grp = $1 AND topic = $2 "
-     "AND (n_records <> n_fresh + n_repeats + n_conflicts + n_invalid + n_sale + n_ticks OR "
-     "(first_offset >= 0 AND n_records <> next_offset - first_offset) OR (first_offset < 0 "
-     "AND n_records <> 0))"},
-    {"INV-2", "every decided record has its row (decisions, rejects, sale log)",
-     "SELECT p.part, p.n_fresh, (SELECT count(*) FROM decisions d WHERE d.part = p.part) AS "
-     "decisions, p.n_invalid, (SELECT count(*) FROM rejects j WHERE j.part = p.part) AS "
-     "rejects, p.n_sale, (SELECT count(*) FROM sale_log s WHERE s.part = p.part) AS sale_log "
-     "FROM partitions p WHERE p.grp = $1 AND p.topic = $2 AND (p.n_fresh <> (SELECT count(*) "
-     "FROM decisions d WHERE d.part = p.part) OR p.n_invalid <> (SELECT count(*) FROM rejects "
-     "j WHERE j.part = p.part) OR p.n_sale <> (SELECT count(*) FROM sale_log s WHERE s.part = "
-     "p.part))"},
-    {"INV-2", "decision rows lie inside the decided offsets",
-     "SELECT d.part, d.off FROM decisions d LEFT JOIN partitions p ON p.grp = $1 AND p.topic "
-     "= $2 AND p.part = d.part WHERE p.part IS NULL OR d.off < p.first_offset OR d.off >= "
-     "p.next_offset LIMIT 20"},
-    {"INV-3", "every hold has exactly its decision, and every held decision its reservation",
-     "SELECT d.intent_id, d.outcome, d.qty, r.qty AS res_qty FROM decisions d FULL JOIN "
-     "reservations r ON r.intent_id = d.intent_id AND d.kind = 1 WHERE (d.outcome = 'held' "
-     "AND (r.intent_id IS NULL OR r.qty <> d.qty OR r.sku <> d.sku OR r.buyer_id <> "
-     "d.buyer_id)) OR (r.intent_id IS NOT NULL AND (d.intent_id IS NULL OR d.outcome NOT IN "
-     "('held', 'confirmed', 'confirmed_late'))) LIMIT 20"},
+	{"INV-1", "stock counters are non-negative and add up to the supply",
+	 "SELECT sku, supply, available, held, sold FROM skus WHERE available < 0 OR held < 0 OR "
+	 "sold < 0 OR available + held + sold <> supply"},
+	{"INV-1", "supply equals the applied open and restock records",
+	 "SELECT k.sku, k.supply, coalesce(l.total, 0) AS logged FROM skus k LEFT JOIN (SELECT "
+	 "sku, "
+	 "sum(amount) AS total FROM sale_log WHERE outcome = 'applied' AND kind IN (4, 5) GROUP "
+	 "BY sku) l USING (sku) WHERE k.supply <> coalesce(l.total, 0)"},
+	{"INV-1", "held and sold equal the reservations",
+	 "SELECT k.sku, k.held, k.sold, coalesce(r.held, 0) AS res_held, coalesce(r.sold, 0) AS "
+	 "res_sold FROM skus k LEFT JOIN (SELECT sku, sum(qty) FILTER (WHERE status = 'held') AS "
+	 "held, sum(qty) FILTER (WHERE status = 'confirmed') AS sold FROM reservations GROUP BY "
+	 "sku) r USING (sku) WHERE k.held <> coalesce(r.held, 0) OR k.sold <> coalesce(r.sold, "
+	 "0)"},
+	{"INV-1", "per-buyer totals equal their reservations and stay within the limit",
+	 "SELECT b.sku, b.buyer_id, b.units, coalesce(r.units, 0) AS res_units, k.per_buyer_limit "
+	 "FROM buyers b JOIN skus k USING (sku) LEFT JOIN (SELECT sku, buyer_id, sum(qty) AS "
+	 "units "
+	 "FROM reservations WHERE status IN ('held', 'confirmed') GROUP BY 1, 2) r USING (sku, "
+	 "buyer_id) WHERE b.units <> coalesce(r.units, 0) OR b.units > k.per_buyer_limit "
+	 "UNION ALL SELECT r.sku, r.buyer_id, NULL, sum(r.qty), NULL FROM reservations r LEFT "
+	 "JOIN "
+	 "buyers b USING (sku, buyer_id) WHERE r.status IN ('held', 'confirmed') AND b.sku IS "
+	 "NULL "
+	 "GROUP BY 1, 2"},
+	{"INV-2", "record counters add up to the offsets decided",
+	 "SELECT part, first_offset, next_offset, n_records, n_fresh + n_repeats + n_conflicts + "
+	 "n_invalid + n_sale + n_ticks AS by_class FROM partitions WHERE grp = $1 AND topic = $2 "
+	 "AND (n_records <> n_fresh + n_repeats + n_conflicts + n_invalid + n_sale + n_ticks OR "
+	 "(first_offset >= 0 AND n_records <> next_offset - first_offset) OR (first_offset < 0 "
+	 "AND n_records <> 0))"},
+	{"INV-2", "every decided record has its row (decisions, rejects, sale log)",
+	 "SELECT p.part, p.n_fresh, (SELECT count(*) FROM decisions d WHERE d.part = p.part) AS "
+	 "decisions, p.n_invalid, (SELECT count(*) FROM rejects j WHERE j.part = p.part) AS "
+	 "rejects, p.n_sale, (SELECT count(*) FROM sale_log s WHERE s.part = p.part) AS sale_log "
+	 "FROM partitions p WHERE p.grp = $1 AND p.topic = $2 AND (p.n_fresh <> (SELECT count(*) "
+	 "FROM decisions d WHERE d.part = p.part) OR p.n_invalid <> (SELECT count(*) FROM rejects "
+	 "j WHERE j.part = p.part) OR p.n_sale <> (SELECT count(*) FROM sale_log s WHERE s.part = "
+	 "p.part))"},
+	{"INV-2", "decision rows lie inside the decided offsets",
+	 "SELECT d.part, d.off FROM decisions d LEFT JOIN partitions p ON p.grp = $1 AND p.topic "
+	 "= $2 AND p.part = d.part WHERE p.part IS NULL OR d.off < p.first_offset OR d.off >= "
+	 "p.next_offset LIMIT 20"},
+	{"INV-3", "every hold has exactly its decision, and every held decision its reservation",
+	 "SELECT d.intent_id, d.outcome, d.qty, r.qty AS res_qty FROM decisions d FULL JOIN "
+	 "reservations r ON r.intent_id = d.intent_id AND d.kind = 1 WHERE (d.outcome = 'held' "
+	 "AND (r.intent_id IS NULL OR r.qty <> d.qty OR r.sku <> d.sku OR r.buyer_id <> "
+	 "d.buyer_id)) OR (r.intent_id IS NOT NULL AND (d.intent_id IS NULL OR d.outcome NOT IN "
+	 "('held', 'confirmed', 'confirmed_late'))) LIMIT 20"},
+	    {"INV-1", "no hold is still held once its partition's clock reached its expiry",
+     "SELECT r.intent_id, r.expires_at_ms, p.clock_ms FROM reservations r JOIN partitions p "
+     "ON p.grp = $1 AND p.topic = $2 AND p.part = r.part WHERE r.status = 'held' AND "
+     "r.expires_at_ms <= p.clock_ms LIMIT 20"},
+    {"INV-3", "every confirmed, cancelled or expired hold has the decision that ended it",
+     "SELECT r.intent_id, r.status, r.late, d.outcome FROM reservations r LEFT JOIN decisions "
+     "d ON d.intent_id = r.intent_id AND d.kind = CASE r.status WHEN 'confirmed' THEN 2 WHEN "
+     "'cancelled' THEN 3 ELSE 0 END WHERE (r.status = 'confirmed' AND (d.outcome IS NULL OR "
+     "d.outcome <> CASE WHEN r.late THEN 'confirmed_late' ELSE 'confirmed' END)) OR "
+     "(r.status = 'cancelled' AND (d.outcome IS DISTINCT FROM 'cancelled')) OR (r.status = "
+     "'expired' AND (r.ended_off IS NULL OR r.ended_at_ms < r.expires_at_ms)) LIMIT 20"},
+    {"INV-3", "every confirm or cancel that took effect changed its hold",
+     "SELECT d.intent_id, d.kind, d.outcome, r.status FROM decisions d LEFT JOIN reservations "
+     "r USING (intent_id) WHERE d.kind IN (2, 3) AND d.reason IS NULL AND d.outcome IN "
+     "('confirmed', 'confirmed_late', 'cancelled') AND (r.intent_id IS NULL OR r.status <> "
+     "CASE d.kind WHEN 2 THEN 'confirmed' ELSE 'cancelled' END OR r.ended_off <> d.off) LIMIT "
+     "20"},
     {"INV-5", "replied offset never passes the next offset",
-     "SELECT part, replied_offset, next_offset FROM partitions WHERE grp = $1 AND topic = $2 "
-     "AND replied_offset > next_offset"},
+	 "SELECT part, replied_offset, next_offset FROM partitions WHERE grp = $1 AND topic = $2 "
+	 "AND replied_offset > next_offset"},
 };
 
 static int show(PGresult *r, bool json)
@@ -149,20 +166,20 @@ static int check_log(flashsale_t *fs, PGconn *pg, bool allow_lag, bool json, boo
 }
 
 static const char usage_audit[] =
-    "usage: flashsale audit [--json] [--allow-lag]\n"
-    "\n"
-    "Checks INV-1 (no oversell, conservation, per-buyer limits), INV-2 (every record decided\n"
-    "once, counters add up), INV-3 (one effect per intent id), INV-5/INV-6 (offsets) over\n"
-    "Postgres and the intents topic. Run it when the worker is idle, or pass --allow-lag.\n"
-    "Exit 0 when every check holds, 1 when any fails (each failure is named).\n";
+	"usage: flashsale audit [--json] [--allow-lag]\n"
+	"\n"
+	"Checks INV-1 (no oversell, conservation, per-buyer limits), INV-2 (every record decided\n"
+	"once, counters add up), INV-3 (one effect per intent id), INV-5/INV-6 (offsets) over\n"
+	"Postgres and the intents topic. Run it when the worker is idle, or pass --allow-lag.\n"
+	"Exit 0 when every check holds, 1 when any fails (each failure is named).\n";
 
 int cli_audit(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'},
-	    {"allow-lag", no_argument, NULL, 'l'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{"json", no_argument, NULL, 'j'},
+		{"allow-lag", no_argument, NULL, 'l'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	bool json = false, allow_lag = false;
 	int c;

@@ -178,10 +178,9 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 			uint64_t h = key_hash(it->rec.intent_id, it->rec.kind);
 			uint32_t found = fs_map_get(&b->index, h, key_eq, b, &k);
 			if (found != FS_MAP_NONE) {
-				/* A repeat still moves the clock: time is the log's, every record
-				 * counts. */
-				if (it->rec.ts_ms > core->clock_ms)
-					core->clock_ms = it->rec.ts_ms;
+				/* A repeat still moves the clock (and expires what is due): time is
+				 * the log's, every record counts. */
+				fs_core_advance(core, it->rec.ts_ms, it->rec.offset);
 				answer_repeat(b, it, found, core->clock_ms);
 				continue;
 			}

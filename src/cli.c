@@ -41,32 +41,34 @@ bool cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 }
 
 static const char usage_main[] =
-    "usage: flashsale [-c FILE] [--set KEY=VALUE]... COMMAND [ARGS]\n"
-    "\n"
-    "Commands:\n"
-    "  sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
-    "  sale restock SKU --add N\n"
-    "  sale close SKU\n"
-    "  stock SKU [--json]                  a SKU's counters, from Postgres\n"
-    "  buy SKU --buyer B [--qty N] [--intent UUID]   publish a buy, print its intent id\n"
-    "  result INTENT_ID [--wait SECONDS] [--json]    a buy's decision\n"
-    "  load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
-    "                                      the load generator\n"
-    "  wait [--timeout SECONDS]            until every published record is decided\n"
-    "  summary [--sku SKU] [--json]        outcome counts and stock\n"
-    "  audit [--json] [--allow-lag]        check the invariants; non-zero exit on violation\n"
-    "  topics create [--partitions N]      create the three topics (admin API)\n"
-    "  topics delete                       delete the three topics\n"
-    "  publish --key KEY [--file FILE]     publish one raw record (tests, operators)\n"
-    "\n"
-    "Global options:\n"
-    "  -c, --config FILE   configuration file (see config/flashsale.conf)\n"
-    "  -s, --set K=V       set one configuration key\n"
-    "      --help-config   list every configuration key\n"
-    "  -h, --help          this text; `flashsale COMMAND --help` for one command\n"
-    "\n"
-    "Environment: FLASHSALE_KAFKA (bootstrap servers), FLASHSALE_PG (libpq conninfo).\n"
-    "Exit status: 0 ok, 1 failure or violation, 2 usage error.\n";
+	"usage: flashsale [-c FILE] [--set KEY=VALUE]... COMMAND [ARGS]\n"
+	"\n"
+	"Commands:\n"
+	"  sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
+	"  sale restock SKU --add N\n"
+	"  sale close SKU\n"
+	"  stock SKU [--json] [--follow]       a SKU's counters (Postgres; --follow: the topic)\n"
+	"  buy SKU --buyer B [--qty N] [--intent UUID]   publish a buy, print its intent id\n"
+	"  result INTENT_ID [--wait SECONDS] [--json]    a buy's decision (and its hold)\n"
+	"  confirm INTENT_ID [--sku SKU] [--wait SECONDS]  the buy was paid\n"
+	"  cancel INTENT_ID [--sku SKU] [--wait SECONDS]   the buyer gave up\n"
+	"  load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
+	"                                      the load generator\n"
+	"  wait [--timeout SECONDS]            until every published record is decided\n"
+	"  summary [--sku SKU] [--json]        outcome counts and stock\n"
+	"  audit [--json] [--allow-lag]        check the invariants; non-zero exit on violation\n"
+	"  topics create [--partitions N]      create the three topics (admin API)\n"
+	"  topics delete                       delete the three topics\n"
+	"  publish --key KEY [--file FILE]     publish one raw record (tests, operators)\n"
+	"\n"
+	"Global options:\n"
+	"  -c, --config FILE   configuration file (see config/flashsale.conf)\n"
+	"  -s, --set K=V       set one configuration key\n"
+	"      --help-config   list every configuration key\n"
+	"  -h, --help          this text; `flashsale COMMAND --help` for one command\n"
+	"\n"
+	"Environment: FLASHSALE_KAFKA (bootstrap servers), FLASHSALE_PG (libpq conninfo).\n"
+	"Exit status: 0 ok, 1 failure or violation, 2 usage error.\n";
 
 /* Parses a command's options. spec: getopt_long table; returns the option char, -1 at the
  * end, '?' on error (message printed). */
@@ -92,28 +94,28 @@ static int usage_error(const char *cmd_usage)
 /* ---- sale -------------------------------------------------------------------------------- */
 
 static const char usage_sale[] =
-    "usage: flashsale sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
-    "                                [--opens-at MS] [--closes-at MS]\n"
-    "       flashsale sale restock SKU --add N\n"
-    "       flashsale sale close SKU\n"
-    "\n"
-    "Publishes the sale's own record to the intents topic (keyed by SKU), so that a replay\n"
-    "of the topic rebuilds the stock exactly. --per-buyer defaults to 1, --max-qty (units in\n"
-    "one intent) to the per-buyer limit, --hold (seconds a win is held before it expires) to\n"
-    "600. Times are epoch milliseconds on the partition's log clock.\n";
+	"usage: flashsale sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
+	"                                [--opens-at MS] [--closes-at MS]\n"
+	"       flashsale sale restock SKU --add N\n"
+	"       flashsale sale close SKU\n"
+	"\n"
+	"Publishes the sale's own record to the intents topic (keyed by SKU), so that a replay\n"
+	"of the topic rebuilds the stock exactly. --per-buyer defaults to 1, --max-qty (units in\n"
+	"one intent) to the per-buyer limit, --hold (seconds a win is held before it expires) to\n"
+	"600. Times are epoch milliseconds on the partition's log clock.\n";
 
 static int cmd_sale(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"stock", required_argument, NULL, 'n'},
-	    {"per-buyer", required_argument, NULL, 'b'},
-	    {"max-qty", required_argument, NULL, 'q'},
-	    {"hold", required_argument, NULL, 'H'},
-	    {"opens-at", required_argument, NULL, 'o'},
-	    {"closes-at", required_argument, NULL, 'C'},
-	    {"add", required_argument, NULL, 'a'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{"stock", required_argument, NULL, 'n'},
+		{"per-buyer", required_argument, NULL, 'b'},
+		{"max-qty", required_argument, NULL, 'q'},
+		{"hold", required_argument, NULL, 'H'},
+		{"opens-at", required_argument, NULL, 'o'},
+		{"closes-at", required_argument, NULL, 'C'},
+		{"add", required_argument, NULL, 'a'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	struct flashsale_sale sale = {.stock = -1};
 	int64_t add = 0;
@@ -194,19 +196,19 @@ static int cmd_sale(flashsale_t *fs, int argc, char **argv)
 /* ---- buy --------------------------------------------------------------------------------- */
 
 static const char usage_buy[] =
-    "usage: flashsale buy SKU --buyer B [--qty N] [--intent UUID]\n"
-    "\n"
-    "Publishes one buy intent and prints its intent id. Re-running with the same --intent\n"
-    "and the same body is a retry: it is answered with the first decision, never twice.\n";
+	"usage: flashsale buy SKU --buyer B [--qty N] [--intent UUID]\n"
+	"\n"
+	"Publishes one buy intent and prints its intent id. Re-running with the same --intent\n"
+	"and the same body is a retry: it is answered with the first decision, never twice.\n";
 
 static int cmd_buy(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"buyer", required_argument, NULL, 'b'},
-	    {"qty", required_argument, NULL, 'q'},
-	    {"intent", required_argument, NULL, 'i'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{"buyer", required_argument, NULL, 'b'},
+		{"qty", required_argument, NULL, 'q'},
+		{"intent", required_argument, NULL, 'i'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *buyer = NULL, *intent = NULL;
 	int64_t qty = 1;
@@ -242,6 +244,85 @@ static int cmd_buy(flashsale_t *fs, int argc, char **argv)
 	return 0;
 }
 
+static void print_result(const struct flashsale_result *r, bool json);
+
+/* ---- confirm, cancel -------------------------------------------------------------------- */
+
+static const char usage_followup[] =
+	"usage: flashsale confirm INTENT_ID [--sku SKU] [--wait SECONDS] [--json]\n"
+	"       flashsale cancel INTENT_ID [--sku SKU] [--wait SECONDS] [--json]\n"
+	"\n"
+	"confirm: the payment for the buy INTENT_ID succeeded. A live hold becomes a sale\n"
+	"(confirmed); an expired one takes a fresh unit if one is left (confirmed_late), else the\n"
+	"buyer must be refunded (refund_required). cancel: the buyer gave up; a live hold returns\n"
+	"its units to stock (cancelled). Both are idempotent: repeating one gives the same "
+	"answer.\n"
+	"The record is keyed by the buy's SKU: give --sku, or it is looked up in Postgres.\n"
+	"With --wait, prints the decision once it is made (exit 1 on timeout).\n";
+
+static int cmd_followup(flashsale_t *fs, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"sku", required_argument, NULL, 's'},
+		{"wait", required_argument, NULL, 'w'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *type = argv[0];
+	char sku[65] = "";
+	int64_t wait_s = 0;
+	bool json = false;
+	int c;
+	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
+		if (c == 's')
+			snprintf(sku, sizeof sku, "%s", optarg);
+		else if (c == 'w') {
+			if (!cli_int(optarg, 0, 86400, &wait_s)) {
+				cli_err("%s: --wait: '%s' is not a number of seconds", type,
+					optarg);
+				return 2;
+			}
+		} else if (c == 'j')
+			json = true;
+		else if (c == 'h') {
+			printf("%s", usage_followup);
+			return 0;
+		} else
+			return usage_error(usage_followup);
+	}
+	if (argc - optind != 1)
+		return usage_error(usage_followup);
+	const char *id = argv[optind];
+	int rc = 0;
+	if (!sku[0])
+		rc = flashsale_buy_sku(fs, id, sku);
+	if (rc == 0)
+		rc = strcmp(type, "confirm") == 0 ? flashsale_confirm(fs, id, sku)
+						  : flashsale_cancel(fs, id, sku);
+	if (rc == 0)
+		rc = flashsale_flush(fs, FLUSH_MS);
+	if (rc < 0) {
+		cli_err("%s: %s%s", type, flashsale_error(fs),
+			rc == -ENOENT ? " (pass --sku to send it anyway)" : "");
+		return rc == -EINVAL ? 2 : 1;
+	}
+	if (wait_s == 0) {
+		printf("published %s %s\n", type, id);
+		return 0;
+	}
+	struct flashsale_result r;
+	rc = flashsale_decision_wait(fs, id, type, (int)(wait_s * 1000), &r);
+	if (rc < 0) {
+		cli_err("%s: %s", type,
+			rc == -ETIMEDOUT || rc == -ENOENT ? "no decision yet"
+							  : flashsale_error(fs));
+		return 1;
+	}
+	print_result(&r, json);
+	return 0;
+}
+
 /* ---- result, stock ----------------------------------------------------------------------- */
 
 static void print_result(const struct flashsale_result *r, bool json)
@@ -254,6 +335,8 @@ static void print_result(const struct flashsale_result *r, bool json)
 		printf(",\"qty\":%" PRId64, r->qty);
 		if (r->expires_at_ms)
 			printf(",\"expires_at\":%" PRId64, r->expires_at_ms);
+		if (r->hold[0])
+			printf(",\"hold\":\"%s\"", r->hold);
 		printf(",\"partition\":%" PRId32 ",\"offset\":%" PRId64 "}\n", r->partition,
 		       r->offset);
 		return;
@@ -264,22 +347,24 @@ static void print_result(const struct flashsale_result *r, bool json)
 	printf(" sku=%s qty=%" PRId64, r->sku, r->qty);
 	if (r->expires_at_ms)
 		printf(" expires_at=%" PRId64, r->expires_at_ms);
+	if (r->hold[0])
+		printf(" hold=%s", r->hold);
 	printf(" partition=%" PRId32 " offset=%" PRId64 "\n", r->partition, r->offset);
 }
 
 static const char usage_result[] =
-    "usage: flashsale result INTENT_ID [--wait SECONDS] [--json]\n"
-    "\n"
-    "Prints a buy's decision from Postgres. With --wait, if it is not decided yet, follows\n"
-    "the results topic until it arrives (exit 1 on timeout).\n";
+	"usage: flashsale result INTENT_ID [--wait SECONDS] [--json]\n"
+	"\n"
+	"Prints a buy's decision from Postgres. With --wait, if it is not decided yet, follows\n"
+	"the results topic until it arrives (exit 1 on timeout).\n";
 
 static int cmd_result(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"wait", required_argument, NULL, 'w'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{"wait", required_argument, NULL, 'w'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	int64_t wait_s = 0;
 	bool json = false;
@@ -314,23 +399,61 @@ static int cmd_result(flashsale_t *fs, int argc, char **argv)
 	return 0;
 }
 
-static const char usage_stock[] = "usage: flashsale stock SKU [--json]\n"
-				  "\n"
-				  "Prints a SKU's counters from Postgres.\n";
+static const char usage_stock[] =
+	"usage: flashsale stock SKU [--json] [--follow [--timeout S]]\n"
+	"\n"
+	"Prints a SKU's counters from Postgres. --follow reads the compacted stock topic\n"
+	"instead (the web tier's sold-out flag): the latest state, then one line per change,\n"
+	"until --timeout seconds pass (default: forever) or the SKU is sold out or closed\n"
+	"with --until-sold-out.\n";
+
+struct follow_ctx {
+	bool follow, json, until_sold_out;
+};
+
+static int print_stock_update(const struct flashsale_stock *s, void *ctx)
+{
+	const struct follow_ctx *fc = ctx;
+	if (fc->json)
+		printf("{\"sku\":\"%s\",\"status\":\"%s\",\"supply\":%" PRId64
+		       ",\"available\":%" PRId64 ",\"held\":%" PRId64 ",\"sold\":%" PRId64 "}\n",
+		       s->sku, s->status, s->supply, s->available, s->held, s->sold);
+	else
+		printf("%s %s supply=%" PRId64 " available=%" PRId64 " held=%" PRId64
+		       " sold=%" PRId64 "\n",
+		       s->sku, s->status, s->supply, s->available, s->held, s->sold);
+	fflush(stdout);
+	return fc->until_sold_out && strcmp(s->status, "open") != 0;
+}
 
 static int cmd_stock(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{"json", no_argument, NULL, 'j'},
+		{"follow", no_argument, NULL, 'f'},
+		{"until-sold-out", no_argument, NULL, 'u'},
+		{"timeout", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	bool json = false;
+	struct follow_ctx fc = {0};
+	int64_t timeout_s = -1;
 	int c;
 	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
 		if (c == 'j')
 			json = true;
-		else if (c == 'h') {
+		else if (c == 'f')
+			fc.follow = true;
+		else if (c == 'u')
+			fc.until_sold_out = true;
+		else if (c == 't') {
+			if (!cli_int(optarg, 0, 86400, &timeout_s)) {
+				cli_err("stock: --timeout: '%s' is not a number of seconds",
+					optarg);
+				return 2;
+			}
+		} else if (c == 'h') {
 			printf("%s", usage_stock);
 			return 0;
 		} else
@@ -338,6 +461,18 @@ static int cmd_stock(flashsale_t *fs, int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		return usage_error(usage_stock);
+	if (fc.follow) {
+		fc.json = json;
+		int rc = flashsale_stock_follow(fs, argv[optind], print_stock_update, &fc,
+						timeout_s < 0 ? -1 : (int)(timeout_s * 1000));
+		if (rc == -ETIMEDOUT && !fc.until_sold_out)
+			return 0;
+		if (rc < 0) {
+			cli_err("stock: %s", rc == -ETIMEDOUT ? "timed out" : flashsale_error(fs));
+			return 1;
+		}
+		return 0;
+	}
 	struct flashsale_stock s;
 	int rc = flashsale_stock_get(fs, argv[optind], &s);
 	if (rc == -ENOENT) {
@@ -429,18 +564,18 @@ static int64_t undecided(flashsale_t *fs, const int64_t *ends, int n)
 }
 
 static const char usage_wait[] =
-    "usage: flashsale wait [--timeout SECONDS] [--quiet]\n"
-    "\n"
-    "Waits until the worker has decided every record published to the intents topic so far\n"
-    "(the stored next offset of each partition reaches the log end). Exit 1 on timeout.\n";
+	"usage: flashsale wait [--timeout SECONDS] [--quiet]\n"
+	"\n"
+	"Waits until the worker has decided every record published to the intents topic so far\n"
+	"(the stored next offset of each partition reaches the log end). Exit 1 on timeout.\n";
 
 static int cmd_wait(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"timeout", required_argument, NULL, 't'},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{"timeout", required_argument, NULL, 't'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	int64_t timeout_s = 300;
 	bool quiet = false;
@@ -514,18 +649,18 @@ static int64_t scalar(PGconn *c, const char *sql, int n, const char *const *p)
 }
 
 static const char usage_summary[] =
-    "usage: flashsale summary [--sku SKU] [--json]\n"
-    "\n"
-    "Counts from Postgres: units won (held + confirmed), buys by outcome, invalid records,\n"
-    "repeated intents, and the remaining stock (of one SKU, or of all).\n";
+	"usage: flashsale summary [--sku SKU] [--json]\n"
+	"\n"
+	"Counts from Postgres: units won (held + confirmed), buys by outcome, invalid records,\n"
+	"repeated intents, and the remaining stock (of one SKU, or of all).\n";
 
 static int cmd_summary(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"sku", required_argument, NULL, 's'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{"sku", required_argument, NULL, 's'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *sku = NULL;
 	bool json = false;
@@ -594,11 +729,11 @@ static int cmd_summary(flashsale_t *fs, int argc, char **argv)
 /* ---- topics ------------------------------------------------------------------------------ */
 
 static const char usage_topics[] =
-    "usage: flashsale topics create [--partitions N] [--replication N]\n"
-    "\n"
-    "Creates the intents topic (LogAppendTime, unlimited retention), the results topic and\n"
-    "the compacted stock topic with the names of the configuration. Existing topics are\n"
-    "left as they are.\n";
+	"usage: flashsale topics create [--partitions N] [--replication N]\n"
+	"\n"
+	"Creates the intents topic (LogAppendTime, unlimited retention), the results topic and\n"
+	"the compacted stock topic with the names of the configuration. Existing topics are\n"
+	"left as they are.\n";
 
 /* Deletes the three topics; a missing one is not an error. */
 static int topics_delete(rd_kafka_t *rk, const char *const names[3])
@@ -615,8 +750,8 @@ static int topics_delete(rd_kafka_t *rk, const char *const names[3])
 		rc = 1;
 	} else {
 		size_t n;
-		const rd_kafka_topic_result_t **res =
-		    rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
+		const rd_kafka_topic_result_t **res = rd_kafka_DeleteTopics_result_topics(
+			rd_kafka_event_DeleteTopics_result(ev), &n);
 		for (size_t i = 0; i < n; i++) {
 			rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
 			const char *name = rd_kafka_topic_result_name(res[i]);
@@ -642,10 +777,10 @@ static int topics_delete(rd_kafka_t *rk, const char *const names[3])
 static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"partitions", required_argument, NULL, 'p'},
-	    {"replication", required_argument, NULL, 'r'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{"partitions", required_argument, NULL, 'p'},
+		{"replication", required_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	int64_t parts = 4, repl = 1;
 	int c;
@@ -695,8 +830,8 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 		rc = 1;
 	} else {
 		size_t n;
-		const rd_kafka_topic_result_t **res =
-		    rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+		const rd_kafka_topic_result_t **res = rd_kafka_CreateTopics_result_topics(
+			rd_kafka_event_CreateTopics_result(ev), &n);
 		for (size_t i = 0; i < n; i++) {
 			rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
 			const char *name = rd_kafka_topic_result_name(res[i]);
@@ -721,21 +856,21 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 /* ---- publish ----------------------------------------------------------------------------- */
 
 static const char usage_publish[] =
-    "usage: flashsale publish --key KEY [--file FILE]\n"
-    "\n"
-    "Publishes one record, byte for byte, from FILE or standard input (at most 1 MiB) to the\n"
-    "intents topic with the given key. For tests and operators: the worker judges whatever\n"
-    "arrives, and answers a bad record with `rejected` and a reason.\n";
+	"usage: flashsale publish --key KEY [--file FILE]\n"
+	"\n"
+	"Publishes one record, byte for byte, from FILE or standard input (at most 1 MiB) to the\n"
+	"intents topic with the given key. For tests and operators: the worker judges whatever\n"
+	"arrives, and answers a bad record with `rejected` and a reason.\n";
 
 enum { PUBLISH_BYTES_MAX = 1 << 20 };
 
 static int cmd_publish(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"key", required_argument, NULL, 'k'},
-	    {"file", required_argument, NULL, 'f'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{"key", required_argument, NULL, 'k'},
+		{"file", required_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *key = NULL, *path = NULL;
 	int c;
@@ -784,9 +919,10 @@ static const struct {
 	const char *name;
 	int (*fn)(flashsale_t *, int, char **);
 } commands[] = {
-    {"sale", cmd_sale},	  {"buy", cmd_buy},	    {"result", cmd_result}, {"stock", cmd_stock},
-    {"wait", cmd_wait},	  {"summary", cmd_summary}, {"topics", cmd_topics}, {"load", cli_load},
-    {"audit", cli_audit}, {"publish", cmd_publish},
+	{"sale", cmd_sale},	  {"buy", cmd_buy},	     {"result", cmd_result},
+	{"stock", cmd_stock},	  {"wait", cmd_wait},	     {"summary", cmd_summary},
+	{"topics", cmd_topics},	  {"load", cli_load},	     {"audit", cli_audit},
+	{"publish", cmd_publish}, {"confirm", cmd_followup}, {"cancel", cmd_followup},
 };
 
 int main(int argc, char **argv)

@@ -48,16 +48,16 @@ static double mono_s(void)
 }
 
 static const char usage_load[] =
-    "usage: flashsale load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
-    "                          [--dup-count N] [--buyer-prefix P] [--ids FILE]\n"
-    "\n"
-    "Publishes N buy intents for SKU from N distinct buyers (P-0 .. P-(N-1)), each with a\n"
-    "fresh intent id; a share X (0..1) of them is re-sent verbatim a few records later, as\n"
-    "a retry would be (--dup-count: exactly N of them). --rate caps records per second\n"
-    "(default: as fast as possible).\n"
-    "--ids writes every distinct intent id, one per line. The seed (printed) makes the\n"
-    "choice of repeats and the default buyer prefix reproducible. Exit 1 if any record was\n"
-    "not delivered.\n";
+	"usage: flashsale load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
+	"                          [--dup-count N] [--buyer-prefix P] [--ids FILE]\n"
+	"\n"
+	"Publishes N buy intents for SKU from N distinct buyers (P-0 .. P-(N-1)), each with a\n"
+	"fresh intent id; a share X (0..1) of them is re-sent verbatim a few records later, as\n"
+	"a retry would be (--dup-count: exactly N of them). --rate caps records per second\n"
+	"(default: as fast as possible).\n"
+	"--ids writes every distinct intent id, one per line. The seed (printed) makes the\n"
+	"choice of repeats and the default buyer prefix reproducible. Exit 1 if any record was\n"
+	"not delivered.\n";
 
 static int opt_num(const char *name, const char *v, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -71,16 +71,16 @@ static int opt_num(const char *name, const char *v, int64_t lo, int64_t hi, int6
 int cli_load(flashsale_t *fs, int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"buyers", required_argument, NULL, 'n'},
-	    {"qty", required_argument, NULL, 'q'},
-	    {"rate", required_argument, NULL, 'r'},
-	    {"dup-ratio", required_argument, NULL, 'd'},
-	    {"seed", required_argument, NULL, 's'},
-	    {"buyer-prefix", required_argument, NULL, 'p'},
-	    {"ids", required_argument, NULL, 'i'},
-	    {"dup-count", required_argument, NULL, 'D'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{"buyers", required_argument, NULL, 'n'},
+		{"qty", required_argument, NULL, 'q'},
+		{"rate", required_argument, NULL, 'r'},
+		{"dup-ratio", required_argument, NULL, 'd'},
+		{"seed", required_argument, NULL, 's'},
+		{"buyer-prefix", required_argument, NULL, 'p'},
+		{"ids", required_argument, NULL, 'i'},
+		{"dup-count", required_argument, NULL, 'D'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	int64_t buyers = -1, qty = 1, rate = 0, seed = -1, dup_count = -1;
 	double dup_ratio = 0;
@@ -176,10 +176,10 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 			uuid_generate_random(u);
 			uuid_unparse_lower(u, id);
 			len = snprintf(
-			    payload, sizeof payload,
-			    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\","
-			    "\"buyer_id\":\"%s-%" PRId64 "\",\"qty\":%" PRId64 "}",
-			    id, sku, prefix, i, qty);
+				payload, sizeof payload,
+				"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\","
+				"\"buyer_id\":\"%s-%" PRId64 "\",\"qty\":%" PRId64 "}",
+				id, sku, prefix, i, qty);
 			if (ids)
 				fprintf(ids, "%s\n", id);
 			rc = flashsale_publish_raw(fs, sku, strlen(sku), payload, (size_t)len);
@@ -190,12 +190,12 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 				dup = dup_every > 0 && i % dup_every == 0 &&
 				      i / dup_every < dup_count;
 			else
-				dup =
-				    dup_ratio > 0 &&
-				    (double)(rng_next(&rng) >> 11) / 9007199254740992.0 < dup_ratio;
+				dup = dup_ratio > 0 &&
+				      (double)(rng_next(&rng) >> 11) / 9007199254740992.0 <
+					      dup_ratio;
 			if (rc == 0 && dup) {
 				struct pending_dup *d =
-				    &ring[(ring_head + ring_len) % (DUP_DELAY + 1)];
+					&ring[(ring_head + ring_len) % (DUP_DELAY + 1)];
 				d->due = i + DUP_DELAY;
 				memcpy(d->payload, payload, (size_t)len);
 				d->len = len;
@@ -206,8 +206,8 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 		while (rc == 0 && ring_len > 0 &&
 		       (ring[ring_head].due <= i || !original || ring_len == DUP_DELAY + 1)) {
 			struct pending_dup *d = &ring[ring_head];
-			rc =
-			    flashsale_publish_raw(fs, sku, strlen(sku), d->payload, (size_t)d->len);
+			rc = flashsale_publish_raw(fs, sku, strlen(sku), d->payload,
+						   (size_t)d->len);
 			ring_head = (ring_head + 1) % (DUP_DELAY + 1);
 			ring_len--;
 			sent++;

@@ -99,7 +99,7 @@ void *flashsale_producer(flashsale_t *fs)
 	};
 	/* clang-format on */
 	rd_kafka_conf_t *conf =
-	    fs_kafka_conf(&fs->cfg, RD_KAFKA_PRODUCER, defaults, err, sizeof err);
+		fs_kafka_conf(&fs->cfg, RD_KAFKA_PRODUCER, defaults, err, sizeof err);
 	if (!conf) {
 		fail(fs, 0, "kafka config: %s", err);
 		return NULL;
@@ -137,10 +137,11 @@ int flashsale_publish_raw(flashsale_t *fs, const void *key, size_t key_len, cons
 	if (!p)
 		return -EIO;
 	for (;;) {
-		rd_kafka_resp_err_t err = rd_kafka_producev(
-		    p, RD_KAFKA_V_TOPIC(fs->cfg.topic_intents),
-		    RD_KAFKA_V_KEY((void *)key, key_len), RD_KAFKA_V_VALUE((void *)payload, len),
-		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+		rd_kafka_resp_err_t err =
+			rd_kafka_producev(p, RD_KAFKA_V_TOPIC(fs->cfg.topic_intents),
+					  RD_KAFKA_V_KEY((void *)key, key_len),
+					  RD_KAFKA_V_VALUE((void *)payload, len),
+					  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
 		if (!err)
 			return 0;
 		if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
@@ -245,6 +246,54 @@ int flashsale_sale_restock(flashsale_t *fs, const char *sku, int64_t add)
 	return publish_json(fs, sku);
 }
 
+static int followup(flashsale_t *fs, const char *type, const char *intent_id, const char *sku)
+{
+	char id[37];
+	if (!fs_uuid_canon(intent_id, id))
+		return fail(fs, -EINVAL, "invalid intent id '%s' (a UUID)", intent_id);
+	if (!fs_sku_valid(sku))
+		return fail(fs, -EINVAL, "invalid sku '%s'", sku);
+	fs_buf_clear(&fs->buf);
+	fs_buf_printf(&fs->buf, "{\"v\":1,\"type\":\"%s\",\"intent_id\":\"%s\",\"sku\":\"%s\"}",
+		      type, id, sku);
+	/* Keyed by the SKU, like the buy: it must reach the buy's partition. */
+	return publish_json(fs, sku);
+}
+
+int flashsale_confirm(flashsale_t *fs, const char *intent_id, const char *sku)
+{
+	return followup(fs, "confirm", intent_id, sku);
+}
+
+int flashsale_cancel(flashsale_t *fs, const char *intent_id, const char *sku)
+{
+	return followup(fs, "cancel", intent_id, sku);
+}
+
+int flashsale_buy_sku(flashsale_t *fs, const char *intent_id, char sku[65])
+{
+	char id[37];
+	if (!fs_uuid_canon(intent_id, id))
+		return fail(fs, -EINVAL, "invalid intent id '%s' (a UUID)", intent_id);
+	PGconn *c = flashsale_pg(fs);
+	if (!c)
+		return -EIO;
+	const char *p[] = {id};
+	PGresult *r =
+		PQexecParams(c, "SELECT sku FROM decisions WHERE intent_id = $1::uuid AND kind = 1",
+			     1, NULL, p, NULL, NULL, 0);
+	int rc = -ENOENT;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = fail(fs, -EIO, "postgres: %s", PQerrorMessage(c));
+	else if (PQntuples(r) == 1) {
+		snprintf(sku, 65, "%s", PQgetvalue(r, 0, 0));
+		rc = 0;
+	} else
+		fail(fs, 0, "no buy with intent id %s has been decided", id);
+	PQclear(r);
+	return rc;
+}
+
 int flashsale_sale_close(flashsale_t *fs, const char *sku)
 {
 	if (!fs_sku_valid(sku))
@@ -263,22 +312,46 @@ static void copy_field(char *dst, size_t n, const PGresult *r, int col)
 
 int flashsale_result_get(flashsale_t *fs, const char *intent_id, struct flashsale_result *out)
 {
-	char id[37];
+	return flashsale_decision_get(fs, intent_id, "buy", out);
+}
+
+static int kind_of(const char *type)
+{
+	if (strcmp(type, "buy") == 0)
+		return FS_KIND_BUY;
+	if (strcmp(type, "confirm") == 0)
+		return FS_KIND_CONFIRM;
+	if (strcmp(type, "cancel") == 0)
+		return FS_KIND_CANCEL;
+	return -1;
+}
+
+int flashsale_decision_get(flashsale_t *fs, const char *intent_id, const char *type,
+			   struct flashsale_result *out)
+{
+	char id[37], kind[8];
 	if (!fs_uuid_canon(intent_id, id))
 		return fail(fs, -EINVAL, "invalid intent id '%s' (a UUID)", intent_id);
+	if (kind_of(type) < 0)
+		return fail(fs, -EINVAL, "unknown record type '%s' (buy, confirm, cancel)", type);
+	snprintf(kind, sizeof kind, "%d", kind_of(type));
 	PGconn *c = flashsale_pg(fs);
 	if (!c)
 		return -EIO;
-	const char *p[] = {id};
-	/* A buy's decision, or, for a record that was rejected before it could be read as a
-	 * buy, the reject row that carries its id. */
+	const char *p[] = {id, kind};
+	/* The decision, with what became of the hold; or, for a record that was rejected before
+	 * it could be read, the reject row that carries its id. */
 	PGresult *r = PQexecParams(
-	    c,
-	    "SELECT intent_id, sku, outcome, coalesce(reason, ''), qty, coalesce(expires_at_ms, "
-	    "0), part, off FROM decisions WHERE intent_id = $1::uuid AND kind = 1 "
-	    "UNION ALL (SELECT intent_id, '', 'rejected', reason, 0, 0, part, off FROM rejects "
-	    "WHERE intent_id = $1::uuid ORDER BY off LIMIT 1) LIMIT 1",
-	    1, NULL, p, NULL, NULL, 0);
+		c,
+		"SELECT d.intent_id, d.sku, d.outcome, coalesce(d.reason, ''), d.qty, "
+		"coalesce(d.expires_at_ms, 0), d.part, d.off, coalesce(r.status, '') FROM "
+		"decisions d "
+		"LEFT JOIN reservations r ON r.intent_id = d.intent_id AND d.kind = 1 "
+		"WHERE d.intent_id = $1::uuid AND d.kind = $2::int "
+		"UNION ALL (SELECT intent_id, '', 'rejected', reason, 0, 0, part, off, '' FROM "
+		"rejects "
+		"WHERE intent_id = $1::uuid AND $2::int = 1 ORDER BY off LIMIT 1) LIMIT 1",
+		2, NULL, p, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		fail(fs, -EIO, "postgres: %s", PQerrorMessage(c));
 		PQclear(r);
@@ -297,6 +370,8 @@ int flashsale_result_get(flashsale_t *fs, const char *intent_id, struct flashsal
 	out->expires_at_ms = strtoll(PQgetvalue(r, 0, 5), NULL, 10);
 	out->partition = (int32_t)strtol(PQgetvalue(r, 0, 6), NULL, 10);
 	out->offset = strtoll(PQgetvalue(r, 0, 7), NULL, 10);
+	copy_field(out->hold, sizeof out->hold, r, 8);
+	snprintf(out->type, sizeof out->type, "%s", type);
 	PQclear(r);
 	return 0;
 }
@@ -315,6 +390,8 @@ static int parse_result(const void *payload, size_t len, struct flashsale_result
 	const char *sku = json_string_value(json_object_get(o, "sku"));
 	const char *outcome = json_string_value(json_object_get(o, "outcome"));
 	const char *reason = json_string_value(json_object_get(o, "reason"));
+	const char *type = json_string_value(json_object_get(o, "type"));
+	snprintf(out->type, sizeof out->type, "%s", type ? type : "");
 	snprintf(out->intent_id, sizeof out->intent_id, "%s", id ? id : "");
 	snprintf(out->sku, sizeof out->sku, "%s", sku ? sku : "");
 	snprintf(out->outcome, sizeof out->outcome, "%s", outcome ? outcome : "");
@@ -335,8 +412,9 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* A consumer without a group, assigned to every results partition at its current end. */
-static rd_kafka_t *results_consumer(flashsale_t *fs)
+/* A consumer without a group, assigned to every partition of a topic at `start`
+ * (RD_KAFKA_OFFSET_END: the current end, read now). */
+static rd_kafka_t *topic_consumer(flashsale_t *fs, const char *topic, int64_t start)
 {
 	char err[512], group[64];
 	uuid_t u;
@@ -350,7 +428,7 @@ static rd_kafka_t *results_consumer(flashsale_t *fs)
 	};
 	/* clang-format on */
 	rd_kafka_conf_t *conf =
-	    fs_kafka_conf(&fs->cfg, RD_KAFKA_CONSUMER, defaults, err, sizeof err);
+		fs_kafka_conf(&fs->cfg, RD_KAFKA_CONSUMER, defaults, err, sizeof err);
 	if (!conf ||
 	    rd_kafka_conf_set(conf, "group.id", group, err, sizeof err) != RD_KAFKA_CONF_OK) {
 		if (conf)
@@ -365,29 +443,30 @@ static rd_kafka_t *results_consumer(flashsale_t *fs)
 	}
 	rd_kafka_poll_set_consumer(rk);
 	const struct rd_kafka_metadata *md = NULL;
-	rd_kafka_topic_t *t = rd_kafka_topic_new(rk, fs->cfg.topic_results, NULL);
+	rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
 	rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, 10000);
 	rd_kafka_topic_destroy(t);
 	if (e || md->topic_cnt != 1 || md->topics[0].err) {
-		fail(fs, 0, "results topic metadata: %s",
-		     rd_kafka_err2str(e		      ? e
-				      : md->topic_cnt ? md->topics[0].err
-						      : RD_KAFKA_RESP_ERR_UNKNOWN));
+		rd_kafka_resp_err_t why = e		  ? e
+					  : md->topic_cnt ? md->topics[0].err
+							  : RD_KAFKA_RESP_ERR_UNKNOWN;
+		snprintf(fs->err, sizeof fs->err, "topic %s: %s", topic, rd_kafka_err2str(why));
 		if (md)
 			rd_kafka_metadata_destroy(md);
 		rd_kafka_destroy(rk);
 		return NULL;
 	}
 	rd_kafka_topic_partition_list_t *l =
-	    rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
+		rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
 	for (int i = 0; i < md->topics[0].partition_cnt; i++) {
 		int32_t pid = md->topics[0].partitions[i].id;
 		int64_t lo = 0, hi = 0;
-		/* Start at the current end, read now: a result published from here on is seen. */
-		if (rd_kafka_query_watermark_offsets(rk, fs->cfg.topic_results, pid, &lo, &hi,
-						     10000))
+		/* The current end, read now: a record published from here on is seen. */
+		if (start != RD_KAFKA_OFFSET_END)
+			hi = start;
+		else if (rd_kafka_query_watermark_offsets(rk, topic, pid, &lo, &hi, 10000))
 			hi = RD_KAFKA_OFFSET_END;
-		rd_kafka_topic_partition_list_add(l, fs->cfg.topic_results, pid)->offset = hi;
+		rd_kafka_topic_partition_list_add(l, topic, pid)->offset = hi;
 	}
 	rd_kafka_metadata_destroy(md);
 	rd_kafka_assign(rk, l);
@@ -418,7 +497,7 @@ static int follow(flashsale_t *fs, rd_kafka_t *rk, flashsale_result_cb cb, void 
 
 int flashsale_subscribe_results(flashsale_t *fs, flashsale_result_cb cb, void *ctx, int timeout_ms)
 {
-	rd_kafka_t *rk = results_consumer(fs);
+	rd_kafka_t *rk = topic_consumer(fs, fs->cfg.topic_results, RD_KAFKA_OFFSET_END);
 	if (!rk)
 		return -EIO;
 	int rc = follow(fs, rk, cb, ctx, timeout_ms);
@@ -429,14 +508,14 @@ int flashsale_subscribe_results(flashsale_t *fs, flashsale_result_cb cb, void *c
 
 struct wait_ctx {
 	const char *id;
+	const char *type;
 	struct flashsale_result *out;
 };
-/* clang-format on */
 
 static int match_id(const struct flashsale_result *r, void *ctx)
 {
 	struct wait_ctx *w = ctx;
-	if (strcmp(r->intent_id, w->id) != 0)
+	if (strcmp(r->intent_id, w->id) != 0 || strcmp(r->type, w->type) != 0)
 		return 0;
 	*w->out = *r;
 	return 1;
@@ -445,20 +524,26 @@ static int match_id(const struct flashsale_result *r, void *ctx)
 int flashsale_result_wait(flashsale_t *fs, const char *intent_id, int timeout_ms,
 			  struct flashsale_result *out)
 {
+	return flashsale_decision_wait(fs, intent_id, "buy", timeout_ms, out);
+}
+
+int flashsale_decision_wait(flashsale_t *fs, const char *intent_id, const char *type,
+			    int timeout_ms, struct flashsale_result *out)
+{
 	char id[37];
 	if (!fs_uuid_canon(intent_id, id))
 		return fail(fs, -EINVAL, "invalid intent id '%s' (a UUID)", intent_id);
-	int rc = flashsale_result_get(fs, id, out);
+	int rc = flashsale_decision_get(fs, id, type, out);
 	if (rc != -ENOENT || timeout_ms == 0)
 		return rc;
 	/* Subscribe first, then look in Postgres again: a result committed in between is in
 	 * Postgres, one committed after is on the topic. */
-	rd_kafka_t *rk = results_consumer(fs);
+	rd_kafka_t *rk = topic_consumer(fs, fs->cfg.topic_results, RD_KAFKA_OFFSET_END);
 	if (!rk)
 		return -EIO;
-	rc = flashsale_result_get(fs, id, out);
+	rc = flashsale_decision_get(fs, id, type, out);
 	if (rc == -ENOENT) {
-		struct wait_ctx w = {id, out};
+		struct wait_ctx w = {id, type, out};
 		rc = follow(fs, rk, match_id, &w, timeout_ms);
 		if (rc == -ETIMEDOUT)
 			fail(fs, 0, "no result for %s yet", id);
@@ -498,4 +583,57 @@ int flashsale_stock_get(flashsale_t *fs, const char *sku, struct flashsale_stock
 		*nums[i] = strtoll(PQgetvalue(r, 0, i + 2), NULL, 10);
 	PQclear(r);
 	return 0;
+}
+
+/* ---- the stock topic ----------------------------------------------------------------------- */
+
+static int parse_stock(const void *payload, size_t len, struct flashsale_stock *out)
+{
+	json_error_t e;
+	json_t *o = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &e);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return -EINVAL;
+	}
+	memset(out, 0, sizeof *out);
+	const char *sku = json_string_value(json_object_get(o, "sku"));
+	const char *status = json_string_value(json_object_get(o, "status"));
+	snprintf(out->sku, sizeof out->sku, "%s", sku ? sku : "");
+	snprintf(out->status, sizeof out->status, "%s", status ? status : "");
+	out->supply = json_integer_value(json_object_get(o, "supply"));
+	out->available = json_integer_value(json_object_get(o, "available"));
+	out->held = json_integer_value(json_object_get(o, "held"));
+	out->sold = json_integer_value(json_object_get(o, "sold"));
+	json_decref(o);
+	return 0;
+}
+
+int flashsale_stock_follow(flashsale_t *fs, const char *sku, flashsale_stock_cb cb, void *ctx,
+			   int timeout_ms)
+{
+	rd_kafka_t *rk = topic_consumer(fs, fs->cfg.topic_stock, RD_KAFKA_OFFSET_BEGINNING);
+	if (!rk)
+		return -EIO;
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
+	int rc = -ETIMEDOUT;
+	while (mono_ms() < deadline) {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, WAIT_POLL_MS);
+		if (!m)
+			continue;
+		struct flashsale_stock st;
+		int stop = 0;
+		/* The topic is compacted and keyed by SKU: the last record of a key is its state.
+		 */
+		if (!m->err && m->key_len == strlen(sku) && memcmp(m->key, sku, m->key_len) == 0 &&
+		    parse_stock(m->payload, m->len, &st) == 0)
+			stop = cb(&st, ctx);
+		rd_kafka_message_destroy(m);
+		if (stop) {
+			rc = 0;
+			break;
+		}
+	}
+	rd_kafka_consumer_close(rk);
+	rd_kafka_destroy(rk);
+	return rc;
 }

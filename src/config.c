@@ -23,7 +23,7 @@ struct key {
 #define STR(field, def, doc)                                                                       \
 	{                                                                                          \
 #field, T_STR, offsetof(struct fs_config, field),                                  \
-		    sizeof(((struct fs_config *)0)->field), 0, 0, def, doc                         \
+			sizeof(((struct fs_config *)0)->field), 0, 0, def, doc                     \
 	}
 #define INT(field, lo, hi, def, doc)                                                               \
 	{                                                                                          \
@@ -32,27 +32,30 @@ struct key {
 
 /* The table. Names use dots in the file: topic_intents is written topic.intents. */
 static const struct key keys[] = {
-    STR(brokers, "127.0.0.1:59092",
-	"Kafka bootstrap servers (host:port,...). Environment FLASHSALE_KAFKA overrides."),
-    STR(pg, "host=127.0.0.1 port=55432 dbname=flashsale user=flashsale",
-	"libpq connection string of the flashsale database. Environment FLASHSALE_PG "
-	"overrides."),
-    STR(group, "flashsale-workers", "Consumer group of the workers."),
-    STR(topic_intents, "intents", "Topic of buy intents and sale records (key = SKU)."),
-    STR(topic_results, "results", "Topic the worker publishes one result per record to."),
-    STR(topic_stock, "stock", "Compacted topic of per-SKU stock (the web tier's flag)."),
-    STR(log_level, "info", "error, warn, info or debug."),
-    INT(batch_max, 1, 10000, "2000", "Records per partition batch (one transaction each)."),
-    INT(batch_wait_ms, 0, 1000, "5",
-	"How long a partial batch may wait for more records before it is decided."),
-    INT(poll_timeout_ms, 1, 1000, "100", "Consumer poll timeout when nothing is pending."),
-    INT(record_max_bytes, 64, 65536, "4096",
-	"Payload size cap, checked before parsing; larger records are rejected."),
-    INT(stats_interval_ms, 0, 3600000, "10000", "Interval of the stats log line (0: off)."),
-    INT(retry_backoff_max_ms, 10, 60000, "2000",
-	"Longest wait between retries after a Postgres or Kafka fault."),
-    INT(flush_timeout_ms, 100, 600000, "30000",
-	"How long shutdown and revoke wait for results to be delivered."),
+	STR(brokers, "127.0.0.1:59092",
+	    "Kafka bootstrap servers (host:port,...). Environment FLASHSALE_KAFKA overrides."),
+	STR(pg, "host=127.0.0.1 port=55432 dbname=flashsale user=flashsale",
+	    "libpq connection string of the flashsale database. Environment FLASHSALE_PG "
+	    "overrides."),
+	STR(group, "flashsale-workers", "Consumer group of the workers."),
+	STR(topic_intents, "intents", "Topic of buy intents and sale records (key = SKU)."),
+	STR(topic_results, "results", "Topic the worker publishes one result per record to."),
+	STR(topic_stock, "stock", "Compacted topic of per-SKU stock (the web tier's flag)."),
+	STR(log_level, "info", "error, warn, info or debug."),
+	INT(batch_max, 1, 10000, "2000", "Records per partition batch (one transaction each)."),
+	INT(batch_wait_ms, 0, 1000, "5",
+	    "How long a partial batch may wait for more records before it is decided."),
+	INT(poll_timeout_ms, 1, 1000, "100", "Consumer poll timeout when nothing is pending."),
+	INT(record_max_bytes, 64, 65536, "4096",
+	    "Payload size cap, checked before parsing; larger records are rejected."),
+	INT(stats_interval_ms, 0, 3600000, "10000", "Interval of the stats log line (0: off)."),
+	INT(retry_backoff_max_ms, 10, 60000, "2000",
+	    "Longest wait between retries after a Postgres or Kafka fault."),
+	INT(tick_interval_ms, 100, 600000, "1000",
+	    "How long a partition with a due hold may stay idle before the worker appends a tick "
+	    "record to it (the bound on how late an expiry is)."),
+	INT(flush_timeout_ms, 100, 600000, "30000",
+	    "How long shutdown and revoke wait for results to be delivered."),
 };
 
 enum { KEYS_LEN = sizeof keys / sizeof keys[0] };

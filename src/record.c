@@ -15,9 +15,9 @@ static const struct {
 	const char *name;
 	enum fs_kind kind;
 } kinds[] = {
-    {"buy", FS_KIND_BUY},   {"confirm", FS_KIND_CONFIRM}, {"cancel", FS_KIND_CANCEL},
-    {"open", FS_KIND_OPEN}, {"restock", FS_KIND_RESTOCK}, {"close", FS_KIND_CLOSE},
-    {"tick", FS_KIND_TICK},
+	{"buy", FS_KIND_BUY},	{"confirm", FS_KIND_CONFIRM}, {"cancel", FS_KIND_CANCEL},
+	{"open", FS_KIND_OPEN}, {"restock", FS_KIND_RESTOCK}, {"close", FS_KIND_CLOSE},
+	{"tick", FS_KIND_TICK},
 };
 
 const char *fs_kind_name(enum fs_kind kind)
@@ -289,8 +289,8 @@ int fs_record_parse(const struct fs_record_limits *limits, const void *key, size
 	json_t *root = json_loadb(payload, payload_len, JSON_REJECT_DUPLICATES, &err);
 	if (!root)
 		return reject(out, json_error_code(&err) == json_error_duplicate_key
-				       ? "duplicate_key"
-				       : "bad_json");
+					   ? "duplicate_key"
+					   : "bad_json");
 	int rc = json_is_object(root) ? parse_object(root, key, key_len, out)
 				      : reject(out, "not_object");
 	json_decref(root);

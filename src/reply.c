@@ -33,6 +33,17 @@ void fs_reply_result(struct fs_buf *out, const struct fs_item *it)
 	fs_buf_str(out, "}");
 }
 
+void fs_reply_expired(struct fs_buf *out, const char *intent_id, const char *sku, int64_t qty,
+		      int64_t ended_at_ms, int32_t partition, int64_t ended_offset)
+{
+	/* Both strings come from the core or the store, validated when the buy was read. */
+	fs_buf_printf(out,
+		      "{\"v\":1,\"type\":\"expire\",\"intent_id\":\"%s\",\"sku\":\"%s\","
+		      "\"outcome\":\"expired\",\"qty\":%" PRId64 ",\"decided_at\":%" PRId64
+		      ",\"partition\":%" PRId32 ",\"offset\":%" PRId64 "}",
+		      intent_id, sku, qty, ended_at_ms, partition, ended_offset);
+}
+
 const char *fs_sku_state_name(const struct fs_sku *s)
 {
 	if (s->status == FS_SKU_CLOSED)

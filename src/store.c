@@ -3,6 +3,7 @@
 
 #include "fs_buf.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
@@ -14,7 +15,7 @@ enum {
 	ERR_LEN_MAX = 512,
 	STEPS_MAX = 12,
 	/* Columns of the array-literal parameters of the batch statements. */
-	BUF_COUNT = 48,
+	BUF_COUNT = 64, /* every array parameter of one batch has its own buffer */
 };
 
 struct fs_store {
@@ -167,10 +168,10 @@ static int load_buyers(struct fs_store *s, const char *part, struct fs_core *cor
 {
 	const char *p[] = {part};
 	PGresult *r =
-	    exec(s,
-		 "SELECT b.sku, b.buyer_id, b.units FROM buyers b JOIN skus k USING (sku) "
-		 "WHERE k.part = $1 AND b.units > 0 ORDER BY 1, 2",
-		 1, p, PGRES_TUPLES_OK);
+		exec(s,
+		     "SELECT b.sku, b.buyer_id, b.units FROM buyers b JOIN skus k USING (sku) "
+		     "WHERE k.part = $1 AND b.units > 0 ORDER BY 1, 2",
+		     1, p, PGRES_TUPLES_OK);
 	if (!r)
 		return -EIO;
 	int rc = 0;
@@ -180,6 +181,39 @@ static int load_buyers(struct fs_store *s, const char *part, struct fs_core *cor
 	PQclear(r);
 	if (rc < 0)
 		set_err(s, "load buyers", strerror(-rc));
+	return rc;
+}
+
+static int load_holds(struct fs_store *s, const char *part, struct fs_core *core)
+{
+	const char *p[] = {part};
+	/* In buy order, so that the expiry heap breaks ties as it did when they were made. */
+	PGresult *r =
+		exec(s,
+		     "SELECT intent_id, sku, buyer_id, qty, expires_at_ms, off, status, late, "
+		     "coalesce(ended_at_ms, 0), coalesce(ended_off, -1) FROM reservations "
+		     "WHERE part = $1 ORDER BY off",
+		     1, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	int rc = 0;
+	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+		struct fs_hold h = {0};
+		snprintf(h.intent_id, sizeof h.intent_id, "%s", PQgetvalue(r, i, 0));
+		h.qty = get_i64(r, i, 3);
+		h.expires_at_ms = get_i64(r, i, 4);
+		h.offset = get_i64(r, i, 5);
+		if (fs_hold_status_parse(PQgetvalue(r, i, 6), &h.status) < 0)
+			rc = -EINVAL;
+		h.late = PQgetvalue(r, i, 7)[0] == 't';
+		h.ended_at_ms = get_i64(r, i, 8);
+		h.ended_offset = get_i64(r, i, 9);
+		if (rc == 0)
+			rc = fs_core_load_hold(core, &h, PQgetvalue(r, i, 1), PQgetvalue(r, i, 2));
+	}
+	PQclear(r);
+	if (rc < 0)
+		set_err(s, "load reservations", strerror(-rc));
 	return rc;
 }
 
@@ -219,6 +253,8 @@ int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_
 	int rc = load_skus(s, part, core);
 	if (rc == 0)
 		rc = load_buyers(s, part, core);
+	if (rc == 0)
+		rc = load_holds(s, part, core);
 	return rc;
 }
 
@@ -306,6 +342,7 @@ struct step {
 
 static struct fs_buf *buf(struct fs_store *s, int i)
 {
+	assert(i >= 0 && i < BUF_COUNT);
 	fs_buf_clear(&s->bufs[i]);
 	return &s->bufs[i];
 }
@@ -359,15 +396,15 @@ static int add_decisions(struct fs_store *s, const struct fs_batch *b, struct st
 	struct step *x = &st[(*k)++];
 	x->what = "decisions";
 	x->sql =
-	    "WITH ins AS (INSERT INTO decisions (intent_id, kind, body_hash, part, off, sku, "
-	    "buyer_id, qty, outcome, reason, expires_at_ms, decided_at_ms) "
-	    "SELECT u.id, u.kind, u.hash, $1::int, u.off, u.sku, u.buyer, u.qty, u.out, "
-	    "u.reason, u.exp, u.at FROM unnest($2::uuid[], $3::int2[], $4::int8[], "
-	    "$5::int8[], $6::text[], $7::text[], $8::int8[], $9::text[], $10::text[], "
-	    "$11::int8[], $12::int8[]) AS u(id, kind, hash, off, sku, buyer, qty, out, reason, "
-	    "exp, at) ON CONFLICT DO NOTHING RETURNING 1) "
-	    "SELECT fs_assert((SELECT count(*) FROM ins) = $13::bigint, 'FSMIS', "
-	    "'an intent id of the batch was decided concurrently')";
+		"WITH ins AS (INSERT INTO decisions (intent_id, kind, body_hash, part, off, sku, "
+		"buyer_id, qty, outcome, reason, expires_at_ms, decided_at_ms) "
+		"SELECT u.id, u.kind, u.hash, $1::int, u.off, u.sku, u.buyer, u.qty, u.out, "
+		"u.reason, u.exp, u.at FROM unnest($2::uuid[], $3::int2[], $4::int8[], "
+		"$5::int8[], $6::text[], $7::text[], $8::int8[], $9::text[], $10::text[], "
+		"$11::int8[], $12::int8[]) AS u(id, kind, hash, off, sku, buyer, qty, out, reason, "
+		"exp, at) ON CONFLICT DO NOTHING RETURNING 1) "
+		"SELECT fs_assert((SELECT count(*) FROM ins) = $13::bigint, 'FSMIS', "
+		"'an intent id of the batch was decided concurrently')";
 	x->nparams = 13;
 	/* $1 (partition) is filled by the caller. */
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -443,39 +480,53 @@ static void add_sale_log(struct fs_store *s, const struct fs_batch *b, struct st
 		x->params[i + 1] = fs_buf_cstr(all[i]);
 }
 
-/* reservations: one row per new hold. */
-static void add_reservations(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
+/* reservations: every hold that was created or changed in the batch, written as it is now. */
+static void add_reservations(struct fs_store *s, const struct fs_core *core, struct step *st,
+			     int *k)
 {
-	struct fs_buf *id = buf(s, 22), *sku = buf(s, 23), *buyer = buf(s, 24), *qty = buf(s, 25),
-		      *exp = buf(s, 26), *off = buf(s, 27);
-	struct fs_buf *all[] = {id, sku, buyer, qty, exp, off};
-	for (size_t i = 0; i < 6; i++)
-		fs_arr_begin(all[i]);
-	int n = 0;
-	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *it = &b->items[i];
-		if (it->cls != FS_ITEM_NEW || !it->dec.reserve)
-			continue;
-		n++;
-		fs_arr_text(id, it->rec.intent_id);
-		fs_arr_text(sku, it->rec.sku);
-		fs_arr_text(buyer, it->rec.buyer_id);
-		fs_arr_int(qty, it->dec.qty);
-		fs_arr_int(exp, it->dec.expires_at_ms);
-		fs_arr_int(off, it->rec.offset);
-	}
-	for (size_t i = 0; i < 6; i++)
-		fs_arr_end(all[i]);
-	if (n == 0)
+	if (core->dirty_holds_len == 0)
 		return;
+	struct fs_buf *id = buf(s, 22), *sku = buf(s, 23), *buyer = buf(s, 24), *qty = buf(s, 25),
+		      *exp = buf(s, 26), *off = buf(s, 27), *status = buf(s, 40),
+		      *late = buf(s, 41), *ended_at = buf(s, 42), *ended_off = buf(s, 43);
+	struct fs_buf *all[] = {id, sku, buyer, qty, exp, off, status, late, ended_at, ended_off};
+	enum { N = sizeof all / sizeof all[0] };
+	for (size_t i = 0; i < N; i++)
+		fs_arr_begin(all[i]);
+	for (uint32_t d = 0; d < core->dirty_holds_len; d++) {
+		const struct fs_hold *h = &core->holds[core->dirty_holds[d]];
+		fs_arr_text(id, h->intent_id);
+		fs_arr_text(sku, core->skus[h->sku_index].sku);
+		fs_arr_text(buyer, core->buyers[h->buyer_index].buyer_id);
+		fs_arr_int(qty, h->qty);
+		fs_arr_int(exp, h->expires_at_ms);
+		fs_arr_int(off, h->offset);
+		fs_arr_text(status, fs_hold_status_name(h->status));
+		fs_arr_text(late, h->late ? "t" : "f");
+		if (h->status == FS_HOLD_HELD) {
+			fs_arr_text(ended_at, NULL);
+			fs_arr_text(ended_off, NULL);
+		} else {
+			fs_arr_int(ended_at, h->ended_at_ms);
+			fs_arr_int(ended_off, h->ended_offset);
+		}
+	}
+	for (size_t i = 0; i < N; i++)
+		fs_arr_end(all[i]);
 	struct step *x = &st[(*k)++];
 	x->what = "reservations";
-	x->sql = "INSERT INTO reservations (intent_id, sku, buyer_id, qty, status, expires_at_ms, "
-		 "part, off) SELECT u.id, u.sku, u.buyer, u.qty, 'held', u.exp, $1::int, u.off "
-		 "FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int8[], $6::int8[], "
-		 "$7::int8[]) AS u(id, sku, buyer, qty, exp, off)";
-	x->nparams = 7;
-	for (size_t i = 0; i < 6; i++)
+	x->sql =
+		"INSERT INTO reservations (intent_id, sku, buyer_id, qty, expires_at_ms, part, "
+		"off, "
+		"status, late, ended_at_ms, ended_off) SELECT u.id, u.sku, u.buyer, u.qty, u.exp, "
+		"$1::int, u.off, u.status, u.late, u.ended_at, u.ended_off FROM unnest($2::uuid[], "
+		"$3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::text[], "
+		"$9::bool[], $10::int8[], $11::int8[]) AS u(id, sku, buyer, qty, exp, off, status, "
+		"late, ended_at, ended_off) ON CONFLICT (intent_id) DO UPDATE SET status = "
+		"EXCLUDED.status, late = EXCLUDED.late, ended_at_ms = EXCLUDED.ended_at_ms, "
+		"ended_off = EXCLUDED.ended_off";
+	x->nparams = 11;
+	for (size_t i = 0; i < N; i++)
 		x->params[i + 1] = fs_buf_cstr(all[i]);
 }
 
@@ -540,16 +591,17 @@ static void add_skus(struct fs_store *s, const struct fs_core *core, struct step
 	if (n_upd) {
 		struct step *x = &st[(*k)++];
 		x->what = "skus update";
-		x->sql =
-		    "WITH u AS (SELECT s.sku, s.status, n.v FROM unnest($2::text[], $3::text[]) "
-		    "WITH ORDINALITY AS s(sku, status, i) JOIN LATERAL (SELECT "
-		    "($4::int8[])[(s.i - 1) * 8 + 1 : s.i * 8] AS v) n ON true), "
-		    "upd AS (UPDATE skus k SET status = u.status, supply = u.v[1], "
-		    "available = u.v[2], held = u.v[3], sold = u.v[4] FROM u WHERE k.sku = u.sku "
-		    "AND k.part = $1::int AND k.supply = u.v[5] AND k.available = u.v[6] "
-		    "AND k.held = u.v[7] AND k.sold = u.v[8] RETURNING 1) "
-		    "SELECT fs_assert((SELECT count(*) FROM upd) = $5::bigint, 'FSMIS', "
-		    "'stock counters in memory and in Postgres disagree')";
+		x->sql = "WITH u AS (SELECT s.sku, s.status, n.v FROM unnest($2::text[], "
+			 "$3::text[]) "
+			 "WITH ORDINALITY AS s(sku, status, i) JOIN LATERAL (SELECT "
+			 "($4::int8[])[(s.i - 1) * 8 + 1 : s.i * 8] AS v) n ON true), "
+			 "upd AS (UPDATE skus k SET status = u.status, supply = u.v[1], "
+			 "available = u.v[2], held = u.v[3], sold = u.v[4] FROM u WHERE k.sku = "
+			 "u.sku "
+			 "AND k.part = $1::int AND k.supply = u.v[5] AND k.available = u.v[6] "
+			 "AND k.held = u.v[7] AND k.sold = u.v[8] RETURNING 1) "
+			 "SELECT fs_assert((SELECT count(*) FROM upd) = $5::bigint, 'FSMIS', "
+			 "'stock counters in memory and in Postgres disagree')";
 		x->nparams = 5;
 		x->params[1] = fs_buf_cstr(sku);
 		x->params[2] = fs_buf_cstr(status);
@@ -620,7 +672,7 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 			  b->counts.sale,
 			  b->counts.ticks};
 	for (int i = 0; i < 12; i++)
-		x->params[i + 3] = int_str(buf(s, 36 + i), vals[i]);
+		x->params[i + 3] = int_str(buf(s, 44 + i), vals[i]);
 }
 
 static int run_pipeline(struct fs_store *s, struct step *st, int n, int *failed_step,
@@ -697,7 +749,7 @@ int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 		return FS_COMMIT_REDO;
 	add_rejects(s, b, st, &k);
 	add_sale_log(s, b, st, &k);
-	add_reservations(s, b, st, &k);
+	add_reservations(s, core, st, &k);
 	add_skus(s, core, st, &k);
 	add_buyers(s, core, st, &k);
 	st[k++] = (struct step){.sql = "COMMIT", .what = "commit"};
@@ -747,6 +799,29 @@ int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic
 			   5, p, PGRES_COMMAND_OK);
 	if (!r)
 		return -EIO;
+	PQclear(r);
+	return 0;
+}
+
+int fs_store_expired(struct fs_store *s, int32_t partition, int64_t from, int64_t to,
+		     fs_expired_fn fn, void *ctx)
+{
+	char part[16], lo[24], hi[24];
+	snprintf(part, sizeof part, "%" PRId32, partition);
+	snprintf(lo, sizeof lo, "%" PRId64, from);
+	snprintf(hi, sizeof hi, "%" PRId64, to);
+	const char *p[] = {part, lo, hi};
+	PGresult *r =
+		exec(s,
+		     "SELECT intent_id, sku, qty, ended_at_ms, ended_off FROM reservations "
+		     "WHERE part = $1::int AND status = 'expired' AND ended_off >= $2::bigint "
+		     "AND ended_off < $3::bigint ORDER BY ended_off, expires_at_ms, off",
+		     3, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	for (int i = 0; i < PQntuples(r); i++)
+		fn(ctx, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), get_i64(r, i, 2),
+		   get_i64(r, i, 3), get_i64(r, i, 4));
 	PQclear(r);
 	return 0;
 }

@@ -43,17 +43,20 @@ struct part {
 	int32_t id;
 	struct fs_part_meta meta; /* as committed */
 	struct fs_core core;
-	struct fs_batch batch; /* records to decide, contiguous from meta.next_offset */
-	struct fs_batch again; /* records below meta.next_offset: to answer again */
-	int64_t first_ms;      /* monotonic ms when the pending batch got its first record */
-	int64_t replied;       /* results delivered for every record below this */
+	struct fs_batch batch;	/* records to decide, contiguous from meta.next_offset */
+	struct fs_batch again;	/* records below meta.next_offset: to answer again */
+	int64_t first_ms;	/* monotonic ms when the pending batch got its first record */
+	int64_t last_record_ms; /* monotonic ms of the last record read */
+	int64_t last_tick_ms;	/* monotonic ms of the last tick appended */
+	bool tick_pending;	/* a tick was appended and not read back yet */
+	int64_t replied;	/* results delivered for every record below this */
 	struct inflight *head, *tail;
 };
 
 struct counters {
-	int64_t records, fresh, repeats, conflicts, invalid, sale, batches, fenced, redo, retries,
-	    unknown, unknown_committed, answered_again, skipped_stale, gaps, published,
-	    delivery_failed;
+	int64_t records, fresh, repeats, conflicts, invalid, sale, expired, ticks, batches, fenced,
+		redo, retries, unknown, unknown_committed, answered_again, skipped_stale, gaps,
+		published, delivery_failed;
 };
 
 struct worker {
@@ -151,9 +154,11 @@ static int produce(struct worker *w, const char *topic, int32_t partition, const
 {
 	for (;;) {
 		rd_kafka_resp_err_t err = rd_kafka_producev(
-		    w->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
-		    RD_KAFKA_V_KEY((void *)key, key_len), RD_KAFKA_V_VALUE(value->data, value->len),
-		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(f), RD_KAFKA_V_END);
+			w->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+			RD_KAFKA_V_KEY((void *)key, key_len),
+			RD_KAFKA_V_VALUE(value->data, value->len),
+			RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(f),
+			RD_KAFKA_V_END);
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
 			if (f)
 				f->pending++;
@@ -197,6 +202,24 @@ static void publish_results(struct worker *w, struct part *p, struct fs_batch *b
 	else
 		p->head = f;
 	p->tail = f;
+}
+
+/* One `expired` result per hold the clock ended in this batch (tracked with the batch's
+ * results, so that a crash before delivery answers them again). */
+static void publish_expired(struct worker *w, struct part *p)
+{
+	const struct fs_core *c = &p->core;
+	for (uint32_t k = 0; k < c->expired_len; k++) {
+		const struct fs_hold *h = &c->holds[c->expired[k]];
+		fs_buf_clear(&w->out);
+		fs_reply_expired(&w->out, h->intent_id, c->skus[h->sku_index].sku, h->qty,
+				 h->ended_at_ms, p->id, h->ended_offset);
+		if (produce(w, w->cfg.topic_results, RD_KAFKA_PARTITION_UA, h->intent_id,
+			    strlen(h->intent_id), &w->out, p->tail) < 0 &&
+		    p->tail)
+			p->tail->failed = true;
+	}
+	w->n.expired += c->expired_len;
 }
 
 static void publish_stock(struct worker *w, const struct fs_core *core)
@@ -376,8 +399,8 @@ static void part_fenced(struct worker *w, struct part *p)
 		"); batch dropped, state reloaded",
 		p->id, old, p->meta.next_offset);
 	rd_kafka_resp_err_t err = rd_kafka_seek(
-	    w->intents_rkt, p->id,
-	    p->meta.next_offset < 0 ? RD_KAFKA_OFFSET_BEGINNING : p->meta.next_offset, 0);
+		w->intents_rkt, p->id,
+		p->meta.next_offset < 0 ? RD_KAFKA_OFFSET_BEGINNING : p->meta.next_offset, 0);
 	if (err)
 		fs_warn("partition %" PRId32 ": seek: %s", p->id, rd_kafka_err2str(err));
 }
@@ -465,11 +488,29 @@ static void part_process(struct worker *w, struct part *p)
 	p->meta.clock_ms = p->core.clock_ms;
 	count_batch(w, b);
 	publish_results(w, p, b, next);
+	publish_expired(w, p);
 	publish_stock(w, &p->core);
 	fs_core_commit(&p->core);
 	crash_at("after_publish");
 	commit_kafka_offset(w, p->id, next);
 	fs_batch_clear(b);
+}
+
+struct again_ctx {
+	struct worker *w;
+	struct part *p;
+};
+
+static void answer_expired_again(void *ctx, const char *intent_id, const char *sku, int64_t qty,
+				 int64_t ended_at_ms, int64_t ended_offset)
+{
+	struct again_ctx *a = ctx;
+	fs_buf_clear(&a->w->out);
+	fs_reply_expired(&a->w->out, intent_id, sku, qty, ended_at_ms, a->p->id, ended_offset);
+	if (produce(a->w, a->w->cfg.topic_results, RD_KAFKA_PARTITION_UA, intent_id,
+		    strlen(intent_id), &a->w->out, a->p->tail) < 0 &&
+	    a->p->tail)
+		a->p->tail->failed = true;
 }
 
 /* Answers again records that were decided before but maybe never answered (a crash between
@@ -531,6 +572,14 @@ static void part_answer_again(struct worker *w, struct part *p)
 	int64_t end = b->items[b->len - 1].rec.offset + 1;
 	w->n.answered_again += b->len;
 	publish_results(w, p, b, end);
+	struct again_ctx ctx = {w, p};
+	if (fs_store_expired(w->store, p->id, b->items[0].rec.offset, end, answer_expired_again,
+			     &ctx) < 0 &&
+	    p->tail) {
+		fs_warn("partition %" PRId32 ": expiries not answered again: %s", p->id,
+			fs_store_error(w->store));
+		p->tail->failed = true; /* replied stops here: the next start tries again */
+	}
 	fs_batch_clear(b);
 }
 
@@ -539,7 +588,7 @@ static void part_answer_again(struct worker *w, struct part *p)
 static void on_message(struct worker *w, rd_kafka_message_t *m)
 {
 	struct part *p =
-	    m->partition >= 0 && m->partition < PARTITIONS_MAX ? w->parts[m->partition] : NULL;
+		m->partition >= 0 && m->partition < PARTITIONS_MAX ? w->parts[m->partition] : NULL;
 	if (!p || !p->assigned || !p->loaded)
 		return; /* not ours (any more) */
 	int64_t off = m->offset;
@@ -575,11 +624,47 @@ static void on_message(struct worker *w, rd_kafka_message_t *m)
 	}
 	if (target == &p->batch && target->len == 0)
 		p->first_ms = now_ms();
+	p->last_record_ms = now_ms();
 	struct fs_item *it = fs_batch_push(target);
 	rd_kafka_timestamp_type_t tstype;
 	int64_t ts = rd_kafka_message_timestamp(m, &tstype);
 	fs_record_parse(&w->limits, m->key, m->key_len, m->payload, m->len, m->partition, off,
 			ts < 0 ? 0 : ts, &it->rec);
+	if (it->rec.kind == FS_KIND_TICK)
+		p->tick_pending = false;
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Time on a partition moves only with its records. When a partition with live holds has been
+ * idle for a tick interval and its earliest hold is due by the wall clock, the worker appends
+ * a `tick` record to it: the broker stamps it (LogAppendTime), the clock moves, the hold
+ * expires, and a replay sees the same tick. The wall clock only decides when to ask; the
+ * decision reads the tick's timestamp. */
+static void maybe_tick(struct worker *w, struct part *p, int64_t now)
+{
+	int64_t due = fs_core_next_expiry(&p->core);
+	/* One tick in flight at a time (until it is read back, or ten intervals if it got lost). */
+	bool in_flight = p->tick_pending && now - p->last_tick_ms < 10 * w->cfg.tick_interval_ms;
+	if (due < 0 || p->batch.len || in_flight ||
+	    now - p->last_record_ms < w->cfg.tick_interval_ms || wall_ms() < due)
+		return;
+	static const char tick[] = "{\"v\":1,\"type\":\"tick\"}";
+	rd_kafka_resp_err_t err = rd_kafka_producev(
+		w->producer, RD_KAFKA_V_TOPIC(w->cfg.topic_intents), RD_KAFKA_V_PARTITION(p->id),
+		RD_KAFKA_V_VALUE((void *)tick, sizeof tick - 1),
+		RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	p->last_tick_ms = now;
+	p->tick_pending = !err;
+	if (err)
+		fs_warn("partition %" PRId32 ": tick: %s", p->id, rd_kafka_err2str(err));
+	else
+		w->n.ticks++;
 }
 
 static void process_due(struct worker *w, bool all)
@@ -594,6 +679,8 @@ static void process_due(struct worker *w, bool all)
 		if (p->batch.len && (all || p->batch.len == p->batch.cap ||
 				     now - p->first_ms >= w->cfg.batch_wait_ms))
 			part_process(w, p);
+		if (p->loaded && !stop_requested)
+			maybe_tick(w, p, now);
 	}
 }
 
@@ -697,14 +784,15 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 static void log_stats(struct worker *w, const char *when)
 {
 	fs_info("%s: records=%" PRId64 " fresh=%" PRId64 " repeats=%" PRId64 " conflicts=%" PRId64
-		" invalid=%" PRId64 " sale=%" PRId64 " batches=%" PRId64 " fenced=%" PRId64
-		" redo=%" PRId64 " retries=%" PRId64 " unknown=%" PRId64
-		" unknown_committed=%" PRId64 " answered_again=%" PRId64 " stale=%" PRId64
-		" gaps=%" PRId64 " published=%" PRId64 " delivery_failed=%" PRId64,
+		" invalid=%" PRId64 " sale=%" PRId64 " expired=%" PRId64 " ticks_sent=%" PRId64
+		" batches=%" PRId64 " fenced=%" PRId64 " redo=%" PRId64 " retries=%" PRId64
+		" unknown=%" PRId64 " unknown_committed=%" PRId64 " answered_again=%" PRId64
+		" stale=%" PRId64 " gaps=%" PRId64 " published=%" PRId64
+		" delivery_failed=%" PRId64,
 		when, w->n.records, w->n.fresh, w->n.repeats, w->n.conflicts, w->n.invalid,
-		w->n.sale, w->n.batches, w->n.fenced, w->n.redo, w->n.retries, w->n.unknown,
-		w->n.unknown_committed, w->n.answered_again, w->n.skipped_stale, w->n.gaps,
-		w->n.published, w->n.delivery_failed);
+		w->n.sale, w->n.expired, w->n.ticks, w->n.batches, w->n.fenced, w->n.redo,
+		w->n.retries, w->n.unknown, w->n.unknown_committed, w->n.answered_again,
+		w->n.skipped_stale, w->n.gaps, w->n.published, w->n.delivery_failed);
 }
 
 static int handle_consumer_error(struct worker *w, rd_kafka_message_t *m)
@@ -763,22 +851,23 @@ static int run(struct worker *w)
 
 static void usage(FILE *out)
 {
-	fprintf(
-	    out,
-	    "usage: flashsale-worker [-c FILE] [--set KEY=VALUE]... [--help] [--help-config]\n"
-	    "\n"
-	    "The flashsale order worker: consumes the intents topic as a member of a consumer\n"
-	    "group, decides every record in memory, commits each batch of decisions to\n"
-	    "PostgreSQL in one transaction, then publishes one result per record.\n"
-	    "\n"
-	    "  -c, --config FILE   configuration file (key = value; see config/flashsale.conf)\n"
-	    "  -s, --set K=V       set one configuration key (after the file)\n"
-	    "      --help-config   list every configuration key\n"
-	    "  -h, --help          this text\n"
-	    "\n"
-	    "Environment: FLASHSALE_KAFKA (bootstrap servers) and FLASHSALE_PG (libpq conninfo)\n"
-	    "override the file. FLASHSALE_CRASH=point[:n] is a test hook (see docs).\n"
-	    "SIGTERM or SIGINT: finish the batches already read, deliver results, exit 0.\n");
+	fprintf(out,
+		"usage: flashsale-worker [-c FILE] [--set KEY=VALUE]... [--help] [--help-config]\n"
+		"\n"
+		"The flashsale order worker: consumes the intents topic as a member of a consumer\n"
+		"group, decides every record in memory, commits each batch of decisions to\n"
+		"PostgreSQL in one transaction, then publishes one result per record.\n"
+		"\n"
+		"  -c, --config FILE   configuration file (key = value; see "
+		"config/flashsale.conf)\n"
+		"  -s, --set K=V       set one configuration key (after the file)\n"
+		"      --help-config   list every configuration key\n"
+		"  -h, --help          this text\n"
+		"\n"
+		"Environment: FLASHSALE_KAFKA (bootstrap servers) and FLASHSALE_PG (libpq "
+		"conninfo)\n"
+		"override the file. FLASHSALE_CRASH=point[:n] is a test hook (see docs).\n"
+		"SIGTERM or SIGINT: finish the batches already read, deliver results, exit 0.\n");
 }
 
 static int setup(struct worker *w)
@@ -787,8 +876,8 @@ static int setup(struct worker *w)
 	fs_log_set_level(w->cfg.log_level);
 	w->limits.bytes_max = (size_t)w->cfg.record_max_bytes;
 
-	rd_kafka_conf_t *pc =
-	    fs_kafka_conf(&w->cfg, RD_KAFKA_PRODUCER, fs_kafka_producer_defaults, err, sizeof err);
+	rd_kafka_conf_t *pc = fs_kafka_conf(&w->cfg, RD_KAFKA_PRODUCER, fs_kafka_producer_defaults,
+					    err, sizeof err);
 	if (!pc) {
 		fs_error("producer config: %s", err);
 		return -EINVAL;
@@ -817,7 +906,7 @@ static int setup(struct worker *w)
 	};
 	/* clang-format on */
 	rd_kafka_conf_t *cc =
-	    fs_kafka_conf(&w->cfg, RD_KAFKA_CONSUMER, consumer_defaults, err, sizeof err);
+		fs_kafka_conf(&w->cfg, RD_KAFKA_CONSUMER, consumer_defaults, err, sizeof err);
 	if (!cc) {
 		fs_error("consumer config: %s", err);
 		return -EINVAL;
@@ -837,6 +926,15 @@ static int setup(struct worker *w)
 	}
 	rd_kafka_poll_set_consumer(w->consumer);
 	w->intents_rkt = rd_kafka_topic_new(w->consumer, w->cfg.topic_intents, NULL);
+
+	/* Learn the intents topic's leaders now: the first tick must not wait for a metadata
+	 * round trip (an expiry is late by as much as its tick is). Best effort. */
+	rd_kafka_topic_t *t = rd_kafka_topic_new(w->producer, w->cfg.topic_intents, NULL);
+	const struct rd_kafka_metadata *md = NULL;
+	if (t && rd_kafka_metadata(w->producer, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+		rd_kafka_metadata_destroy(md);
+	if (t)
+		rd_kafka_topic_destroy(t);
 
 	int rc = fs_store_open(w->cfg.pg, &w->store);
 	if (rc < 0) {
@@ -894,11 +992,11 @@ int main(int argc, char **argv)
 	fs_config_defaults(&w.cfg);
 	fs_log_set_prefix("flashsale-worker");
 	static const struct option opts[] = {
-	    {"config", required_argument, NULL, 'c'},
-	    {"set", required_argument, NULL, 's'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"help-config", no_argument, NULL, 'H'},
-	    {NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'},
+		{"set", required_argument, NULL, 's'},
+		{"help", no_argument, NULL, 'h'},
+		{"help-config", no_argument, NULL, 'H'},
+		{NULL, 0, NULL, 0},
 	};
 	char err[FS_CONF_ERR_MAX];
 	const char *sets[64];

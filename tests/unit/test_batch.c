@@ -30,10 +30,10 @@ static const char *buy_json(const char *id, const char *sku, const char *buyer, 
 {
 	char *j = json_buf[json_next++ % 64];
 	snprintf(
-	    j, 512,
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\",\"buyer_id\":\"%s\","
-	    "\"qty\":%d}",
-	    id, sku, buyer, qty);
+		j, 512,
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\",\"buyer_id\":\"%s\","
+		"\"qty\":%d}",
+		id, sku, buyer, qty);
 	return j;
 }
 
@@ -110,27 +110,27 @@ static void test_repeat_and_conflict_in_batch(void)
 		const char *reason;
 		int first; /* index of the item that answered, -1: itself */
 	} want[] = {
-	    {FS_ITEM_SALE, FS_OUT_APPLIED, NULL, -1},
-	    {FS_ITEM_NEW, FS_OUT_HELD, NULL, -1},
-	    {FS_ITEM_REPEAT, FS_OUT_HELD, NULL, 1},
-	    {FS_ITEM_NEW, FS_OUT_HELD, NULL, -1},
-	    {FS_ITEM_CONFLICT, FS_OUT_CONFLICT, "intent_id_reused", -1},
-	    {FS_ITEM_CONFLICT, FS_OUT_CONFLICT, "intent_id_reused", -1},
-	    {FS_ITEM_INVALID, FS_OUT_REJECTED, "bad_json", -1},
-	    {FS_ITEM_NEW, FS_OUT_HELD, NULL, -1},
-	    {FS_ITEM_REPEAT, FS_OUT_HELD, NULL, 1},
-	    {FS_ITEM_CONFLICT, FS_OUT_CONFLICT, "intent_id_reused", -1},
-	    {FS_ITEM_REPEAT, FS_OUT_HELD, NULL, 3},
-	    {FS_ITEM_TICK, FS_OUT_APPLIED, NULL, -1},
-	    {FS_ITEM_NEW, 0, NULL, -1}, /* confirm: a new key (kind differs from the buy) */
-	    {FS_ITEM_REPEAT, 0, NULL, 12},
-	    {FS_ITEM_NEW, FS_OUT_LIMIT_EXCEEDED, NULL, -1},
-	    {FS_ITEM_REPEAT, FS_OUT_LIMIT_EXCEEDED, NULL, 14},
-	    {FS_ITEM_SALE, FS_OUT_APPLIED, NULL, -1},
-	    {FS_ITEM_SALE, FS_OUT_REJECTED, "already_open", -1},
-	    {FS_ITEM_SALE, FS_OUT_APPLIED, NULL, -1},
-	    {FS_ITEM_NEW, FS_OUT_CLOSED, NULL, -1},
-	    {FS_ITEM_REPEAT, FS_OUT_HELD, NULL, 1},
+		{FS_ITEM_SALE, FS_OUT_APPLIED, NULL, -1},
+		{FS_ITEM_NEW, FS_OUT_HELD, NULL, -1},
+		{FS_ITEM_REPEAT, FS_OUT_HELD, NULL, 1},
+		{FS_ITEM_NEW, FS_OUT_HELD, NULL, -1},
+		{FS_ITEM_CONFLICT, FS_OUT_CONFLICT, "intent_id_reused", -1},
+		{FS_ITEM_CONFLICT, FS_OUT_CONFLICT, "intent_id_reused", -1},
+		{FS_ITEM_INVALID, FS_OUT_REJECTED, "bad_json", -1},
+		{FS_ITEM_NEW, FS_OUT_HELD, NULL, -1},
+		{FS_ITEM_REPEAT, FS_OUT_HELD, NULL, 1},
+		{FS_ITEM_CONFLICT, FS_OUT_CONFLICT, "intent_id_reused", -1},
+		{FS_ITEM_REPEAT, FS_OUT_HELD, NULL, 3},
+		{FS_ITEM_TICK, FS_OUT_APPLIED, NULL, -1},
+		{FS_ITEM_NEW, FS_OUT_CONFIRMED, NULL, -1}, /* confirm: a new key (kind differs) */
+		{FS_ITEM_REPEAT, 0, NULL, 12},
+		{FS_ITEM_NEW, FS_OUT_LIMIT_EXCEEDED, NULL, -1},
+		{FS_ITEM_REPEAT, FS_OUT_LIMIT_EXCEEDED, NULL, 14},
+		{FS_ITEM_SALE, FS_OUT_APPLIED, NULL, -1},
+		{FS_ITEM_SALE, FS_OUT_REJECTED, "already_open", -1},
+		{FS_ITEM_SALE, FS_OUT_APPLIED, NULL, -1},
+		{FS_ITEM_NEW, FS_OUT_CLOSED, NULL, -1},
+		{FS_ITEM_REPEAT, FS_OUT_HELD, NULL, 1},
 	};
 	CHECK_INT(b.len, sizeof want / sizeof want[0]);
 	for (uint32_t i = 0; i < b.len && i < sizeof want / sizeof want[0]; i++) {
@@ -168,11 +168,13 @@ static void test_repeat_and_conflict_in_batch(void)
 	CHECK(b.items[1].dec.reserve);
 	CHECK(b.items[1].dec.expires_at_ms > 0);
 
-	/* One stock effect per intent id: U1, U2, U3 hold 1 each; conflicts and repeats nothing. */
+	/* One stock effect per intent id: U1, U2, U3 hold 1 each, the confirm turns one hold into
+	 * a sale; conflicts and repeats do nothing. */
 	const struct fs_sku *s = fs_core_sku(&c, "A");
 	if (CHECK(s != NULL)) {
 		CHECK_INT(s->supply, 7);
-		CHECK_INT(s->held, 3);
+		CHECK_INT(s->held, 2);
+		CHECK_INT(s->sold, 1);
 		CHECK_INT(s->available, 4);
 		CHECK_INT(s->status, FS_SKU_CLOSED);
 	}
@@ -402,9 +404,9 @@ static void test_capacity_and_keys(void)
 		enum fs_kind kind;
 		bool keyed;
 	} rows[] = {
-	    {FS_KIND_INVALID, false}, {FS_KIND_BUY, true},   {FS_KIND_CONFIRM, true},
-	    {FS_KIND_CANCEL, true},   {FS_KIND_OPEN, false}, {FS_KIND_RESTOCK, false},
-	    {FS_KIND_CLOSE, false},   {FS_KIND_TICK, false},
+		{FS_KIND_INVALID, false}, {FS_KIND_BUY, true},	 {FS_KIND_CONFIRM, true},
+		{FS_KIND_CANCEL, true},	  {FS_KIND_OPEN, false}, {FS_KIND_RESTOCK, false},
+		{FS_KIND_CLOSE, false},	  {FS_KIND_TICK, false},
 	};
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
 		CHECK_CTX("fs_item_has_key(%s)", fs_kind_name(rows[i].kind));
@@ -422,14 +424,16 @@ static void test_invalid_does_not_stop(void)
 	CHECK_INT(fs_batch_init(&b, 32), 0);
 	fs_core_init(&c, 0);
 	static const char *const bad[] = {
-	    "",
-	    "{",
-	    "[]",
-	    "{\"v\":2,\"type\":\"buy\"}",
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U(1) "\",\"sku\":\"A\",\"buyer_id\":\"b\","
-							      "\"qty\":0}",
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U(1) "\",\"sku\":\"A\",\"buyer_id\":\"b\","
-							      "\"qty\":1,\"qty\":1}",
+		"",
+		"{",
+		"[]",
+		"{\"v\":2,\"type\":\"buy\"}",
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U(
+			1) "\",\"sku\":\"A\",\"buyer_id\":\"b\","
+			   "\"qty\":0}",
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U(
+			1) "\",\"sku\":\"A\",\"buyer_id\":\"b\","
+			   "\"qty\":1,\"qty\":1}",
 	};
 	push_json(&b, "A", open_json("A", 10, 1), 1);
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

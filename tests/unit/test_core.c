@@ -78,154 +78,157 @@ struct timeline {
 };
 
 static const struct timeline timelines[] = {
-    {"exact sell-out",
-     {
-	 {OPEN, "A", .qty = 3, .ts = 1000, .out = FS_OUT_APPLIED, S(3, 0)},
-	 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(2, 1)},
-	 {BUY, "A", "b2", 1, 1002, .out = FS_OUT_HELD, S(1, 2)},
-	 {BUY, "A", "b3", 1, 1003, .out = FS_OUT_HELD, S(0, 3)},
-	 {BUY, "A", "b4", 1, 1004, .out = FS_OUT_SOLD_OUT, S(0, 3)},
-	 {BUY, "A", "b5", 1, 1005, .out = FS_OUT_SOLD_OUT, S(0, 3)},
-     }},
-    {"zero stock",
-     {
-	 {OPEN, "A", .qty = 0, .ts = 1000, .out = FS_OUT_APPLIED, S(0, 0)},
-	 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_SOLD_OUT, S(0, 0)},
-     }},
-    {"qty > 1, partial availability is sold_out",
-     {
-	 {OPEN, "A", .qty = 3, .ts = 1000, .open = {.limit = 5}, .out = FS_OUT_APPLIED},
-	 {BUY, "A", "b1", 2, 1001, .out = FS_OUT_HELD, S(1, 2)},
-	 {BUY, "A", "b2", 2, 1002, .out = FS_OUT_SOLD_OUT, S(1, 2)},
-	 {BUY, "A", "b2", 5, 1003, .out = FS_OUT_SOLD_OUT, S(1, 2)},
-	 {BUY, "A", "b2", 1, 1004, .out = FS_OUT_HELD, S(0, 3)},
-	 {BUY, "A", "b3", 1, 1005, .out = FS_OUT_SOLD_OUT, S(0, 3)},
-     }},
-    {"per-buyer limit, counted per SKU",
-     {
-	 {OPEN, "A", .qty = 10, .ts = 1000, .open = {.limit = 2}, .out = FS_OUT_APPLIED},
-	 {OPEN, "B", .qty = 10, .ts = 1000, .open = {.limit = 2}, .out = FS_OUT_APPLIED},
-	 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(9, 1)},
-	 {BUY, "A", "b1", 1, 1002, .out = FS_OUT_HELD, S(8, 2)},
-	 {BUY, "A", "b1", 1, 1003, .out = FS_OUT_LIMIT_EXCEEDED, S(8, 2)},
-	 {BUY, "A", "b2", 2, 1004, .out = FS_OUT_HELD, S(6, 4)},
-	 {BUY, "A", "b2", 1, 1005, .out = FS_OUT_LIMIT_EXCEEDED, S(6, 4)},
-	 {BUY, "B", "b1", 2, 1006, .out = FS_OUT_HELD, S(8, 2)},
-	 {BUY, "B", "b1", 1, 1007, .out = FS_OUT_LIMIT_EXCEEDED, S(8, 2)},
-	 /* buyer ids are exact strings: "B1" is another buyer */
-	 {BUY, "A", "B1", 2, 1008, .out = FS_OUT_HELD, S(4, 6)},
-     }},
-    {"limit before stock",
-     {
-	 {OPEN, "A", .qty = 1, .ts = 1000, .open = {.limit = 1}, .out = FS_OUT_APPLIED},
-	 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(0, 1)},
-	 {BUY, "A", "b1", 1, 1002, .out = FS_OUT_LIMIT_EXCEEDED, S(0, 1)},
-	 {BUY, "A", "b2", 1, 1003, .out = FS_OUT_SOLD_OUT, S(0, 1)},
-     }},
-    {"max_qty",
-     {
-	 {OPEN, "A", .qty = 10, .ts = 1000, .open = {.limit = 5, .max_qty = 2},
-	  .out = FS_OUT_APPLIED},
-	 {BUY, "A", "b1", 3, 1001, .out = FS_OUT_REJECTED, .reason = "qty_over_cap", S(10, 0)},
-	 {BUY, "A", "b1", 1000000, 1002, .out = FS_OUT_REJECTED, .reason = "qty_over_cap"},
-	 {BUY, "A", "b1", 2, 1003, .out = FS_OUT_HELD, S(8, 2)},
-	 {BUY, "A", "b1", 2, 1004, .out = FS_OUT_HELD, S(6, 4)},
-	 {BUY, "A", "b1", 2, 1005, .out = FS_OUT_LIMIT_EXCEEDED, S(6, 4)},
-	 /* max_qty above the limit: the limit still applies */
-	 {OPEN, "B", .qty = 10, .ts = 1006, .open = {.limit = 2, .max_qty = 5},
-	  .out = FS_OUT_APPLIED},
-	 {BUY, "B", "b1", 3, 1007, .out = FS_OUT_LIMIT_EXCEEDED, S(10, 0)},
-	 {BUY, "B", "b1", 6, 1008, .out = FS_OUT_REJECTED, .reason = "qty_over_cap"},
-     }},
-    {"unknown SKU",
-     {
-	 {BUY, "Z", "b1", 1, 1000, .out = FS_OUT_REJECTED, .reason = "unknown_sku"},
-	 {RESTOCK, "Z", .qty = 5, .ts = 1001, .out = FS_OUT_REJECTED, .reason = "unknown_sku"},
-	 {CLOSE, "Z", .ts = 1002, .out = FS_OUT_REJECTED, .reason = "unknown_sku"},
-	 {OPEN, "A", .qty = 1, .ts = 1003, .out = FS_OUT_APPLIED},
-	 {BUY, "a", "b1", 1, 1004, .out = FS_OUT_REJECTED, .reason = "unknown_sku"},
-	 {BUY, "A", "b1", 1, 1005, .out = FS_OUT_HELD, S(0, 1)},
-     }},
-    {"open twice",
-     {
-	 {OPEN, "A", .qty = 5, .ts = 1000, .out = FS_OUT_APPLIED, S(5, 0)},
-	 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(4, 1)},
-	 {OPEN, "A", .qty = 7, .ts = 1002, .out = FS_OUT_REJECTED, .reason = "already_open",
-	  S(4, 1)},
-	 {BUY, "A", "b2", 1, 1003, .out = FS_OUT_HELD, S(3, 2)},
-     }},
-    {"restock after sold out",
-     {
-	 {OPEN, "A", .qty = 1, .ts = 1000, .out = FS_OUT_APPLIED},
-	 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(0, 1)},
-	 {BUY, "A", "b2", 1, 1002, .out = FS_OUT_SOLD_OUT, S(0, 1)},
-	 {RESTOCK, "A", .qty = 2, .ts = 1003, .out = FS_OUT_APPLIED, S(2, 1)},
-	 {BUY, "A", "b2", 1, 1004, .out = FS_OUT_HELD, S(1, 2)},
-	 {BUY, "A", "b3", 1, 1005, .out = FS_OUT_HELD, S(0, 3)},
-	 {BUY, "A", "b4", 1, 1006, .out = FS_OUT_SOLD_OUT, S(0, 3)},
-     }},
-    {"close",
-     {
-	 {OPEN, "A", .qty = 5, .ts = 1000, .out = FS_OUT_APPLIED},
-	 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(4, 1)},
-	 {CLOSE, "A", .ts = 1002, .out = FS_OUT_APPLIED, S(4, 1)},
-	 {BUY, "A", "b2", 1, 1003, .out = FS_OUT_CLOSED, S(4, 1)},
-	 /* closed beats every later check: over cap, over limit, sold out */
-	 {BUY, "A", "b1", 9, 1004, .out = FS_OUT_CLOSED, S(4, 1)},
-	 {OPEN, "A", .qty = 5, .ts = 1005, .out = FS_OUT_REJECTED, .reason = "already_open"},
-	 {BUY, "A", "b3", 1, 1006, .out = FS_OUT_CLOSED, S(4, 1)},
-     }},
-    {"window on the record clock",
-     {
-	 {OPEN, "A", .qty = 5, .ts = 1000, .open = {.opens = 2000, .closes = 3000},
-	  .out = FS_OUT_APPLIED},
-	 {BUY, "A", "b1", 1, 1500, .out = FS_OUT_NOT_OPEN, S(5, 0)},
-	 {BUY, "A", "b1", 1, 1999, .out = FS_OUT_NOT_OPEN, S(5, 0)},
-	 {BUY, "A", "b1", 1, 2000, .out = FS_OUT_HELD, S(4, 1)},
-	 {BUY, "A", "b2", 1, 2999, .out = FS_OUT_HELD, S(3, 2)},
-	 {BUY, "A", "b3", 1, 3000, .out = FS_OUT_CLOSED, S(3, 2)},
-	 /* an older timestamp does not reopen the window */
-	 {BUY, "A", "b4", 1, 2500, .out = FS_OUT_CLOSED, S(3, 2), .clock = 3000},
-     }},
-    {"window: closes_at only, opens_at only",
-     {
-	 {OPEN, "A", .qty = 5, .ts = 1000, .open = {.closes = 1500}, .out = FS_OUT_APPLIED},
-	 {OPEN, "B", .qty = 5, .ts = 1000, .open = {.opens = 1200}, .out = FS_OUT_APPLIED},
-	 {BUY, "A", "b1", 1, 1100, .out = FS_OUT_HELD},
-	 {BUY, "B", "b1", 1, 1100, .out = FS_OUT_NOT_OPEN},
-	 {BUY, "B", "b1", 1, 1500, .out = FS_OUT_HELD},
-	 {BUY, "A", "b2", 1, 1500, .out = FS_OUT_CLOSED},
-	 {BUY, "B", "b2", 1, 99999999, .out = FS_OUT_HELD},
-     }},
-    {"a tick opens the window, a late record stays open",
-     {
-	 {OPEN, "A", .qty = 5, .ts = 1000, .open = {.opens = 2000}, .out = FS_OUT_APPLIED},
-	 {TICK, .ts = 2500, .out = FS_OUT_APPLIED, .clock = 2500},
-	 {BUY, "A", "b1", 1, 1000, .out = FS_OUT_HELD, .clock = 2500},
-     }},
-    {"a tick closes the window",
-     {
-	 {OPEN, "A", .qty = 5, .ts = 1000, .open = {.closes = 2000}, .out = FS_OUT_APPLIED},
-	 {TICK, .ts = 2000, .out = FS_OUT_APPLIED},
-	 {BUY, "A", "b1", 1, 1500, .out = FS_OUT_CLOSED},
-     }},
-    {"clock monotonic, expires_at = clock + hold",
-     {
-	 {OPEN, "A", .qty = 5, .ts = 1000, .open = {.limit = 5, .hold_ms = 60000},
-	  .out = FS_OUT_APPLIED, .clock = 1000},
-	 {BUY, "A", "b1", 1, 5000, .out = FS_OUT_HELD, .expires = 65000, .clock = 5000},
-	 {BUY, "A", "b1", 1, 4000, .out = FS_OUT_HELD, .expires = 65000, .clock = 5000},
-	 {BUY, "A", "b1", 1, 0, .out = FS_OUT_HELD, .expires = 65000, .clock = 5000},
-	 {BUY, "A", "b1", 1, 5001, .out = FS_OUT_HELD, .expires = 65001, .clock = 5001},
-	 {INVALID, .ts = 9000, .out = FS_OUT_REJECTED, .reason = "bad_json", .clock = 9000},
-	 {BUY, "A", "b1", 1, 1, .out = FS_OUT_HELD, .expires = 69000, .clock = 9000},
-     }},
-    {"invalid records have no effect",
-     {
-	 {OPEN, "A", .qty = 2, .ts = 1000, .out = FS_OUT_APPLIED},
-	 {INVALID, "A", .ts = 1001, .out = FS_OUT_REJECTED, .reason = "bad_json", S(2, 0)},
-	 {BUY, "A", "b1", 1, 1002, .out = FS_OUT_HELD, S(1, 1)},
-     }},
+	{"exact sell-out",
+	 {
+		 {OPEN, "A", .qty = 3, .ts = 1000, .out = FS_OUT_APPLIED, S(3, 0)},
+		 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(2, 1)},
+		 {BUY, "A", "b2", 1, 1002, .out = FS_OUT_HELD, S(1, 2)},
+		 {BUY, "A", "b3", 1, 1003, .out = FS_OUT_HELD, S(0, 3)},
+		 {BUY, "A", "b4", 1, 1004, .out = FS_OUT_SOLD_OUT, S(0, 3)},
+		 {BUY, "A", "b5", 1, 1005, .out = FS_OUT_SOLD_OUT, S(0, 3)},
+	 }},
+	{"zero stock",
+	 {
+		 {OPEN, "A", .qty = 0, .ts = 1000, .out = FS_OUT_APPLIED, S(0, 0)},
+		 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_SOLD_OUT, S(0, 0)},
+	 }},
+	{"qty > 1, partial availability is sold_out",
+	 {
+		 {OPEN, "A", .qty = 3, .ts = 1000, .open = {.limit = 5}, .out = FS_OUT_APPLIED},
+		 {BUY, "A", "b1", 2, 1001, .out = FS_OUT_HELD, S(1, 2)},
+		 {BUY, "A", "b2", 2, 1002, .out = FS_OUT_SOLD_OUT, S(1, 2)},
+		 {BUY, "A", "b2", 5, 1003, .out = FS_OUT_SOLD_OUT, S(1, 2)},
+		 {BUY, "A", "b2", 1, 1004, .out = FS_OUT_HELD, S(0, 3)},
+		 {BUY, "A", "b3", 1, 1005, .out = FS_OUT_SOLD_OUT, S(0, 3)},
+	 }},
+	{"per-buyer limit, counted per SKU",
+	 {
+		 {OPEN, "A", .qty = 10, .ts = 1000, .open = {.limit = 2}, .out = FS_OUT_APPLIED},
+		 {OPEN, "B", .qty = 10, .ts = 1000, .open = {.limit = 2}, .out = FS_OUT_APPLIED},
+		 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(9, 1)},
+		 {BUY, "A", "b1", 1, 1002, .out = FS_OUT_HELD, S(8, 2)},
+		 {BUY, "A", "b1", 1, 1003, .out = FS_OUT_LIMIT_EXCEEDED, S(8, 2)},
+		 {BUY, "A", "b2", 2, 1004, .out = FS_OUT_HELD, S(6, 4)},
+		 {BUY, "A", "b2", 1, 1005, .out = FS_OUT_LIMIT_EXCEEDED, S(6, 4)},
+		 {BUY, "B", "b1", 2, 1006, .out = FS_OUT_HELD, S(8, 2)},
+		 {BUY, "B", "b1", 1, 1007, .out = FS_OUT_LIMIT_EXCEEDED, S(8, 2)},
+		 /* buyer ids are exact strings: "B1" is another buyer */
+		 {BUY, "A", "B1", 2, 1008, .out = FS_OUT_HELD, S(4, 6)},
+	 }},
+	{"limit before stock",
+	 {
+		 {OPEN, "A", .qty = 1, .ts = 1000, .open = {.limit = 1}, .out = FS_OUT_APPLIED},
+		 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(0, 1)},
+		 {BUY, "A", "b1", 1, 1002, .out = FS_OUT_LIMIT_EXCEEDED, S(0, 1)},
+		 {BUY, "A", "b2", 1, 1003, .out = FS_OUT_SOLD_OUT, S(0, 1)},
+	 }},
+	{"max_qty",
+	 {
+		 {OPEN, "A", .qty = 10, .ts = 1000, .open = {.limit = 5, .max_qty = 2},
+		  .out = FS_OUT_APPLIED},
+		 {BUY, "A", "b1", 3, 1001, .out = FS_OUT_REJECTED, .reason = "qty_over_cap",
+		  S(10, 0)},
+		 {BUY, "A", "b1", 1000000, 1002, .out = FS_OUT_REJECTED, .reason = "qty_over_cap"},
+		 {BUY, "A", "b1", 2, 1003, .out = FS_OUT_HELD, S(8, 2)},
+		 {BUY, "A", "b1", 2, 1004, .out = FS_OUT_HELD, S(6, 4)},
+		 {BUY, "A", "b1", 2, 1005, .out = FS_OUT_LIMIT_EXCEEDED, S(6, 4)},
+		 /* max_qty above the limit: the limit still applies */
+		 {OPEN, "B", .qty = 10, .ts = 1006, .open = {.limit = 2, .max_qty = 5},
+		  .out = FS_OUT_APPLIED},
+		 {BUY, "B", "b1", 3, 1007, .out = FS_OUT_LIMIT_EXCEEDED, S(10, 0)},
+		 {BUY, "B", "b1", 6, 1008, .out = FS_OUT_REJECTED, .reason = "qty_over_cap"},
+	 }},
+	{"unknown SKU",
+	 {
+		 {BUY, "Z", "b1", 1, 1000, .out = FS_OUT_REJECTED, .reason = "unknown_sku"},
+		 {RESTOCK, "Z", .qty = 5, .ts = 1001, .out = FS_OUT_REJECTED,
+		  .reason = "unknown_sku"},
+		 {CLOSE, "Z", .ts = 1002, .out = FS_OUT_REJECTED, .reason = "unknown_sku"},
+		 {OPEN, "A", .qty = 1, .ts = 1003, .out = FS_OUT_APPLIED},
+		 {BUY, "a", "b1", 1, 1004, .out = FS_OUT_REJECTED, .reason = "unknown_sku"},
+		 {BUY, "A", "b1", 1, 1005, .out = FS_OUT_HELD, S(0, 1)},
+	 }},
+	{"open twice",
+	 {
+		 {OPEN, "A", .qty = 5, .ts = 1000, .out = FS_OUT_APPLIED, S(5, 0)},
+		 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(4, 1)},
+		 {OPEN, "A", .qty = 7, .ts = 1002, .out = FS_OUT_REJECTED, .reason = "already_open",
+		  S(4, 1)},
+		 {BUY, "A", "b2", 1, 1003, .out = FS_OUT_HELD, S(3, 2)},
+	 }},
+	{"restock after sold out",
+	 {
+		 {OPEN, "A", .qty = 1, .ts = 1000, .out = FS_OUT_APPLIED},
+		 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(0, 1)},
+		 {BUY, "A", "b2", 1, 1002, .out = FS_OUT_SOLD_OUT, S(0, 1)},
+		 {RESTOCK, "A", .qty = 2, .ts = 1003, .out = FS_OUT_APPLIED, S(2, 1)},
+		 {BUY, "A", "b2", 1, 1004, .out = FS_OUT_HELD, S(1, 2)},
+		 {BUY, "A", "b3", 1, 1005, .out = FS_OUT_HELD, S(0, 3)},
+		 {BUY, "A", "b4", 1, 1006, .out = FS_OUT_SOLD_OUT, S(0, 3)},
+	 }},
+	{"close",
+	 {
+		 {OPEN, "A", .qty = 5, .ts = 1000, .out = FS_OUT_APPLIED},
+		 {BUY, "A", "b1", 1, 1001, .out = FS_OUT_HELD, S(4, 1)},
+		 {CLOSE, "A", .ts = 1002, .out = FS_OUT_APPLIED, S(4, 1)},
+		 {BUY, "A", "b2", 1, 1003, .out = FS_OUT_CLOSED, S(4, 1)},
+		 /* closed beats every later check: over cap, over limit, sold out */
+		 {BUY, "A", "b1", 9, 1004, .out = FS_OUT_CLOSED, S(4, 1)},
+		 {OPEN, "A", .qty = 5, .ts = 1005, .out = FS_OUT_REJECTED,
+		  .reason = "already_open"},
+		 {BUY, "A", "b3", 1, 1006, .out = FS_OUT_CLOSED, S(4, 1)},
+	 }},
+	{"window on the record clock",
+	 {
+		 {OPEN, "A", .qty = 5, .ts = 1000, .open = {.opens = 2000, .closes = 3000},
+		  .out = FS_OUT_APPLIED},
+		 {BUY, "A", "b1", 1, 1500, .out = FS_OUT_NOT_OPEN, S(5, 0)},
+		 {BUY, "A", "b1", 1, 1999, .out = FS_OUT_NOT_OPEN, S(5, 0)},
+		 {BUY, "A", "b1", 1, 2000, .out = FS_OUT_HELD, S(4, 1)},
+		 {BUY, "A", "b2", 1, 2999, .out = FS_OUT_HELD, S(3, 2)},
+		 {BUY, "A", "b3", 1, 3000, .out = FS_OUT_CLOSED, S(3, 2)},
+		 /* an older timestamp does not reopen the window */
+		 {BUY, "A", "b4", 1, 2500, .out = FS_OUT_CLOSED, S(3, 2), .clock = 3000},
+	 }},
+	{"window: closes_at only, opens_at only",
+	 {
+		 {OPEN, "A", .qty = 5, .ts = 1000, .open = {.closes = 1500}, .out = FS_OUT_APPLIED},
+		 {OPEN, "B", .qty = 5, .ts = 1000, .open = {.opens = 1200}, .out = FS_OUT_APPLIED},
+		 {BUY, "A", "b1", 1, 1100, .out = FS_OUT_HELD},
+		 {BUY, "B", "b1", 1, 1100, .out = FS_OUT_NOT_OPEN},
+		 {BUY, "B", "b1", 1, 1500, .out = FS_OUT_HELD},
+		 {BUY, "A", "b2", 1, 1500, .out = FS_OUT_CLOSED},
+		 {BUY, "B", "b2", 1, 99999999, .out = FS_OUT_HELD},
+	 }},
+	{"a tick opens the window, a late record stays open",
+	 {
+		 {OPEN, "A", .qty = 5, .ts = 1000, .open = {.opens = 2000}, .out = FS_OUT_APPLIED},
+		 {TICK, .ts = 2500, .out = FS_OUT_APPLIED, .clock = 2500},
+		 {BUY, "A", "b1", 1, 1000, .out = FS_OUT_HELD, .clock = 2500},
+	 }},
+	{"a tick closes the window",
+	 {
+		 {OPEN, "A", .qty = 5, .ts = 1000, .open = {.closes = 2000}, .out = FS_OUT_APPLIED},
+		 {TICK, .ts = 2000, .out = FS_OUT_APPLIED},
+		 {BUY, "A", "b1", 1, 1500, .out = FS_OUT_CLOSED},
+	 }},
+	{"clock monotonic, expires_at = clock + hold",
+	 {
+		 {OPEN, "A", .qty = 5, .ts = 1000, .open = {.limit = 5, .hold_ms = 60000},
+		  .out = FS_OUT_APPLIED, .clock = 1000},
+		 {BUY, "A", "b1", 1, 5000, .out = FS_OUT_HELD, .expires = 65000, .clock = 5000},
+		 {BUY, "A", "b1", 1, 4000, .out = FS_OUT_HELD, .expires = 65000, .clock = 5000},
+		 {BUY, "A", "b1", 1, 0, .out = FS_OUT_HELD, .expires = 65000, .clock = 5000},
+		 {BUY, "A", "b1", 1, 5001, .out = FS_OUT_HELD, .expires = 65001, .clock = 5001},
+		 {INVALID, .ts = 9000, .out = FS_OUT_REJECTED, .reason = "bad_json", .clock = 9000},
+		 {BUY, "A", "b1", 1, 1, .out = FS_OUT_HELD, .expires = 69000, .clock = 9000},
+	 }},
+	{"invalid records have no effect",
+	 {
+		 {OPEN, "A", .qty = 2, .ts = 1000, .out = FS_OUT_APPLIED},
+		 {INVALID, "A", .ts = 1001, .out = FS_OUT_REJECTED, .reason = "bad_json", S(2, 0)},
+		 {BUY, "A", "b1", 1, 1002, .out = FS_OUT_HELD, S(1, 1)},
+	 }},
 };
 
 static void run_step(struct fs_core *c, const struct step *s, struct fs_decision *d, int *rc)
@@ -317,11 +320,14 @@ static void test_sale_state(void)
 	fs_core_init(&c, 7);
 	struct fs_decision d;
 	CHECK(fs_core_sku(&c, "A") == NULL);
-	struct fs_record r = rec_open(
-	    "A",
-	    (struct open_params){
-		.stock = 40, .limit = 3, .max_qty = 2, .hold_ms = 90000, .opens = 10, .closes = 99},
-	    5);
+	struct fs_record r = rec_open("A",
+				      (struct open_params){.stock = 40,
+							   .limit = 3,
+							   .max_qty = 2,
+							   .hold_ms = 90000,
+							   .opens = 10,
+							   .closes = 99},
+				      5);
 	CHECK_INT(fs_core_decide(&c, &r, &d), 0);
 	const struct fs_sku *s = fs_core_sku(&c, "A");
 	if (!CHECK(s != NULL))
@@ -398,10 +404,10 @@ static void test_followup_without_hold(void)
 static void test_outcome_names(void)
 {
 	static const char *const names[] = {
-	    NULL,	 "held",	   "sold_out",	      "limit_exceeded",
-	    "not_open",	 "closed",	   "rejected",	      "conflict",
-	    "confirmed", "confirmed_late", "refund_required", "cancelled",
-	    "expired",	 "unknown_intent", "applied",
+		NULL,	     "held",	       "sold_out",	  "limit_exceeded",
+		"not_open",  "closed",	       "rejected",	  "conflict",
+		"confirmed", "confirmed_late", "refund_required", "cancelled",
+		"expired",   "unknown_intent", "applied",
 	};
 	for (int i = 1; i < (int)(sizeof names / sizeof names[0]); i++) {
 		CHECK_CTX("outcome %d", i);
@@ -908,8 +914,9 @@ static void test_random(uint64_t seed, int64_t steps)
 		struct fs_record r;
 		int64_t pick = rnd(0, 99);
 		if (pick < 4) {
-			struct open_params p = {
-			    .stock = rnd(0, 25), .limit = rnd(1, 4), .hold_ms = rnd(1, 600) * 1000};
+			struct open_params p = {.stock = rnd(0, 25),
+						.limit = rnd(1, 4),
+						.hold_ms = rnd(1, 600) * 1000};
 			p.max_qty = rnd(1, 5);
 			int64_t clock = ts > m->clock ? ts : m->clock;
 			if (rnd(0, 3) == 0)

@@ -61,12 +61,12 @@ static void test_map_collisions(void)
 		uint64_t (*hash)(uint64_t);
 		uint32_t n;
 	} rows[] = {
-	    {"all hashes equal", h_const, 1500},
-	    {"low 32 bits equal", h_low_bits_equal, 1500},
-	    {"hashes 0, 1, max", h_zero_one, 1500},
-	    {"wrap-around at the last slot", h_last_slot, 7},
-	    {"wrap-around then growth", h_last_slot, 300},
-	    {"fs_hash_bytes", h_real, 20000},
+		{"all hashes equal", h_const, 1500},
+		{"low 32 bits equal", h_low_bits_equal, 1500},
+		{"hashes 0, 1, max", h_zero_one, 1500},
+		{"wrap-around at the last slot", h_last_slot, 7},
+		{"wrap-around then growth", h_last_slot, 300},
+		{"fs_hash_bytes", h_real, 20000},
 	};
 	for (size_t t = 0; t < sizeof rows / sizeof rows[0]; t++) {
 		CHECK_CTX("map: %s", rows[t].name);
@@ -106,8 +106,8 @@ static void test_map_collisions(void)
 			keys[n - 1 - i] = 1000003ULL * i + 17;
 		for (uint32_t i = 0; i < n && ok; i++)
 			ok = CHECK_INT(
-			    get(&m, rows[t].hash(1000003ULL * i + 17), 1000003ULL * i + 17),
-			    n - 1 - i);
+				get(&m, rows[t].hash(1000003ULL * i + 17), 1000003ULL * i + 17),
+				n - 1 - i);
 		fs_map_free(&m);
 		CHECK(m.hashes == NULL && m.values == NULL && m.cap == 0 && m.len == 0);
 		CHECK_INT(get(&m, 1, 1), FS_MAP_NONE);
@@ -206,22 +206,22 @@ struct arr_row {
 #define ANULL "\x01"
 
 static const struct arr_row arr_rows[] = {
-    {"empty", 0, {NULL}, "{}"},
-    {"one int", 1, {"#1"}, "{1}"},
-    {"ints",
-     4,
-     {"#0", "#-2", "#9223372036854775807", "#-9223372036854775807"},
-     "{0,-2,9223372036854775807,-9223372036854775807}"},
-    {"plain text", 2, {"a", "b c"}, "{\"a\",\"b c\"}"},
-    {"empty text", 1, {""}, "{\"\"}"},
-    {"NULL", 1, {ANULL}, "{NULL}"},
-    {"the word NULL is text", 2, {"NULL", ANULL}, "{\"NULL\",NULL}"},
-    {"quote", 1, {"a\"b"}, "{\"a\\\"b\"}"},
-    {"backslash", 1, {"a\\b"}, "{\"a\\\\b\"}"},
-    {"only quotes and backslashes", 1, {"\"\\\"\\"}, "{\"\\\"\\\\\\\"\\\\\"}"},
-    {"trailing backslash", 1, {"x\\"}, "{\"x\\\\\"}"},
-    {"braces, commas, spaces", 3, {"{", "}", ", "}, "{\"{\",\"}\",\", \"}"},
-    {"mixed", 5, {"#7", ANULL, "o'k", "#-1", "\xc3\xa9"}, "{7,NULL,\"o'k\",-1,\"\xc3\xa9\"}"},
+	{"empty", 0, {NULL}, "{}"},
+	{"one int", 1, {"#1"}, "{1}"},
+	{"ints",
+	 4,
+	 {"#0", "#-2", "#9223372036854775807", "#-9223372036854775807"},
+	 "{0,-2,9223372036854775807,-9223372036854775807}"},
+	{"plain text", 2, {"a", "b c"}, "{\"a\",\"b c\"}"},
+	{"empty text", 1, {""}, "{\"\"}"},
+	{"NULL", 1, {ANULL}, "{NULL}"},
+	{"the word NULL is text", 2, {"NULL", ANULL}, "{\"NULL\",NULL}"},
+	{"quote", 1, {"a\"b"}, "{\"a\\\"b\"}"},
+	{"backslash", 1, {"a\\b"}, "{\"a\\\\b\"}"},
+	{"only quotes and backslashes", 1, {"\"\\\"\\"}, "{\"\\\"\\\\\\\"\\\\\"}"},
+	{"trailing backslash", 1, {"x\\"}, "{\"x\\\\\"}"},
+	{"braces, commas, spaces", 3, {"{", "}", ", "}, "{\"{\",\"}\",\", \"}"},
+	{"mixed", 5, {"#7", ANULL, "o'k", "#-1", "\xc3\xa9"}, "{7,NULL,\"o'k\",-1,\"\xc3\xa9\"}"},
 };
 
 static void write_row(struct fs_buf *b, const struct arr_row *r)

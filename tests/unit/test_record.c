@@ -57,230 +57,240 @@ struct reject_row {
 };
 
 static const struct reject_row reject_rows[] = {
-    /* bad_json: not JSON, or JSON that jansson refuses at the top level */
-    {"unterminated", "sku-1", "{", "bad_json"},
-    {"trailing comma", "sku-1", "{\"v\":1,}", "bad_json"},
-    {"bare word", "sku-1", "nul", "bad_json"},
-    {"blank", "sku-1", "   \n\t", "bad_json"},
-    {"top-level string", "sku-1", "\"buy\"", "bad_json"},
-    {"top-level number", "sku-1", "1", "bad_json"},
-    {"top-level null", "sku-1", "null", "bad_json"},
-    {"two objects", "sku-1", "{\"v\":1,\"type\":\"tick\"}{}", "bad_json"},
-    {"single quotes", "sku-1", "{'v':1,'type':'tick'}", "bad_json"},
-    {"NaN", "sku-1", "{\"v\":1,\"type\":\"tick\",\"x\":NaN}", "bad_json"},
-    {"integer beyond int64", "sku-1", BUY(",\"qty\":99999999999999999999999"), "bad_json"},
-    {"NUL escape in sku", "sku-1",
-     BUY_HEAD ",\"sku\":\"sku-1\\u0000x\",\"buyer_id\":\"alice\",\"qty\":1}", "bad_json"},
-    {"NUL escape in buyer", "sku-1",
-     BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"al\\u0000\",\"qty\":1}", "bad_json"},
-    {"NUL escape in type", "sku-1", "{\"v\":1,\"type\":\"tick\\u0000buy\"}", "bad_json"},
-    {"NUL escape in unknown field", "sku-1", BUY(",\"qty\":1,\"note\":\"\\u0000\""), "bad_json"},
-    {"NUL escape in key name", "sku-1", BUY(",\"qty\":1,\"qty\\u0000\":2"), "bad_json"},
-    {"invalid UTF-8", "sku-1", BUY(",\"qty\":1,\"note\":\"\xff\xfe\""), "bad_json"},
-    {"raw control char in string", "sku-1", BUY(",\"qty\":1,\"note\":\"a\x01z\""), "bad_json"},
+	/* bad_json: not JSON, or JSON that jansson refuses at the top level */
+	{"unterminated", "sku-1", "{", "bad_json"},
+	{"trailing comma", "sku-1", "{\"v\":1,}", "bad_json"},
+	{"bare word", "sku-1", "nul", "bad_json"},
+	{"blank", "sku-1", "   \n\t", "bad_json"},
+	{"top-level string", "sku-1", "\"buy\"", "bad_json"},
+	{"top-level number", "sku-1", "1", "bad_json"},
+	{"top-level null", "sku-1", "null", "bad_json"},
+	{"two objects", "sku-1", "{\"v\":1,\"type\":\"tick\"}{}", "bad_json"},
+	{"single quotes", "sku-1", "{'v':1,'type':'tick'}", "bad_json"},
+	{"NaN", "sku-1", "{\"v\":1,\"type\":\"tick\",\"x\":NaN}", "bad_json"},
+	{"integer beyond int64", "sku-1", BUY(",\"qty\":99999999999999999999999"), "bad_json"},
+	{"NUL escape in sku", "sku-1",
+	 BUY_HEAD ",\"sku\":\"sku-1\\u0000x\",\"buyer_id\":\"alice\",\"qty\":1}", "bad_json"},
+	{"NUL escape in buyer", "sku-1",
+	 BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"al\\u0000\",\"qty\":1}", "bad_json"},
+	{"NUL escape in type", "sku-1", "{\"v\":1,\"type\":\"tick\\u0000buy\"}", "bad_json"},
+	{"NUL escape in unknown field", "sku-1", BUY(",\"qty\":1,\"note\":\"\\u0000\""),
+	 "bad_json"},
+	{"NUL escape in key name", "sku-1", BUY(",\"qty\":1,\"qty\\u0000\":2"), "bad_json"},
+	{"invalid UTF-8", "sku-1", BUY(",\"qty\":1,\"note\":\"\xff\xfe\""), "bad_json"},
+	{"raw control char in string", "sku-1", BUY(",\"qty\":1,\"note\":\"a\x01z\""), "bad_json"},
 
-    /* duplicate_key */
-    {"duplicate qty", "sku-1", BUY(",\"qty\":1,\"qty\":2"), "duplicate_key"},
-    {"duplicate v", "sku-1", "{\"v\":1,\"v\":1,\"type\":\"tick\"}", "duplicate_key"},
-    {"duplicate in nested object", "sku-1", BUY(",\"qty\":1,\"x\":{\"a\":1,\"a\":1}"),
-     "duplicate_key"},
+	/* duplicate_key */
+	{"duplicate qty", "sku-1", BUY(",\"qty\":1,\"qty\":2"), "duplicate_key"},
+	{"duplicate v", "sku-1", "{\"v\":1,\"v\":1,\"type\":\"tick\"}", "duplicate_key"},
+	{"duplicate in nested object", "sku-1", BUY(",\"qty\":1,\"x\":{\"a\":1,\"a\":1}"),
+	 "duplicate_key"},
 
-    /* not_object */
-    {"top-level array", "sku-1", "[]", "not_object"},
-    {"top-level array of object", "sku-1", "[{\"v\":1,\"type\":\"tick\"}]", "not_object"},
+	/* not_object */
+	{"top-level array", "sku-1", "[]", "not_object"},
+	{"top-level array of object", "sku-1", "[{\"v\":1,\"type\":\"tick\"}]", "not_object"},
 
-    /* bad_version */
-    {"v missing", "sku-1", "{\"type\":\"tick\"}", "bad_version"},
-    {"v 2", "sku-1", "{\"v\":2,\"type\":\"tick\"}", "bad_version"},
-    {"v 0", "sku-1", "{\"v\":0,\"type\":\"tick\"}", "bad_version"},
-    {"v string", "sku-1", "{\"v\":\"1\",\"type\":\"tick\"}", "bad_version"},
-    {"v real", "sku-1", "{\"v\":1.0,\"type\":\"tick\"}", "bad_version"},
-    {"v null", "sku-1", "{\"v\":null,\"type\":\"tick\"}", "bad_version"},
-    {"empty object", "sku-1", "{}", "bad_version"},
+	/* bad_version */
+	{"v missing", "sku-1", "{\"type\":\"tick\"}", "bad_version"},
+	{"v 2", "sku-1", "{\"v\":2,\"type\":\"tick\"}", "bad_version"},
+	{"v 0", "sku-1", "{\"v\":0,\"type\":\"tick\"}", "bad_version"},
+	{"v string", "sku-1", "{\"v\":\"1\",\"type\":\"tick\"}", "bad_version"},
+	{"v real", "sku-1", "{\"v\":1.0,\"type\":\"tick\"}", "bad_version"},
+	{"v null", "sku-1", "{\"v\":null,\"type\":\"tick\"}", "bad_version"},
+	{"empty object", "sku-1", "{}", "bad_version"},
 
-    /* bad_type */
-    {"type missing", "sku-1", "{\"v\":1}", "bad_type"},
-    {"type unknown", "sku-1", "{\"v\":1,\"type\":\"refund\"}", "bad_type"},
-    {"type upper case", "sku-1", "{\"v\":1,\"type\":\"BUY\"}", "bad_type"},
-    {"type number", "sku-1", "{\"v\":1,\"type\":1}", "bad_type"},
-    {"type null", "sku-1", "{\"v\":1,\"type\":null}", "bad_type"},
-    {"type empty", "sku-1", "{\"v\":1,\"type\":\"\"}", "bad_type"},
-    {"type invalid", "sku-1", "{\"v\":1,\"type\":\"invalid\"}", "bad_type"},
+	/* bad_type */
+	{"type missing", "sku-1", "{\"v\":1}", "bad_type"},
+	{"type unknown", "sku-1", "{\"v\":1,\"type\":\"refund\"}", "bad_type"},
+	{"type upper case", "sku-1", "{\"v\":1,\"type\":\"BUY\"}", "bad_type"},
+	{"type number", "sku-1", "{\"v\":1,\"type\":1}", "bad_type"},
+	{"type null", "sku-1", "{\"v\":1,\"type\":null}", "bad_type"},
+	{"type empty", "sku-1", "{\"v\":1,\"type\":\"\"}", "bad_type"},
+	{"type invalid", "sku-1", "{\"v\":1,\"type\":\"invalid\"}", "bad_type"},
 
-    /* missing_intent_id / bad_intent_id */
-    {"buy without intent", "sku-1",
-     "{\"v\":1,\"type\":\"buy\",\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
-     "missing_intent_id"},
-    {"buy intent null", "sku-1",
-     "{\"v\":1,\"type\":\"buy\",\"intent_id\":null,\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
-     "missing_intent_id"},
-    {"intent not a uuid", "sku-1",
-     "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"x\",\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":"
-     "1}",
-     "bad_intent_id"},
-    {"intent non-hex", "sku-1",
-     "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"6f1c2d3e-4a5b-4c6d-8e7f-0123456789zz\","
-     "\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
-     "bad_intent_id"},
-    {"intent without hyphens", "sku-1",
-     "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"6f1c2d3e4a5b4c6d8e7f0123456789ab\","
-     "\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
-     "bad_intent_id"},
-    {"intent hyphen misplaced", "sku-1",
-     "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"6f1c2d3e4-a5b-4c6d-8e7f-0123456789ab\","
-     "\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
-     "bad_intent_id"},
-    {"intent one char long", "sku-1",
-     "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "0\","
-     "\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
-     "bad_intent_id"},
-    {"intent in braces", "sku-1",
-     "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"{" U1 "}\","
-     "\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
-     "bad_intent_id"},
-    {"intent number", "sku-1",
-     "{\"v\":1,\"type\":\"buy\",\"intent_id\":1,\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
-     "bad_intent_id"},
-    {"intent empty", "sku-1",
-     "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"\",\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
-     "bad_intent_id"},
+	/* missing_intent_id / bad_intent_id */
+	{"buy without intent", "sku-1",
+	 "{\"v\":1,\"type\":\"buy\",\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
+	 "missing_intent_id"},
+	{"buy intent null", "sku-1",
+	 "{\"v\":1,\"type\":\"buy\",\"intent_id\":null,\"sku\":\"sku-1\",\"buyer_id\":\"a\","
+	 "\"qty\":1}",
+	 "missing_intent_id"},
+	{"intent not a uuid", "sku-1",
+	 "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"x\",\"sku\":\"sku-1\",\"buyer_id\":\"a\","
+	 "\"qty\":"
+	 "1}",
+	 "bad_intent_id"},
+	{"intent non-hex", "sku-1",
+	 "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"6f1c2d3e-4a5b-4c6d-8e7f-0123456789zz\","
+	 "\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
+	 "bad_intent_id"},
+	{"intent without hyphens", "sku-1",
+	 "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"6f1c2d3e4a5b4c6d8e7f0123456789ab\","
+	 "\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
+	 "bad_intent_id"},
+	{"intent hyphen misplaced", "sku-1",
+	 "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"6f1c2d3e4-a5b-4c6d-8e7f-0123456789ab\","
+	 "\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
+	 "bad_intent_id"},
+	{"intent one char long", "sku-1",
+	 "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "0\","
+	 "\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
+	 "bad_intent_id"},
+	{"intent in braces", "sku-1",
+	 "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"{" U1 "}\","
+	 "\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":1}",
+	 "bad_intent_id"},
+	{"intent number", "sku-1",
+	 "{\"v\":1,\"type\":\"buy\",\"intent_id\":1,\"sku\":\"sku-1\",\"buyer_id\":\"a\",\"qty\":"
+	 "1}",
+	 "bad_intent_id"},
+	{"intent empty", "sku-1",
+	 "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"\",\"sku\":\"sku-1\",\"buyer_id\":\"a\","
+	 "\"qty\":1}",
+	 "bad_intent_id"},
 
-    /* missing_sku / bad_sku */
-    {"sku missing", "sku-1", BUY_HEAD ",\"buyer_id\":\"alice\",\"qty\":1}", "missing_sku"},
-    {"sku null", "sku-1", BUY_HEAD ",\"sku\":null,\"buyer_id\":\"alice\",\"qty\":1}",
-     "missing_sku"},
-    {"sku empty", "", BUY_HEAD ",\"sku\":\"\",\"buyer_id\":\"alice\",\"qty\":1}", "bad_sku"},
-    {"sku with space", "a b", BUY_HEAD ",\"sku\":\"a b\",\"buyer_id\":\"alice\",\"qty\":1}",
-     "bad_sku"},
-    {"sku with quote", "a\"b", BUY_HEAD ",\"sku\":\"a\\\"b\",\"buyer_id\":\"alice\",\"qty\":1}",
-     "bad_sku"},
-    {"sku with slash", "a/b", BUY_HEAD ",\"sku\":\"a/b\",\"buyer_id\":\"alice\",\"qty\":1}",
-     "bad_sku"},
-    {"sku non-ascii", "\xc3\xa9",
-     BUY_HEAD ",\"sku\":\"\xc3\xa9\",\"buyer_id\":\"alice\",\"qty\":1}", "bad_sku"},
-    {"sku 65 chars", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-     BUY_HEAD ",\"sku\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\","
-	      "\"buyer_id\":\"alice\",\"qty\":1}",
-     "bad_sku"},
-    {"sku number", "1", BUY_HEAD ",\"sku\":1,\"buyer_id\":\"alice\",\"qty\":1}", "bad_sku"},
-    {"sku array", "sku-1", BUY_HEAD ",\"sku\":[\"sku-1\"],\"buyer_id\":\"alice\",\"qty\":1}",
-     "bad_sku"},
+	/* missing_sku / bad_sku */
+	{"sku missing", "sku-1", BUY_HEAD ",\"buyer_id\":\"alice\",\"qty\":1}", "missing_sku"},
+	{"sku null", "sku-1", BUY_HEAD ",\"sku\":null,\"buyer_id\":\"alice\",\"qty\":1}",
+	 "missing_sku"},
+	{"sku empty", "", BUY_HEAD ",\"sku\":\"\",\"buyer_id\":\"alice\",\"qty\":1}", "bad_sku"},
+	{"sku with space", "a b", BUY_HEAD ",\"sku\":\"a b\",\"buyer_id\":\"alice\",\"qty\":1}",
+	 "bad_sku"},
+	{"sku with quote", "a\"b", BUY_HEAD ",\"sku\":\"a\\\"b\",\"buyer_id\":\"alice\",\"qty\":1}",
+	 "bad_sku"},
+	{"sku with slash", "a/b", BUY_HEAD ",\"sku\":\"a/b\",\"buyer_id\":\"alice\",\"qty\":1}",
+	 "bad_sku"},
+	{"sku non-ascii", "\xc3\xa9",
+	 BUY_HEAD ",\"sku\":\"\xc3\xa9\",\"buyer_id\":\"alice\",\"qty\":1}", "bad_sku"},
+	{"sku 65 chars", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	 BUY_HEAD ",\"sku\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\","
+		  "\"buyer_id\":\"alice\",\"qty\":1}",
+	 "bad_sku"},
+	{"sku number", "1", BUY_HEAD ",\"sku\":1,\"buyer_id\":\"alice\",\"qty\":1}", "bad_sku"},
+	{"sku array", "sku-1", BUY_HEAD ",\"sku\":[\"sku-1\"],\"buyer_id\":\"alice\",\"qty\":1}",
+	 "bad_sku"},
 
-    /* key_mismatch (buy, open, restock, close check the key against the body's SKU) */
-    {"buy key other", "sku-2", BUY(",\"qty\":1"), "key_mismatch"},
-    {"buy key missing", NULL, BUY(",\"qty\":1"), "key_mismatch"},
-    {"buy key prefix", "sku-", BUY(",\"qty\":1"), "key_mismatch"},
-    {"buy key longer", "sku-1x", BUY(",\"qty\":1"), "key_mismatch"},
-    {"buy key case", "SKU-1", BUY(",\"qty\":1"), "key_mismatch"},
-    {"open key other", "sku-2", OPEN(",\"stock\":5"), "key_mismatch"},
-    {"restock key other", "sku-2", "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\",\"add\":5}",
-     "key_mismatch"},
-    {"close key other", "sku-2", "{\"v\":1,\"type\":\"close\",\"sku\":\"sku-1\"}", "key_mismatch"},
-    {"confirm body sku other", "sku-1",
-     "{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"" U1 "\",\"sku\":\"sku-2\"}", "key_mismatch"},
-    {"confirm body sku number", "sku-1",
-     "{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"" U1 "\",\"sku\":1}", "key_mismatch"},
-    {"cancel key missing", NULL, "{\"v\":1,\"type\":\"cancel\",\"intent_id\":\"" U1 "\"}",
-     "key_mismatch"},
-    {"cancel key empty", "", "{\"v\":1,\"type\":\"cancel\",\"intent_id\":\"" U1 "\"}",
-     "key_mismatch"},
-    {"cancel key bad chars", "a b", "{\"v\":1,\"type\":\"cancel\",\"intent_id\":\"" U1 "\"}",
-     "key_mismatch", "followup_hostile_key"},
-    {"cancel key 65 chars", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-     "{\"v\":1,\"type\":\"cancel\",\"intent_id\":\"" U1 "\"}", "key_mismatch"},
+	/* key_mismatch (buy, open, restock, close check the key against the body's SKU) */
+	{"buy key other", "sku-2", BUY(",\"qty\":1"), "key_mismatch"},
+	{"buy key missing", NULL, BUY(",\"qty\":1"), "key_mismatch"},
+	{"buy key prefix", "sku-", BUY(",\"qty\":1"), "key_mismatch"},
+	{"buy key longer", "sku-1x", BUY(",\"qty\":1"), "key_mismatch"},
+	{"buy key case", "SKU-1", BUY(",\"qty\":1"), "key_mismatch"},
+	{"open key other", "sku-2", OPEN(",\"stock\":5"), "key_mismatch"},
+	{"restock key other", "sku-2", "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\",\"add\":5}",
+	 "key_mismatch"},
+	{"close key other", "sku-2", "{\"v\":1,\"type\":\"close\",\"sku\":\"sku-1\"}",
+	 "key_mismatch"},
+	{"confirm body sku other", "sku-1",
+	 "{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"" U1 "\",\"sku\":\"sku-2\"}",
+	 "key_mismatch"},
+	{"confirm body sku number", "sku-1",
+	 "{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"" U1 "\",\"sku\":1}", "key_mismatch"},
+	{"cancel key missing", NULL, "{\"v\":1,\"type\":\"cancel\",\"intent_id\":\"" U1 "\"}",
+	 "key_mismatch"},
+	{"cancel key empty", "", "{\"v\":1,\"type\":\"cancel\",\"intent_id\":\"" U1 "\"}",
+	 "key_mismatch"},
+	{"cancel key bad chars", "a b", "{\"v\":1,\"type\":\"cancel\",\"intent_id\":\"" U1 "\"}",
+	 "key_mismatch", "followup_hostile_key"},
+	{"cancel key 65 chars", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	 "{\"v\":1,\"type\":\"cancel\",\"intent_id\":\"" U1 "\"}", "key_mismatch"},
 
-    /* buyer */
-    {"buyer missing", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"qty\":1}", "missing_buyer_id"},
-    {"buyer null", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":null,\"qty\":1}",
-     "missing_buyer_id"},
-    {"buyer empty", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"\",\"qty\":1}",
-     "bad_buyer_id"},
-    {"buyer space", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"a b\",\"qty\":1}",
-     "bad_buyer_id"},
-    {"buyer tab", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"a\\tb\",\"qty\":1}",
-     "bad_buyer_id"},
-    {"buyer newline", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"a\\n\",\"qty\":1}",
-     "bad_buyer_id"},
-    {"buyer DEL", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"a\\u007f\",\"qty\":1}",
-     "bad_buyer_id"},
-    {"buyer non-ascii", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"\\u00e9\",\"qty\":1}",
-     "bad_buyer_id"},
-    {"buyer 65 chars", "sku-1",
-     BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":"
-	      "\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\",\"qty\":1}",
-     "bad_buyer_id"},
-    {"buyer number", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":7,\"qty\":1}",
-     "bad_buyer_id"},
+	/* buyer */
+	{"buyer missing", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"qty\":1}", "missing_buyer_id"},
+	{"buyer null", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":null,\"qty\":1}",
+	 "missing_buyer_id"},
+	{"buyer empty", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"\",\"qty\":1}",
+	 "bad_buyer_id"},
+	{"buyer space", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"a b\",\"qty\":1}",
+	 "bad_buyer_id"},
+	{"buyer tab", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"a\\tb\",\"qty\":1}",
+	 "bad_buyer_id"},
+	{"buyer newline", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"a\\n\",\"qty\":1}",
+	 "bad_buyer_id"},
+	{"buyer DEL", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"a\\u007f\",\"qty\":1}",
+	 "bad_buyer_id"},
+	{"buyer non-ascii", "sku-1",
+	 BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"\\u00e9\",\"qty\":1}", "bad_buyer_id"},
+	{"buyer 65 chars", "sku-1",
+	 BUY_HEAD
+	 ",\"sku\":\"sku-1\",\"buyer_id\":"
+	 "\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\",\"qty\":1}",
+	 "bad_buyer_id"},
+	{"buyer number", "sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":7,\"qty\":1}",
+	 "bad_buyer_id"},
 
-    /* qty */
-    {"qty missing", "sku-1", BUY(""), "missing_qty"},
-    {"qty null", "sku-1", BUY(",\"qty\":null"), "missing_qty"},
-    {"qty 0", "sku-1", BUY(",\"qty\":0"), "bad_qty"},
-    {"qty -0", "sku-1", BUY(",\"qty\":-0"), "bad_qty"},
-    {"qty -1", "sku-1", BUY(",\"qty\":-1"), "bad_qty"},
-    {"qty 1.0", "sku-1", BUY(",\"qty\":1.0"), "bad_qty"},
-    {"qty 1.5", "sku-1", BUY(",\"qty\":1.5"), "bad_qty"},
-    {"qty 1e3", "sku-1", BUY(",\"qty\":1e3"), "bad_qty"},
-    {"qty string", "sku-1", BUY(",\"qty\":\"1\""), "bad_qty"},
-    {"qty true", "sku-1", BUY(",\"qty\":true"), "bad_qty"},
-    {"qty array", "sku-1", BUY(",\"qty\":[1]"), "bad_qty"},
-    {"qty 10^12", "sku-1", BUY(",\"qty\":1000000000000"), "bad_qty"},
-    {"qty max+1", "sku-1", BUY(",\"qty\":1000001"), "bad_qty"},
-    {"qty int64 min", "sku-1", BUY(",\"qty\":-9223372036854775808"), "bad_qty"},
-    {"qty int64 max", "sku-1", BUY(",\"qty\":9223372036854775807"), "bad_qty"},
+	/* qty */
+	{"qty missing", "sku-1", BUY(""), "missing_qty"},
+	{"qty null", "sku-1", BUY(",\"qty\":null"), "missing_qty"},
+	{"qty 0", "sku-1", BUY(",\"qty\":0"), "bad_qty"},
+	{"qty -0", "sku-1", BUY(",\"qty\":-0"), "bad_qty"},
+	{"qty -1", "sku-1", BUY(",\"qty\":-1"), "bad_qty"},
+	{"qty 1.0", "sku-1", BUY(",\"qty\":1.0"), "bad_qty"},
+	{"qty 1.5", "sku-1", BUY(",\"qty\":1.5"), "bad_qty"},
+	{"qty 1e3", "sku-1", BUY(",\"qty\":1e3"), "bad_qty"},
+	{"qty string", "sku-1", BUY(",\"qty\":\"1\""), "bad_qty"},
+	{"qty true", "sku-1", BUY(",\"qty\":true"), "bad_qty"},
+	{"qty array", "sku-1", BUY(",\"qty\":[1]"), "bad_qty"},
+	{"qty 10^12", "sku-1", BUY(",\"qty\":1000000000000"), "bad_qty"},
+	{"qty max+1", "sku-1", BUY(",\"qty\":1000001"), "bad_qty"},
+	{"qty int64 min", "sku-1", BUY(",\"qty\":-9223372036854775808"), "bad_qty"},
+	{"qty int64 max", "sku-1", BUY(",\"qty\":9223372036854775807"), "bad_qty"},
 
-    /* token */
-    {"token number", "sku-1", BUY(",\"qty\":1,\"token\":1"), "bad_token"},
-    {"token object", "sku-1", BUY(",\"qty\":1,\"token\":{}"), "bad_token"},
-    {"token false", "sku-1", BUY(",\"qty\":1,\"token\":false"), "bad_token"},
+	/* token */
+	{"token number", "sku-1", BUY(",\"qty\":1,\"token\":1"), "bad_token"},
+	{"token object", "sku-1", BUY(",\"qty\":1,\"token\":{}"), "bad_token"},
+	{"token false", "sku-1", BUY(",\"qty\":1,\"token\":false"), "bad_token"},
 
-    /* open */
-    {"open stock missing", "sku-1", OPEN(""), "bad_stock"},
-    {"open stock null", "sku-1", OPEN(",\"stock\":null"), "bad_stock"},
-    {"open stock -1", "sku-1", OPEN(",\"stock\":-1"), "bad_stock"},
-    {"open stock over max", "sku-1", OPEN(",\"stock\":1000000001"), "bad_stock"},
-    {"open stock string", "sku-1", OPEN(",\"stock\":\"5\""), "bad_stock"},
-    {"open stock real", "sku-1", OPEN(",\"stock\":5.0"), "bad_stock"},
-    {"open limit 0", "sku-1", OPEN(",\"stock\":5,\"per_buyer_limit\":0"), "bad_limit"},
-    {"open limit -1", "sku-1", OPEN(",\"stock\":5,\"per_buyer_limit\":-1"), "bad_limit"},
-    {"open limit over max", "sku-1", OPEN(",\"stock\":5,\"per_buyer_limit\":1000001"), "bad_limit"},
-    {"open limit string", "sku-1", OPEN(",\"stock\":5,\"per_buyer_limit\":\"2\""), "bad_limit"},
-    {"open max_qty 0", "sku-1", OPEN(",\"stock\":5,\"max_qty\":0"), "bad_limit"},
-    {"open max_qty real", "sku-1", OPEN(",\"stock\":5,\"max_qty\":2.0"), "bad_limit"},
-    {"open hold 0", "sku-1", OPEN(",\"stock\":5,\"hold_seconds\":0"), "bad_hold"},
-    {"open hold over a week", "sku-1", OPEN(",\"stock\":5,\"hold_seconds\":604801"), "bad_hold"},
-    {"open hold string", "sku-1", OPEN(",\"stock\":5,\"hold_seconds\":\"60\""), "bad_hold"},
-    {"open window reversed", "sku-1", OPEN(",\"stock\":5,\"opens_at\":2000,\"closes_at\":1000"),
-     "bad_window"},
-    {"open window empty", "sku-1", OPEN(",\"stock\":5,\"opens_at\":2000,\"closes_at\":2000"),
-     "bad_window"},
-    {"open opens_at negative", "sku-1", OPEN(",\"stock\":5,\"opens_at\":-1"), "bad_window"},
-    {"open closes_at negative", "sku-1", OPEN(",\"stock\":5,\"closes_at\":-1"), "bad_window"},
-    {"open closes_at string", "sku-1", OPEN(",\"stock\":5,\"closes_at\":\"x\""), "bad_window"},
-    {"open opens_at huge", "sku-1", OPEN(",\"stock\":5,\"opens_at\":9223372036854775807"),
-     "bad_window"},
-    {"open sku missing", "sku-1", "{\"v\":1,\"type\":\"open\",\"stock\":5}", "missing_sku"},
+	/* open */
+	{"open stock missing", "sku-1", OPEN(""), "bad_stock"},
+	{"open stock null", "sku-1", OPEN(",\"stock\":null"), "bad_stock"},
+	{"open stock -1", "sku-1", OPEN(",\"stock\":-1"), "bad_stock"},
+	{"open stock over max", "sku-1", OPEN(",\"stock\":1000000001"), "bad_stock"},
+	{"open stock string", "sku-1", OPEN(",\"stock\":\"5\""), "bad_stock"},
+	{"open stock real", "sku-1", OPEN(",\"stock\":5.0"), "bad_stock"},
+	{"open limit 0", "sku-1", OPEN(",\"stock\":5,\"per_buyer_limit\":0"), "bad_limit"},
+	{"open limit -1", "sku-1", OPEN(",\"stock\":5,\"per_buyer_limit\":-1"), "bad_limit"},
+	{"open limit over max", "sku-1", OPEN(",\"stock\":5,\"per_buyer_limit\":1000001"),
+	 "bad_limit"},
+	{"open limit string", "sku-1", OPEN(",\"stock\":5,\"per_buyer_limit\":\"2\""), "bad_limit"},
+	{"open max_qty 0", "sku-1", OPEN(",\"stock\":5,\"max_qty\":0"), "bad_limit"},
+	{"open max_qty real", "sku-1", OPEN(",\"stock\":5,\"max_qty\":2.0"), "bad_limit"},
+	{"open hold 0", "sku-1", OPEN(",\"stock\":5,\"hold_seconds\":0"), "bad_hold"},
+	{"open hold over a week", "sku-1", OPEN(",\"stock\":5,\"hold_seconds\":604801"),
+	 "bad_hold"},
+	{"open hold string", "sku-1", OPEN(",\"stock\":5,\"hold_seconds\":\"60\""), "bad_hold"},
+	{"open window reversed", "sku-1", OPEN(",\"stock\":5,\"opens_at\":2000,\"closes_at\":1000"),
+	 "bad_window"},
+	{"open window empty", "sku-1", OPEN(",\"stock\":5,\"opens_at\":2000,\"closes_at\":2000"),
+	 "bad_window"},
+	{"open opens_at negative", "sku-1", OPEN(",\"stock\":5,\"opens_at\":-1"), "bad_window"},
+	{"open closes_at negative", "sku-1", OPEN(",\"stock\":5,\"closes_at\":-1"), "bad_window"},
+	{"open closes_at string", "sku-1", OPEN(",\"stock\":5,\"closes_at\":\"x\""), "bad_window"},
+	{"open opens_at huge", "sku-1", OPEN(",\"stock\":5,\"opens_at\":9223372036854775807"),
+	 "bad_window"},
+	{"open sku missing", "sku-1", "{\"v\":1,\"type\":\"open\",\"stock\":5}", "missing_sku"},
 
-    /* restock */
-    {"restock add missing", "sku-1", "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\"}",
-     "bad_stock"},
-    {"restock add 0", "sku-1", "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\",\"add\":0}",
-     "bad_stock"},
-    {"restock add -5", "sku-1", "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\",\"add\":-5}",
-     "bad_stock"},
-    {"restock add over max", "sku-1",
-     "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\",\"add\":1000000001}", "bad_stock"},
-    {"restock stock not add", "sku-1",
-     "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\",\"stock\":5}", "bad_stock"},
+	/* restock */
+	{"restock add missing", "sku-1", "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\"}",
+	 "bad_stock"},
+	{"restock add 0", "sku-1", "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\",\"add\":0}",
+	 "bad_stock"},
+	{"restock add -5", "sku-1", "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\",\"add\":-5}",
+	 "bad_stock"},
+	{"restock add over max", "sku-1",
+	 "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\",\"add\":1000000001}", "bad_stock"},
+	{"restock stock not add", "sku-1",
+	 "{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\",\"stock\":5}", "bad_stock"},
 
-    /* close, confirm, cancel */
-    {"close sku missing", "sku-1", "{\"v\":1,\"type\":\"close\"}", "missing_sku"},
-    {"close sku bad", "sku-1", "{\"v\":1,\"type\":\"close\",\"sku\":\"a b\"}", "bad_sku"},
-    {"confirm intent missing", "sku-1", "{\"v\":1,\"type\":\"confirm\"}", "missing_intent_id"},
-    {"confirm intent bad", "sku-1", "{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"nope\"}",
-     "bad_intent_id"},
-    {"cancel intent bad", "sku-1", "{\"v\":1,\"type\":\"cancel\",\"intent_id\":[]}",
-     "bad_intent_id"},
+	/* close, confirm, cancel */
+	{"close sku missing", "sku-1", "{\"v\":1,\"type\":\"close\"}", "missing_sku"},
+	{"close sku bad", "sku-1", "{\"v\":1,\"type\":\"close\",\"sku\":\"a b\"}", "bad_sku"},
+	{"confirm intent missing", "sku-1", "{\"v\":1,\"type\":\"confirm\"}", "missing_intent_id"},
+	{"confirm intent bad", "sku-1", "{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"nope\"}",
+	 "bad_intent_id"},
+	{"cancel intent bad", "sku-1", "{\"v\":1,\"type\":\"cancel\",\"intent_id\":[]}",
+	 "bad_intent_id"},
 };
 
 static void test_reject_table(void)
@@ -303,17 +313,17 @@ static void test_reject_table(void)
 static void test_every_reason_covered(void)
 {
 	static const char *const reasons[] = {
-	    "too_large",   "empty",	   "bad_json",		"duplicate_key", "not_object",
-	    "bad_version", "bad_type",	   "missing_intent_id", "bad_intent_id", "missing_sku",
-	    "bad_sku",	   "key_mismatch", "missing_buyer_id",	"bad_buyer_id",	 "missing_qty",
-	    "bad_qty",	   "bad_token",	   "bad_stock",		"bad_limit",	 "bad_hold",
-	    "bad_window",
+		"too_large",   "empty",	       "bad_json",	    "duplicate_key", "not_object",
+		"bad_version", "bad_type",     "missing_intent_id", "bad_intent_id", "missing_sku",
+		"bad_sku",     "key_mismatch", "missing_buyer_id",  "bad_buyer_id",  "missing_qty",
+		"bad_qty",     "bad_token",    "bad_stock",	    "bad_limit",     "bad_hold",
+		"bad_window",
 	};
 	for (size_t k = 0; k < sizeof reasons / sizeof reasons[0]; k++) {
 		/* too_large and empty need payloads a table row cannot hold: see
 		 * test_size_and_empty. */
 		bool found =
-		    strcmp(reasons[k], "too_large") == 0 || strcmp(reasons[k], "empty") == 0;
+			strcmp(reasons[k], "too_large") == 0 || strcmp(reasons[k], "empty") == 0;
 		for (size_t i = 0; i < sizeof reject_rows / sizeof reject_rows[0]; i++)
 			if (strcmp(reject_rows[i].reason, reasons[k]) == 0)
 				found = true;
@@ -482,19 +492,19 @@ static void test_valid_buy(void)
 	memset(buyer64, 'b', 64);
 	buyer64[64] = '\0';
 	snprintf(
-	    json, sizeof json,
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\",\"buyer_id\":\"%s\","
-	    "\"qty\":2}",
-	    U1, sku64, buyer64);
+		json, sizeof json,
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\",\"buyer_id\":\"%s\","
+		"\"qty\":2}",
+		U1, sku64, buyer64);
 	CHECK_CTX("%s", "64-char sku and buyer");
 	CHECK_INT(parse(sku64, json, &r), 0);
 	CHECK_STR(r.sku, sku64);
 	CHECK_STR(r.buyer_id, buyer64);
 
 	CHECK_CTX("%s", "sku charset");
-	CHECK_INT(
-	    parse("A-z_0.9:x", BUY_HEAD ",\"sku\":\"A-z_0.9:x\",\"buyer_id\":\"a\",\"qty\":1}", &r),
-	    0);
+	CHECK_INT(parse("A-z_0.9:x",
+			BUY_HEAD ",\"sku\":\"A-z_0.9:x\",\"buyer_id\":\"a\",\"qty\":1}", &r),
+		  0);
 	CHECK_STR(r.sku, "A-z_0.9:x");
 
 	CHECK_CTX("%s", "buyer with quote and backslash");
@@ -522,14 +532,13 @@ static void test_valid_buy(void)
 
 	/* Unknown fields are ignored, whatever their type. */
 	CHECK_CTX("%s", "unknown fields");
-	CHECK_INT(
-	    parse(
-		"sku-1",
-		"{\"extra\":{\"a\":[1,2,{\"b\":null}]},\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1
-		"\",\"sku\":\"sku-1\",\"buyer_id\":\"alice\",\"qty\":2,\"note\":\"hi\","
-		"\"price\":1.5,\"flag\":true,\"n\":null}",
-		&r),
-	    0);
+	CHECK_INT(parse("sku-1",
+			"{\"extra\":{\"a\":[1,2,{\"b\":null}]},\"v\":1,\"type\":\"buy\",\"intent_"
+			"id\":\"" U1
+			"\",\"sku\":\"sku-1\",\"buyer_id\":\"alice\",\"qty\":2,\"note\":\"hi\","
+			"\"price\":1.5,\"flag\":true,\"n\":null}",
+			&r),
+		  0);
 	CHECK_INT(r.kind, FS_KIND_BUY);
 	CHECK_INT(r.qty, 2);
 	CHECK_CTX("%s", "");
@@ -564,18 +573,18 @@ static void test_uuid(void)
 	struct {
 		const char *in, *out;
 	} rows[] = {
-	    {U1, U1},
-	    {U1_UPPER, U1},
-	    {"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
-	    {"FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF", "ffffffff-ffff-ffff-ffff-ffffffffffff"},
-	    {"", NULL},
-	    {"6f1c2d3e", NULL},
-	    {U1 " ", NULL},
-	    {" " U1, NULL},
-	    {"6f1c2d3e-4a5b-4c6d-8e7f-0123456789a", NULL},
-	    {"6f1c2d3e_4a5b_4c6d_8e7f_0123456789ab", NULL},
-	    {"6f1c2d3e-4a5b-4c6d-8e7f-0123456789ag", NULL},
-	    {"{6f1c2d3e-4a5b-4c6d-8e7f-0123456789}", NULL},
+		{U1, U1},
+		{U1_UPPER, U1},
+		{"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
+		{"FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF", "ffffffff-ffff-ffff-ffff-ffffffffffff"},
+		{"", NULL},
+		{"6f1c2d3e", NULL},
+		{U1 " ", NULL},
+		{" " U1, NULL},
+		{"6f1c2d3e-4a5b-4c6d-8e7f-0123456789a", NULL},
+		{"6f1c2d3e_4a5b_4c6d_8e7f_0123456789ab", NULL},
+		{"6f1c2d3e-4a5b-4c6d-8e7f-0123456789ag", NULL},
+		{"{6f1c2d3e-4a5b-4c6d-8e7f-0123456789}", NULL},
 	};
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
 		CHECK_CTX("fs_uuid_canon('%s')", rows[i].in);
@@ -711,10 +720,10 @@ static void test_body_hash(void)
 		  h);
 	CHECK_INT(hash_of("sku-1", BUY(",\"qty\":2,\"token\":\"t1\",\"note\":\"retry #2\"")), h);
 	CHECK_INT(
-	    hash_of("sku-1",
-		    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1_UPPER
-		    "\",\"sku\":\"sku-1\",\"buyer_id\":\"alice\",\"qty\":2,\"token\":\"t1\"}"),
-	    h);
+		hash_of("sku-1",
+			"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1_UPPER
+			"\",\"sku\":\"sku-1\",\"buyer_id\":\"alice\",\"qty\":2,\"token\":\"t1\"}"),
+		h);
 	CHECK_INT(hash_of("sku-1", BUY_HEAD ",\"sku\":\"sku-1\",\"buyer_id\":\"ali\\u0063e\","
 					    "\"qty\":2,\"token\":\"t1\"}"),
 		  h);

@@ -74,26 +74,26 @@ static void free_batch(struct batch_run *r)
 static void test_results(void)
 {
 	static const char *const kv[] = {
-	    "A",
-	    "{\"v\":1,\"type\":\"open\",\"sku\":\"A\",\"stock\":1,\"hold_seconds\":30}",
-	    "A",
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"A\","
-	    "\"buyer_id\":\"q\\\"uote\",\"qty\":1}",
-	    "A",
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"A\","
-	    "\"buyer_id\":\"q\\\"uote\",\"qty\":1}",
-	    "A",
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"A\","
-	    "\"buyer_id\":\"q\\\"uote\",\"qty\":2}",
-	    "A",
-	    "{\"v\":1,\"type\":\"buy\",\"oops\":",
-	    "A",
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"00000000-0000-4000-8000-000000000002\","
-	    "\"sku\":\"A\",\"buyer_id\":\"b\",\"qty\":1}",
-	    NULL,
-	    "{\"v\":1,\"type\":\"tick\"}",
-	    "A",
-	    "{\"v\":1,\"type\":\"close\",\"sku\":\"A\"}",
+		"A",
+		"{\"v\":1,\"type\":\"open\",\"sku\":\"A\",\"stock\":1,\"hold_seconds\":30}",
+		"A",
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"A\","
+		"\"buyer_id\":\"q\\\"uote\",\"qty\":1}",
+		"A",
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"A\","
+		"\"buyer_id\":\"q\\\"uote\",\"qty\":1}",
+		"A",
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"A\","
+		"\"buyer_id\":\"q\\\"uote\",\"qty\":2}",
+		"A",
+		"{\"v\":1,\"type\":\"buy\",\"oops\":",
+		"A",
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"00000000-0000-4000-8000-000000000002\","
+		"\"sku\":\"A\",\"buyer_id\":\"b\",\"qty\":1}",
+		NULL,
+		"{\"v\":1,\"type\":\"tick\"}",
+		"A",
+		"{\"v\":1,\"type\":\"close\",\"sku\":\"A\"}",
 	};
 	struct batch_run r;
 	run_batch(&r, kv, 8);
@@ -185,28 +185,28 @@ static void test_results(void)
 static void test_hostile_inputs_give_valid_json(void)
 {
 	static const char *const kv[] = {
-	    "a\"b",
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"a\\\"b\","
-	    "\"buyer_id\":\"x\",\"qty\":1}",
-	    "A",
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"A\","
-	    "\"buyer_id\":\"\\\"},{\\\\\",\"qty\":1}",
-	    "A",
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\\\"\",\"sku\":\"A\","
-	    "\"buyer_id\":\"x\",\"qty\":1}",
-	    "A",
-	    "{\"v\":1,\"type\":\"open\",\"sku\":\"A\\n\",\"stock\":1}",
-	    "A\n",
-	    "{\"v\":1,\"type\":\"open\",\"sku\":\"A\",\"stock\":1}",
-	    "A",
-	    "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"A\","
-	    "\"buyer_id\":\"x\",\"qty\":1,\"token\":\"\\\"\\\\\"}",
-	    "A",
-	    "\"\\\"\"",
-	    "A",
-	    "{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"" U1 "\",\"sku\":\"B\\\"\"}",
-	    "\xff",
-	    "{\"v\":1,\"type\":\"restock\",\"sku\":\"\\u00ff\",\"add\":1}",
+		"a\"b",
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"a\\\"b\","
+		"\"buyer_id\":\"x\",\"qty\":1}",
+		"A",
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"A\","
+		"\"buyer_id\":\"\\\"},{\\\\\",\"qty\":1}",
+		"A",
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\\\"\",\"sku\":\"A\","
+		"\"buyer_id\":\"x\",\"qty\":1}",
+		"A",
+		"{\"v\":1,\"type\":\"open\",\"sku\":\"A\\n\",\"stock\":1}",
+		"A\n",
+		"{\"v\":1,\"type\":\"open\",\"sku\":\"A\",\"stock\":1}",
+		"A",
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1 "\",\"sku\":\"A\","
+		"\"buyer_id\":\"x\",\"qty\":1,\"token\":\"\\\"\\\\\"}",
+		"A",
+		"\"\\\"\"",
+		"A",
+		"{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"" U1 "\",\"sku\":\"B\\\"\"}",
+		"\xff",
+		"{\"v\":1,\"type\":\"restock\",\"sku\":\"\\u00ff\",\"add\":1}",
 	};
 	enum { N = sizeof kv / sizeof kv[0] / 2 };
 	struct batch_run r;
@@ -239,10 +239,10 @@ static void test_stock(void)
 		int64_t available;
 		const char *want;
 	} rows[] = {
-	    {FS_SKU_OPEN, 3, "open"},
-	    {FS_SKU_OPEN, 0, "sold_out"},
-	    {FS_SKU_CLOSED, 3, "closed"},
-	    {FS_SKU_CLOSED, 0, "closed"},
+		{FS_SKU_OPEN, 3, "open"},
+		{FS_SKU_OPEN, 0, "sold_out"},
+		{FS_SKU_CLOSED, 3, "closed"},
+		{FS_SKU_CLOSED, 0, "closed"},
 	};
 	struct fs_buf out = {0};
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -279,12 +279,12 @@ static void test_stock(void)
 static void test_hostile_key_echoed(void)
 {
 	static const char *const kv[] = {
-	    "a\",\"outcome\":\"held",
-	    "{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"" U1 "\"}",
-	    "a\"}",
-	    "{\"v\":1,\"type\":\"cancel\",\"intent_id\":\"" U1 "\"}",
-	    "x\n\x01",
-	    "{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"" U1 "\"}",
+		"a\",\"outcome\":\"held",
+		"{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"" U1 "\"}",
+		"a\"}",
+		"{\"v\":1,\"type\":\"cancel\",\"intent_id\":\"" U1 "\"}",
+		"x\n\x01",
+		"{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"" U1 "\"}",
 	};
 	struct batch_run r;
 	run_batch(&r, kv, 3);
