@@ -10,6 +10,7 @@
 #include "fs_batch.h"
 #include "fs_core.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct fs_store;
@@ -30,8 +31,10 @@ enum fs_commit_result {
 	FS_COMMIT_UNKNOWN = 4, /* connection lost after COMMIT was sent: read the offset back */
 };
 
-/* Test hook: FLASHSALE_CRASH names a point in the batch where the process exits at once. */
-typedef void (*fs_crash_fn)(const char *point);
+/* Test hook: FLASHSALE_CRASH names a point in the batch where the process exits at once. The
+ * hook returns true when the point fires without killing the process: at "commit_cut" the
+ * store then cuts its own connection right after COMMIT was sent (outcome unknown). */
+typedef bool (*fs_crash_fn)(const char *point);
 
 int fs_store_open(const char *conninfo, struct fs_store **out);
 void fs_store_close(struct fs_store *s);

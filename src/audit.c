@@ -4,7 +4,6 @@
  * read as the invariants of DESIGN.md section 1. Exit 1 on any violation, naming it. */
 #include "cli.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -69,24 +68,24 @@ static const struct check checks[] = {
 	 "AND (r.intent_id IS NULL OR r.qty <> d.qty OR r.sku <> d.sku OR r.buyer_id <> "
 	 "d.buyer_id)) OR (r.intent_id IS NOT NULL AND (d.intent_id IS NULL OR d.outcome NOT IN "
 	 "('held', 'confirmed', 'confirmed_late'))) LIMIT 20"},
-	    {"INV-1", "no hold is still held once its partition's clock reached its expiry",
-     "SELECT r.intent_id, r.expires_at_ms, p.clock_ms FROM reservations r JOIN partitions p "
-     "ON p.grp = $1 AND p.topic = $2 AND p.part = r.part WHERE r.status = 'held' AND "
-     "r.expires_at_ms <= p.clock_ms LIMIT 20"},
-    {"INV-3", "every confirmed, cancelled or expired hold has the decision that ended it",
-     "SELECT r.intent_id, r.status, r.late, d.outcome FROM reservations r LEFT JOIN decisions "
-     "d ON d.intent_id = r.intent_id AND d.kind = CASE r.status WHEN 'confirmed' THEN 2 WHEN "
-     "'cancelled' THEN 3 ELSE 0 END WHERE (r.status = 'confirmed' AND (d.outcome IS NULL OR "
-     "d.outcome <> CASE WHEN r.late THEN 'confirmed_late' ELSE 'confirmed' END)) OR "
-     "(r.status = 'cancelled' AND (d.outcome IS DISTINCT FROM 'cancelled')) OR (r.status = "
-     "'expired' AND (r.ended_off IS NULL OR r.ended_at_ms < r.expires_at_ms)) LIMIT 20"},
-    {"INV-3", "every confirm or cancel that took effect changed its hold",
-     "SELECT d.intent_id, d.kind, d.outcome, r.status FROM decisions d LEFT JOIN reservations "
-     "r USING (intent_id) WHERE d.kind IN (2, 3) AND d.reason IS NULL AND d.outcome IN "
-     "('confirmed', 'confirmed_late', 'cancelled') AND (r.intent_id IS NULL OR r.status <> "
-     "CASE d.kind WHEN 2 THEN 'confirmed' ELSE 'cancelled' END OR r.ended_off <> d.off) LIMIT "
-     "20"},
-    {"INV-5", "replied offset never passes the next offset",
+	{"INV-1", "no hold is still held once its partition's clock reached its expiry",
+	 "SELECT r.intent_id, r.expires_at_ms, p.clock_ms FROM reservations r JOIN partitions p "
+	 "ON p.grp = $1 AND p.topic = $2 AND p.part = r.part WHERE r.status = 'held' AND "
+	 "r.expires_at_ms <= p.clock_ms LIMIT 20"},
+	{"INV-3", "every confirmed, cancelled or expired hold has the decision that ended it",
+	 "SELECT r.intent_id, r.status, r.late, d.outcome FROM reservations r LEFT JOIN decisions "
+	 "d ON d.intent_id = r.intent_id AND d.kind = CASE r.status WHEN 'confirmed' THEN 2 WHEN "
+	 "'cancelled' THEN 3 ELSE 0 END WHERE (r.status = 'confirmed' AND (d.outcome IS NULL OR "
+	 "d.outcome <> CASE WHEN r.late THEN 'confirmed_late' ELSE 'confirmed' END)) OR "
+	 "(r.status = 'cancelled' AND (d.outcome IS DISTINCT FROM 'cancelled')) OR (r.status = "
+	 "'expired' AND (r.ended_off IS NULL OR r.ended_at_ms < r.expires_at_ms)) LIMIT 20"},
+	{"INV-3", "every confirm or cancel that took effect changed its hold",
+	 "SELECT d.intent_id, d.kind, d.outcome, r.status FROM decisions d LEFT JOIN reservations "
+	 "r USING (intent_id) WHERE d.kind IN (2, 3) AND d.reason IS NULL AND d.outcome IN "
+	 "('confirmed', 'confirmed_late', 'cancelled') AND (r.intent_id IS NULL OR r.status <> "
+	 "CASE d.kind WHEN 2 THEN 'confirmed' ELSE 'cancelled' END OR r.ended_off <> d.off) LIMIT "
+	 "20"},
+	{"INV-5", "replied offset never passes the next offset",
 	 "SELECT part, replied_offset, next_offset FROM partitions WHERE grp = $1 AND topic = $2 "
 	 "AND replied_offset > next_offset"},
 };
@@ -175,31 +174,15 @@ static const char usage_audit[] =
 
 int cli_audit(flashsale_t *fs, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"allow-lag", no_argument, NULL, 'l'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool json = false, allow_lag = false;
-	int c;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (c == 'j')
-			json = true;
-		else if (c == 'l')
-			allow_lag = true;
-		else if (c == 'h') {
-			printf("%s", usage_audit);
-			return 0;
-		} else {
-			fprintf(stderr, "%s", usage_audit);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "%s", usage_audit);
-		return 2;
-	}
+	const struct cli_opt spec[] = {
+		{"json", CLI_FLAG, &json},
+		{"allow-lag", CLI_FLAG, &allow_lag},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_audit, spec, 0, 0);
+	if (rc >= 0)
+		return rc;
 	PGconn *pg = flashsale_pg(fs);
 	if (!pg) {
 		cli_err("audit: %s", flashsale_error(fs));

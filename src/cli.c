@@ -6,11 +6,9 @@
 #include "fs_record.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,27 +16,6 @@
 #include <unistd.h>
 
 enum { FLUSH_MS = 30000, WAIT_STEP_MS = 200 };
-
-void cli_err(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("flashsale: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
-bool cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
-}
 
 static const char usage_main[] =
 	"usage: flashsale [-c FILE] [--set KEY=VALUE]... COMMAND [ARGS]\n"
@@ -70,27 +47,6 @@ static const char usage_main[] =
 	"Environment: FLASHSALE_KAFKA (bootstrap servers), FLASHSALE_PG (libpq conninfo).\n"
 	"Exit status: 0 ok, 1 failure or violation, 2 usage error.\n";
 
-/* Parses a command's options. spec: getopt_long table; returns the option char, -1 at the
- * end, '?' on error (message printed). */
-static int next_opt(int argc, char **argv, const char *shortopts, const struct option *opts)
-{
-	return getopt_long(argc, argv, shortopts, opts, NULL);
-}
-
-static const char *opt_name(const struct option *opts, int c)
-{
-	for (; opts->name; opts++)
-		if (opts->val == c)
-			return opts->name;
-	return "?";
-}
-
-static int usage_error(const char *cmd_usage)
-{
-	fprintf(stderr, "%s", cmd_usage);
-	return 2;
-}
-
 /* ---- sale -------------------------------------------------------------------------------- */
 
 static const char usage_sale[] =
@@ -106,65 +62,22 @@ static const char usage_sale[] =
 
 static int cmd_sale(flashsale_t *fs, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"stock", required_argument, NULL, 'n'},
-		{"per-buyer", required_argument, NULL, 'b'},
-		{"max-qty", required_argument, NULL, 'q'},
-		{"hold", required_argument, NULL, 'H'},
-		{"opens-at", required_argument, NULL, 'o'},
-		{"closes-at", required_argument, NULL, 'C'},
-		{"add", required_argument, NULL, 'a'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	struct flashsale_sale sale = {.stock = -1};
 	int64_t add = 0;
-	int c;
-	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
-		int64_t *dst = NULL, lo = 0, hi = INT64_MAX / 2;
-		switch (c) {
-		case 'n':
-			dst = &sale.stock, hi = FS_STOCK_MAX;
-			break;
-		case 'b':
-			dst = &sale.per_buyer_limit, lo = 1, hi = FS_QTY_MAX;
-			break;
-		case 'q':
-			dst = &sale.max_qty, lo = 1, hi = FS_QTY_MAX;
-			break;
-		case 'H': {
-			/* Accept "600" and "600s". */
-			size_t n = strlen(optarg);
-			if (n > 1 && optarg[n - 1] == 's')
-				optarg[n - 1] = '\0';
-			dst = &sale.hold_seconds, lo = 1, hi = 7 * 24 * 3600;
-			break;
-		}
-		case 'o':
-			dst = &sale.opens_at_ms;
-			break;
-		case 'C':
-			dst = &sale.closes_at_ms;
-			break;
-		case 'a':
-			dst = &add, lo = 1, hi = FS_STOCK_MAX;
-			break;
-		case 'h':
-			printf("%s", usage_sale);
-			return 0;
-		default:
-			return usage_error(usage_sale);
-		}
-		if (!cli_int(optarg, lo, hi, dst)) {
-			cli_err("sale: --%s: '%s' is not an integer in [%" PRId64 ", %" PRId64 "]",
-				opt_name(opts, c), optarg, lo, hi);
-			return 2;
-		}
-	}
-	if (argc - optind != 2)
-		return usage_error(usage_sale);
+	const struct cli_opt spec[] = {
+		{"stock", CLI_INT, &sale.stock, 0, FS_STOCK_MAX},
+		{"per-buyer", CLI_INT, &sale.per_buyer_limit, 1, FS_QTY_MAX},
+		{"max-qty", CLI_INT, &sale.max_qty, 1, FS_QTY_MAX},
+		{"hold", CLI_SECONDS, &sale.hold_seconds, 1, 7 * 24 * 3600},
+		{"opens-at", CLI_INT, &sale.opens_at_ms, 0, INT64_MAX / 2},
+		{"closes-at", CLI_INT, &sale.closes_at_ms, 0, INT64_MAX / 2},
+		{"add", CLI_INT, &add, 1, FS_STOCK_MAX},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_sale, spec, 2, 2);
+	if (rc >= 0)
+		return rc;
 	const char *verb = argv[optind], *sku = argv[optind + 1];
-	int rc;
 	if (strcmp(verb, "open") == 0) {
 		if (sale.stock < 0) {
 			cli_err("sale open: --stock is required");
@@ -203,37 +116,21 @@ static const char usage_buy[] =
 
 static int cmd_buy(flashsale_t *fs, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"buyer", required_argument, NULL, 'b'},
-		{"qty", required_argument, NULL, 'q'},
-		{"intent", required_argument, NULL, 'i'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *buyer = NULL, *intent = NULL;
 	int64_t qty = 1;
-	int c;
-	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
-		if (c == 'b')
-			buyer = optarg;
-		else if (c == 'i')
-			intent = optarg;
-		else if (c == 'q') {
-			if (!cli_int(optarg, 1, FS_QTY_MAX, &qty)) {
-				cli_err("buy: --qty: '%s' is not an integer in [1, %d]", optarg,
-					FS_QTY_MAX);
-				return 2;
-			}
-		} else if (c == 'h') {
-			printf("%s", usage_buy);
-			return 0;
-		} else
-			return usage_error(usage_buy);
-	}
-	if (argc - optind != 1 || !buyer)
-		return usage_error(usage_buy);
+	const struct cli_opt spec[] = {
+		{"buyer", CLI_STR, &buyer},
+		{"qty", CLI_INT, &qty, 1, FS_QTY_MAX},
+		{"intent", CLI_STR, &intent},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_buy, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
+	if (!buyer)
+		return cli_usage(usage_buy);
 	char id[37];
-	int rc = flashsale_buy(fs, argv[optind], buyer, qty, intent, id);
+	rc = flashsale_buy(fs, argv[optind], buyer, qty, intent, id);
 	if (rc == 0)
 		rc = flashsale_flush(fs, FLUSH_MS);
 	if (rc < 0) {
@@ -262,39 +159,22 @@ static const char usage_followup[] =
 
 static int cmd_followup(flashsale_t *fs, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"sku", required_argument, NULL, 's'},
-		{"wait", required_argument, NULL, 'w'},
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	const char *type = argv[0];
-	char sku[65] = "";
+	const char *type = argv[0], *sku_opt = NULL;
 	int64_t wait_s = 0;
 	bool json = false;
-	int c;
-	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
-		if (c == 's')
-			snprintf(sku, sizeof sku, "%s", optarg);
-		else if (c == 'w') {
-			if (!cli_int(optarg, 0, 86400, &wait_s)) {
-				cli_err("%s: --wait: '%s' is not a number of seconds", type,
-					optarg);
-				return 2;
-			}
-		} else if (c == 'j')
-			json = true;
-		else if (c == 'h') {
-			printf("%s", usage_followup);
-			return 0;
-		} else
-			return usage_error(usage_followup);
-	}
-	if (argc - optind != 1)
-		return usage_error(usage_followup);
+	const struct cli_opt spec[] = {
+		{"sku", CLI_STR, &sku_opt},
+		{"wait", CLI_TIMEOUT, &wait_s, 0, 86400},
+		{"json", CLI_FLAG, &json},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_followup, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
+	char sku[65];
+	snprintf(sku, sizeof sku, "%s", sku_opt ? sku_opt : "");
 	const char *id = argv[optind];
-	int rc = 0;
+	rc = 0;
 	if (!sku[0])
 		rc = flashsale_buy_sku(fs, id, sku);
 	if (rc == 0)
@@ -360,33 +240,18 @@ static const char usage_result[] =
 
 static int cmd_result(flashsale_t *fs, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"wait", required_argument, NULL, 'w'},
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	int64_t wait_s = 0;
 	bool json = false;
-	int c;
-	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
-		if (c == 'w') {
-			if (!cli_int(optarg, 0, 86400, &wait_s)) {
-				cli_err("result: --wait: '%s' is not a number of seconds", optarg);
-				return 2;
-			}
-		} else if (c == 'j')
-			json = true;
-		else if (c == 'h') {
-			printf("%s", usage_result);
-			return 0;
-		} else
-			return usage_error(usage_result);
-	}
-	if (argc - optind != 1)
-		return usage_error(usage_result);
+	const struct cli_opt spec[] = {
+		{"wait", CLI_TIMEOUT, &wait_s, 0, 86400},
+		{"json", CLI_FLAG, &json},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_result, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
 	struct flashsale_result r;
-	int rc = flashsale_result_wait(fs, argv[optind], (int)(wait_s * 1000), &r);
+	rc = flashsale_result_wait(fs, argv[optind], (int)(wait_s * 1000), &r);
 	if (rc == -ENOENT || rc == -ETIMEDOUT) {
 		cli_err("result: %s has no decision yet", argv[optind]);
 		return 1;
@@ -428,43 +293,23 @@ static int print_stock_update(const struct flashsale_stock *s, void *ctx)
 
 static int cmd_stock(flashsale_t *fs, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"follow", no_argument, NULL, 'f'},
-		{"until-sold-out", no_argument, NULL, 'u'},
-		{"timeout", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	bool json = false;
 	struct follow_ctx fc = {0};
 	int64_t timeout_s = -1;
-	int c;
-	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
-		if (c == 'j')
-			json = true;
-		else if (c == 'f')
-			fc.follow = true;
-		else if (c == 'u')
-			fc.until_sold_out = true;
-		else if (c == 't') {
-			if (!cli_int(optarg, 0, 86400, &timeout_s)) {
-				cli_err("stock: --timeout: '%s' is not a number of seconds",
-					optarg);
-				return 2;
-			}
-		} else if (c == 'h') {
-			printf("%s", usage_stock);
-			return 0;
-		} else
-			return usage_error(usage_stock);
-	}
-	if (argc - optind != 1)
-		return usage_error(usage_stock);
+	const struct cli_opt spec[] = {
+		{"json", CLI_FLAG, &json},
+		{"follow", CLI_FLAG, &fc.follow},
+		{"until-sold-out", CLI_FLAG, &fc.until_sold_out},
+		{"timeout", CLI_TIMEOUT, &timeout_s, 0, 86400},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_stock, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
 	if (fc.follow) {
 		fc.json = json;
-		int rc = flashsale_stock_follow(fs, argv[optind], print_stock_update, &fc,
-						timeout_s < 0 ? -1 : (int)(timeout_s * 1000));
+		rc = flashsale_stock_follow(fs, argv[optind], print_stock_update, &fc,
+					    timeout_s < 0 ? -1 : (int)(timeout_s * 1000));
 		if (rc == -ETIMEDOUT && !fc.until_sold_out)
 			return 0;
 		if (rc < 0) {
@@ -474,7 +319,7 @@ static int cmd_stock(flashsale_t *fs, int argc, char **argv)
 		return 0;
 	}
 	struct flashsale_stock s;
-	int rc = flashsale_stock_get(fs, argv[optind], &s);
+	rc = flashsale_stock_get(fs, argv[optind], &s);
 	if (rc == -ENOENT) {
 		cli_err("stock: unknown sku '%s'", argv[optind]);
 		return 1;
@@ -571,29 +416,16 @@ static const char usage_wait[] =
 
 static int cmd_wait(flashsale_t *fs, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"timeout", required_argument, NULL, 't'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	int64_t timeout_s = 300;
 	bool quiet = false;
-	int c;
-	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
-		if (c == 't') {
-			if (!cli_int(optarg, 1, 86400, &timeout_s)) {
-				cli_err("wait: --timeout: '%s' is not a number of seconds", optarg);
-				return 2;
-			}
-		} else if (c == 'q')
-			quiet = true;
-		else if (c == 'h') {
-			printf("%s", usage_wait);
-			return 0;
-		} else
-			return usage_error(usage_wait);
-	}
+	const struct cli_opt spec[] = {
+		{"timeout", CLI_TIMEOUT, &timeout_s, 1, 86400},
+		{"quiet", CLI_FLAG, &quiet},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_wait, spec, 0, -1);
+	if (rc >= 0)
+		return rc;
 	int64_t *ends = NULL;
 	int n = cli_topic_ends(fs, flashsale_config(fs)->topic_intents, &ends);
 	if (n < 0)
@@ -656,26 +488,16 @@ static const char usage_summary[] =
 
 static int cmd_summary(flashsale_t *fs, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"sku", required_argument, NULL, 's'},
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *sku = NULL;
 	bool json = false;
-	int c;
-	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
-		if (c == 's')
-			sku = optarg;
-		else if (c == 'j')
-			json = true;
-		else if (c == 'h') {
-			printf("%s", usage_summary);
-			return 0;
-		} else
-			return usage_error(usage_summary);
-	}
+	const struct cli_opt spec[] = {
+		{"sku", CLI_STR, &sku},
+		{"json", CLI_FLAG, &json},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_summary, spec, 0, -1);
+	if (rc >= 0)
+		return rc;
 	PGconn *pg = flashsale_pg(fs);
 	if (!pg) {
 		cli_err("summary: %s", flashsale_error(fs));
@@ -776,27 +598,15 @@ static int topics_delete(rd_kafka_t *rk, const char *const names[3])
 
 static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"partitions", required_argument, NULL, 'p'},
-		{"replication", required_argument, NULL, 'r'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	int64_t parts = 4, repl = 1;
-	int c;
-	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
-		if (c == 'p' && cli_int(optarg, 1, 1024, &parts))
-			continue;
-		if (c == 'r' && cli_int(optarg, 1, 16, &repl))
-			continue;
-		if (c == 'h') {
-			printf("%s", usage_topics);
-			return 0;
-		}
-		return usage_error(usage_topics);
-	}
-	if (argc - optind != 1)
-		return usage_error(usage_topics);
+	const struct cli_opt spec[] = {
+		{"partitions", CLI_INT, &parts, 1, 1024},
+		{"replication", CLI_INT, &repl, 1, 16},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_topics, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
 	rd_kafka_t *rk = flashsale_producer(fs);
 	if (!rk) {
 		cli_err("topics: %s", flashsale_error(fs));
@@ -807,7 +617,7 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 	if (strcmp(argv[optind], "delete") == 0)
 		return topics_delete(rk, names);
 	if (strcmp(argv[optind], "create") != 0)
-		return usage_error(usage_topics);
+		return cli_usage(usage_topics);
 	rd_kafka_NewTopic_t *nt[3];
 	char err[512];
 	for (int i = 0; i < 3; i++) {
@@ -824,7 +634,7 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
 	rd_kafka_CreateTopics(rk, nt, 3, NULL, q);
 	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-	int rc = 0;
+	rc = 0;
 	if (!ev || rd_kafka_event_error(ev)) {
 		cli_err("topics: %s", ev ? rd_kafka_event_error_string(ev) : "timed out");
 		rc = 1;
@@ -866,27 +676,17 @@ enum { PUBLISH_BYTES_MAX = 1 << 20 };
 
 static int cmd_publish(flashsale_t *fs, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"key", required_argument, NULL, 'k'},
-		{"file", required_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	const char *key = NULL, *path = NULL;
-	int c;
-	while ((c = next_opt(argc, argv, "h", opts)) != -1) {
-		if (c == 'k')
-			key = optarg;
-		else if (c == 'f')
-			path = optarg;
-		else if (c == 'h') {
-			printf("%s", usage_publish);
-			return 0;
-		} else
-			return usage_error(usage_publish);
-	}
-	if (!key || optind != argc)
-		return usage_error(usage_publish);
+	const struct cli_opt spec[] = {
+		{"key", CLI_STR, &key},
+		{"file", CLI_STR, &path},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_publish, spec, 0, 0);
+	if (rc >= 0)
+		return rc;
+	if (!key)
+		return cli_usage(usage_publish);
 	FILE *f = path ? fopen(path, "rb") : stdin;
 	if (!f) {
 		cli_err("publish: %s: %s", path, strerror(errno));
@@ -901,7 +701,7 @@ static int cmd_publish(flashsale_t *fs, int argc, char **argv)
 		cli_err("publish: record larger than %d bytes", PUBLISH_BYTES_MAX);
 		return 1;
 	}
-	int rc = flashsale_publish_raw(fs, key, strlen(key), data, n);
+	rc = flashsale_publish_raw(fs, key, strlen(key), data, n);
 	free(data);
 	if (rc == 0)
 		rc = flashsale_flush(fs, FLUSH_MS);
@@ -989,7 +789,6 @@ int main(int argc, char **argv)
 			cli_err("%s", err);
 			return 1;
 		}
-		optind = 1; /* each command parses its own options from its own argv */
 		int rc = commands[k].fn(fs, argc - i, argv + i);
 		flashsale_destroy(fs);
 		return rc;

@@ -4,6 +4,7 @@
 
 #include "flashsale.h"
 
+#include <getopt.h> /* optind: cli_parse leaves the positional arguments at argv[optind] */
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -15,6 +16,35 @@ int cli_audit(flashsale_t *fs, int argc, char **argv);
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parses a non-negative integer in [lo, hi]; false on anything else. */
 bool cli_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* Prints a command's usage on stderr; returns 2, the exit status of a usage error. */
+int cli_usage(const char *usage);
+
+/* One option of a command, --NAME; what dest points to depends on the kind. */
+enum cli_opt_kind {
+	CLI_FLAG,    /* bool: set to true; takes no argument */
+	CLI_STR,     /* const char *: the argument as given */
+	CLI_INT,     /* int64_t in [lo, hi]; "is not an integer in [LO, HI]" */
+	CLI_SECONDS, /* CLI_INT that also takes a trailing 's', as in 600s */
+	CLI_TIMEOUT, /* int64_t seconds in [lo, hi]; "is not a number of seconds" */
+	CLI_RATIO,   /* double in [0, 1]; "is not a number in [0, 1]" */
+};
+
+struct cli_opt {
+	const char *name; /* NULL ends a command's list */
+	enum cli_opt_kind kind;
+	void *dest;
+	int64_t lo, hi; /* CLI_INT, CLI_SECONDS, CLI_TIMEOUT */
+};
+
+/* Parses argv (argv[0] is the command name) against spec, in order; --help and -h print usage
+ * on stdout. A bad value is one line "flashsale: CMD: --NAME: 'X' ...", an unknown option
+ * getopt's message and the usage on stderr. Returns -1 to go on: the positional arguments
+ * are argv[optind..argc-1], and there are pos_min to pos_max of them (pos_max < 0: no upper
+ * bound). Otherwise the exit status to return: 0 after --help, 2 after a usage error (its
+ * message printed). */
+int cli_parse(int argc, char **argv, const char *usage, const struct cli_opt *spec, int pos_min,
+	      int pos_max);
+
 /* Log end offsets of every partition of a topic (index = partition). Returns the number of
  * partitions, or -1 with a message printed. *ends is malloc'd. */
 int cli_topic_ends(flashsale_t *fs, const char *topic, int64_t **ends);

@@ -8,7 +8,6 @@
 #include "fs_record.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,81 +58,27 @@ static const char usage_load[] =
 	"choice of repeats and the default buyer prefix reproducible. Exit 1 if any record was\n"
 	"not delivered.\n";
 
-static int opt_num(const char *name, const char *v, int64_t lo, int64_t hi, int64_t *out)
-{
-	if (cli_int(v, lo, hi, out))
-		return 0;
-	cli_err("load: --%s: '%s' is not an integer in [%" PRId64 ", %" PRId64 "]", name, v, lo,
-		hi);
-	return -1;
-}
-
 int cli_load(flashsale_t *fs, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"buyers", required_argument, NULL, 'n'},
-		{"qty", required_argument, NULL, 'q'},
-		{"rate", required_argument, NULL, 'r'},
-		{"dup-ratio", required_argument, NULL, 'd'},
-		{"seed", required_argument, NULL, 's'},
-		{"buyer-prefix", required_argument, NULL, 'p'},
-		{"ids", required_argument, NULL, 'i'},
-		{"dup-count", required_argument, NULL, 'D'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	int64_t buyers = -1, qty = 1, rate = 0, seed = -1, dup_count = -1;
 	double dup_ratio = 0;
 	const char *prefix = NULL, *ids_path = NULL;
-	int c;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		int rc = 0;
-		switch (c) {
-		case 'n':
-			rc = opt_num("buyers", optarg, 1, FS_LOAD_BUYERS_MAX, &buyers);
-			break;
-		case 'q':
-			rc = opt_num("qty", optarg, 1, FS_QTY_MAX, &qty);
-			break;
-		case 'r':
-			rc = opt_num("rate", optarg, 1, 10000000, &rate);
-			break;
-		case 's':
-			rc = opt_num("seed", optarg, 0, INT64_MAX, &seed);
-			break;
-		case 'd': {
-			char *end;
-			dup_ratio = strtod(optarg, &end);
-			if (end == optarg || *end || dup_ratio < 0 || dup_ratio > 1) {
-				cli_err("load: --dup-ratio: '%s' is not a number in [0, 1]",
-					optarg);
-				rc = -1;
-			}
-			break;
-		}
-		case 'D':
-			rc = opt_num("dup-count", optarg, 0, FS_LOAD_BUYERS_MAX, &dup_count);
-			break;
-		case 'p':
-			prefix = optarg;
-			break;
-		case 'i':
-			ids_path = optarg;
-			break;
-		case 'h':
-			printf("%s", usage_load);
-			return 0;
-		default:
-			fprintf(stderr, "%s", usage_load);
-			return 2;
-		}
-		if (rc < 0)
-			return 2;
-	}
-	if (argc - optind != 1 || buyers < 0) {
-		fprintf(stderr, "%s", usage_load);
-		return 2;
-	}
+	const struct cli_opt spec[] = {
+		{"buyers", CLI_INT, &buyers, 1, FS_LOAD_BUYERS_MAX},
+		{"qty", CLI_INT, &qty, 1, FS_QTY_MAX},
+		{"rate", CLI_INT, &rate, 1, 10000000},
+		{"dup-ratio", CLI_RATIO, &dup_ratio},
+		{"seed", CLI_INT, &seed, 0, INT64_MAX},
+		{"buyer-prefix", CLI_STR, &prefix},
+		{"ids", CLI_STR, &ids_path},
+		{"dup-count", CLI_INT, &dup_count, 0, FS_LOAD_BUYERS_MAX},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_load, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
+	if (buyers < 0)
+		return cli_usage(usage_load);
 	if (dup_count > buyers) {
 		cli_err("load: --dup-count must not exceed --buyers");
 		return 2;
@@ -165,7 +110,7 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 	int ring_head = 0, ring_len = 0;
 	int64_t sent = 0, dups = 0;
 	double t0 = mono_s();
-	int rc = 0;
+	rc = 0;
 	for (int64_t i = 0; i < buyers || ring_len > 0; i++) {
 		char payload[PAYLOAD_MAX];
 		int len = 0;

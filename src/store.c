@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 enum {
 	ERR_LEN_MAX = 512,
@@ -45,10 +46,9 @@ void fs_store_set_crash_hook(struct fs_store *s, fs_crash_fn fn)
 	s->crash = fn;
 }
 
-static void crash_point(struct fs_store *s, const char *point)
+static bool crash_point(struct fs_store *s, const char *point)
 {
-	if (s->crash)
-		s->crash(point);
+	return s->crash && s->crash(point);
 }
 
 static int connect_now(struct fs_store *s)
@@ -696,8 +696,11 @@ static int run_pipeline(struct fs_store *s, struct step *st, int n, int *failed_
 		set_err(s, "pipeline send", PQerrorMessage(s->conn));
 	crash_point(s, "before_commit");
 	bool synced = sent == n && PQpipelineSync(s->conn);
-	if (synced)
+		if (synced)
 		crash_point(s, "commit_sent");
+	/* Fault injection: the connection dies with COMMIT on the wire, the process lives on. */
+	if (synced && crash_point(s, "commit_cut"))
+		shutdown(PQsocket(s->conn), SHUT_RDWR);
 	int rc = sent == n && synced ? 0 : -EIO;
 	/* Collect one result (plus its NULL terminator) per statement, then the sync. */
 	for (int i = 0; i < sent && !conn_bad(s); i++) {

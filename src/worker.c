@@ -101,17 +101,23 @@ static char crash_name[64];
 static long crash_count;
 
 /* FLASHSALE_CRASH=point[:n]: the n-th time (default 1) the worker reaches `point`, it dies at
- * once, as kill -9 would. Points: after_poll, after_lookup, after_cas_sent, before_commit,
- * commit_sent, after_commit, after_publish, in_revoke. */
-static void crash_at(const char *point)
+  * once, as kill -9 would. Points: after_poll, after_lookup, after_cas_sent, before_commit,
+ * commit_sent, after_commit, after_publish, in_revoke; and commit_cut, where the process lives
+ * but its Postgres connection is cut with COMMIT in flight (the unknown-outcome path). */
+static bool crash_at(const char *point)
 {
 	if (!crash_name[0] || strcmp(crash_name, point) != 0)
-		return;
+		return false;
 	if (--crash_count > 0)
-		return;
+		return false;
+	if (strcmp(point, "commit_cut") == 0) {
+		fs_warn("crash point commit_cut reached: cutting the Postgres connection");
+		return true;
+	}
 	fprintf(stderr, "flashsale-worker: crash point %s reached, exiting abruptly\n", point);
 	fflush(stderr);
-	kill(getpid(), SIGKILL);
+		kill(getpid(), SIGKILL);
+	return false;
 }
 
 static void crash_init(void)

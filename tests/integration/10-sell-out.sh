@@ -22,6 +22,10 @@ assert_eq 5000 "$(results_keys | sort -u | wc -l)" "distinct intents answered"
 # The web tier's flag: the compacted stock topic says sold_out.
 stock=$(kcat -b "$(grep '^brokers' "$IT_DIR/flashsale.conf" | cut -d' ' -f3)" -C -q -e -t "it.$IT_ID.stock" -o beginning -f '%s\n' | tail -n 1)
 case "$stock" in *'"status":"sold_out"'*'"available":0'*) say "ok: stock topic says sold_out" ;; *) fail "stock topic: $stock" ;; esac
+# The same flag through the API: `stock --follow` reads the compacted topic and stops at the
+# first state that is not open.
+fs stock HOT --follow --until-sold-out --timeout 30 | tail -n 1 | grep -q '^HOT sold_out supply=500 available=0 held=500' &&
+	say "ok: stock --follow sees sold_out" || fail "stock --follow"
 # A single buy's answer, through the API: a late buyer is told sold_out.
 id=$(fs buy HOT --buyer late-1)
 fs result "$id" --wait 30 | grep -q ' sold_out ' && say "ok: late buyer sold_out" || fail "late buyer result"
