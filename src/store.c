@@ -11,10 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 enum {
 	ERR_LEN_MAX = 512,
 	STEPS_MAX = 12,
+	STALE_WAIT_STEPS = 200, /* 200 x 50 ms: how long to wait for a dead connection's backend */
+	STALE_WAIT_STEP_US = 50000,
 	/* Columns of the array-literal parameters of the batch statements. */
 	BUF_COUNT = 64, /* every array parameter of one batch has its own buffer */
 };
@@ -24,6 +27,7 @@ struct fs_store {
 	char *conninfo;
 	char err[ERR_LEN_MAX];
 	fs_crash_fn crash;
+	int stale_pid; /* backend of a connection that died; may still be running a transaction */
 	struct fs_buf bufs[BUF_COUNT];
 };
 
@@ -53,8 +57,11 @@ static bool crash_point(struct fs_store *s, const char *point)
 
 static int connect_now(struct fs_store *s)
 {
-	if (s->conn)
+	if (s->conn) {
+		if (PQbackendPID(s->conn) > 0)
+			s->stale_pid = PQbackendPID(s->conn);
 		PQfinish(s->conn);
+	}
 	s->conn = PQconnectdb(s->conninfo);
 	if (PQstatus(s->conn) != CONNECTION_OK) {
 		set_err(s, "postgres connect", PQerrorMessage(s->conn));
@@ -261,12 +268,34 @@ int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_
 int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
 		       int64_t *next_offset)
 {
+	/* The backend of the dead connection may not have noticed yet and still run the batch's
+	 * transaction: end it (an uncommitted transaction rolls back, a committed one stays) and
+	 * wait until it is gone, so that what we read next is final. */
+	if (s->stale_pid > 0) {
+		char pid[16];
+		snprintf(pid, sizeof pid, "%d", s->stale_pid);
+		const char *q[] = {pid};
+		PGresult *t =
+			exec(s, "SELECT pg_terminate_backend($1::int)", 1, q, PGRES_TUPLES_OK);
+		PQclear(t);
+		for (int i = 0; i < STALE_WAIT_STEPS; i++) {
+			t = exec(s, "SELECT 1 FROM pg_stat_activity WHERE pid = $1::int", 1, q,
+				 PGRES_TUPLES_OK);
+			int alive = t && PQntuples(t) > 0;
+			PQclear(t);
+			if (!alive)
+				break;
+			usleep(STALE_WAIT_STEP_US);
+		}
+		s->stale_pid = 0;
+	}
+	/* FOR UPDATE as well: a transaction still holding the row makes us wait for its end. */
 	char part[16];
 	snprintf(part, sizeof part, "%" PRId32, partition);
 	const char *p[] = {grp, topic, part};
 	PGresult *r = exec(s,
 			   "SELECT next_offset FROM partitions WHERE grp = $1 AND topic = $2 AND "
-			   "part = $3",
+			   "part = $3 FOR UPDATE",
 			   3, p, PGRES_TUPLES_OK);
 	if (!r)
 		return -EIO;
@@ -696,7 +725,7 @@ static int run_pipeline(struct fs_store *s, struct step *st, int n, int *failed_
 		set_err(s, "pipeline send", PQerrorMessage(s->conn));
 	crash_point(s, "before_commit");
 	bool synced = sent == n && PQpipelineSync(s->conn);
-		if (synced)
+	if (synced)
 		crash_point(s, "commit_sent");
 	/* Fault injection: the connection dies with COMMIT on the wire, the process lives on. */
 	if (synced && crash_point(s, "commit_cut"))

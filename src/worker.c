@@ -101,7 +101,7 @@ static char crash_name[64];
 static long crash_count;
 
 /* FLASHSALE_CRASH=point[:n]: the n-th time (default 1) the worker reaches `point`, it dies at
-  * once, as kill -9 would. Points: after_poll, after_lookup, after_cas_sent, before_commit,
+ * once, as kill -9 would. Points: after_poll, after_lookup, after_cas_sent, before_commit,
  * commit_sent, after_commit, after_publish, in_revoke; and commit_cut, where the process lives
  * but its Postgres connection is cut with COMMIT in flight (the unknown-outcome path). */
 static bool crash_at(const char *point)
@@ -110,13 +110,14 @@ static bool crash_at(const char *point)
 		return false;
 	if (--crash_count > 0)
 		return false;
+	crash_name[0] = '\0'; /* a point fires once */
 	if (strcmp(point, "commit_cut") == 0) {
 		fs_warn("crash point commit_cut reached: cutting the Postgres connection");
 		return true;
 	}
 	fprintf(stderr, "flashsale-worker: crash point %s reached, exiting abruptly\n", point);
 	fflush(stderr);
-		kill(getpid(), SIGKILL);
+	kill(getpid(), SIGKILL);
 	return false;
 }
 
@@ -404,9 +405,13 @@ static void part_fenced(struct worker *w, struct part *p)
 	fs_warn("partition %" PRId32 ": fenced (expected offset %" PRId64 ", stored %" PRId64
 		"); batch dropped, state reloaded",
 		p->id, old, p->meta.next_offset);
-	rd_kafka_resp_err_t err = rd_kafka_seek(
-		w->intents_rkt, p->id,
-		p->meta.next_offset < 0 ? RD_KAFKA_OFFSET_BEGINNING : p->meta.next_offset, 0);
+	/* Records in [replied, next) may have been committed without being answered (by us, in a
+	 * batch whose outcome we misjudged, or by a worker that died): answer them again. */
+	int64_t from = p->meta.next_offset;
+	if (from >= 0 && p->replied >= 0 && p->replied < from)
+		from = p->replied;
+	rd_kafka_resp_err_t err = rd_kafka_seek(w->intents_rkt, p->id,
+						from < 0 ? RD_KAFKA_OFFSET_BEGINNING : from, 0);
 	if (err)
 		fs_warn("partition %" PRId32 ": seek: %s", p->id, rd_kafka_err2str(err));
 }
