@@ -131,6 +131,10 @@ struct fs_core {
 	/* Holds that expired since the last commit, in the order they expired (for replies). */
 	uint32_t *expired;
 	uint32_t expired_len;
+	/* When and at which record each of them expired (a late confirm in the same batch may
+	 * overwrite the hold's ended_* fields before the expiry is published). */
+	int64_t *expired_at_ms;
+	int64_t *expired_offset;
 
 	uint32_t *dirty_skus; /* indexes, in the order they first changed */
 	uint32_t dirty_skus_len;

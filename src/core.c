@@ -127,6 +127,8 @@ void fs_core_free(struct fs_core *c)
 	free(c->heap);
 	free(c->dirty_holds);
 	free(c->expired);
+	free(c->expired_at_ms);
+	free(c->expired_offset);
 	fs_map_free(&c->sku_index);
 	fs_map_free(&c->buyer_index);
 	fs_map_free(&c->hold_index);
@@ -266,6 +268,13 @@ static int grow_holds(struct fs_core *c)
 		if (!n)
 			return -ENOMEM;
 		*lists[i] = n;
+	}
+	int64_t **times[] = {&c->expired_at_ms, &c->expired_offset};
+	for (int i = 0; i < 2; i++) {
+		int64_t *n = realloc(*times[i], (size_t)ncap * sizeof *n);
+		if (!n)
+			return -ENOMEM;
+		*times[i] = n;
 	}
 	c->holds_cap = ncap;
 	return 0;
@@ -449,7 +458,10 @@ void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset)
 	while (c->heap_len && c->holds[c->heap[0]].expires_at_ms <= c->clock_ms) {
 		uint32_t hi = c->heap[0];
 		end_hold(c, hi, FS_HOLD_EXPIRED, offset);
-		c->expired[c->expired_len++] = hi;
+		c->expired[c->expired_len] = hi;
+		c->expired_at_ms[c->expired_len] = c->clock_ms;
+		c->expired_offset[c->expired_len] = offset;
+		c->expired_len++;
 	}
 }
 

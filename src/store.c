@@ -62,7 +62,10 @@ static int connect_now(struct fs_store *s)
 			s->stale_pid = PQbackendPID(s->conn);
 		PQfinish(s->conn);
 	}
-	s->conn = PQconnectdb(s->conninfo);
+	/* fallback_application_name: operators (and tests) can find the worker's sessions. */
+	const char *keys[] = {"dbname", "fallback_application_name", NULL};
+	const char *vals[] = {s->conninfo, "flashsale-worker", NULL};
+	s->conn = PQconnectdbParams(keys, vals, 1);
 	if (PQstatus(s->conn) != CONNECTION_OK) {
 		set_err(s, "postgres connect", PQerrorMessage(s->conn));
 		return -EIO;

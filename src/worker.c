@@ -99,11 +99,13 @@ static void sleep_ms(int64_t ms)
 
 static char crash_name[64];
 static long crash_count;
+static bool crash_stop; /* FLASHSALE_CRASH=stop:point[:n]: stop (SIGSTOP) instead of dying */
 
 /* FLASHSALE_CRASH=point[:n]: the n-th time (default 1) the worker reaches `point`, it dies at
  * once, as kill -9 would. Points: after_poll, after_lookup, after_cas_sent, before_commit,
  * commit_sent, after_commit, after_publish, in_revoke; and commit_cut, where the process lives
- * but its Postgres connection is cut with COMMIT in flight (the unknown-outcome path). */
+ * but its Postgres connection is cut with COMMIT in flight (the unknown-outcome path).
+ * FLASHSALE_CRASH=stop:point[:n] stops the process there (SIGSTOP) instead, for fencing tests. */
 static bool crash_at(const char *point)
 {
 	if (!crash_name[0] || strcmp(crash_name, point) != 0)
@@ -111,6 +113,14 @@ static bool crash_at(const char *point)
 	if (--crash_count > 0)
 		return false;
 	crash_name[0] = '\0'; /* a point fires once */
+	if (crash_stop) {
+		/* A pause the test ends with SIGCONT: the group moves on meanwhile (fencing). */
+		fprintf(stderr, "flashsale-worker: stop point %s reached, stopping\n", point);
+		fflush(stderr);
+		raise(SIGSTOP);
+		fs_warn("resumed after the stop point %s", point);
+		return false;
+	}
 	if (strcmp(point, "commit_cut") == 0) {
 		fs_warn("crash point commit_cut reached: cutting the Postgres connection");
 		return true;
@@ -126,6 +136,10 @@ static void crash_init(void)
 	const char *v = getenv("FLASHSALE_CRASH");
 	if (!v || !*v)
 		return;
+	if (strncmp(v, "stop:", 5) == 0) {
+		crash_stop = true;
+		v += 5;
+	}
 	snprintf(crash_name, sizeof crash_name, "%s", v);
 	char *colon = strchr(crash_name, ':');
 	crash_count = 1;
@@ -220,7 +234,7 @@ static void publish_expired(struct worker *w, struct part *p)
 		const struct fs_hold *h = &c->holds[c->expired[k]];
 		fs_buf_clear(&w->out);
 		fs_reply_expired(&w->out, h->intent_id, c->skus[h->sku_index].sku, h->qty,
-				 h->ended_at_ms, p->id, h->ended_offset);
+				 c->expired_at_ms[k], p->id, c->expired_offset[k]);
 		if (produce(w, w->cfg.topic_results, RD_KAFKA_PARTITION_UA, h->intent_id,
 			    strlen(h->intent_id), &w->out, p->tail) < 0 &&
 		    p->tail)

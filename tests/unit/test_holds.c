@@ -856,6 +856,10 @@ static void test_commit(void)
 	CHECK_INT(d.outcome, FS_OUT_CONFIRMED_LATE);
 	CHECK_INT(c.dirty_holds_len, 2);
 	CHECK_INT(c.expired_len, 1);
+	/* The expiry keeps its own time and record, though the hold now names the confirm. */
+	CHECK_INT(c.expired_at_ms[0], 2000);
+	CHECK_INT(c.expired_offset[0], 3);
+	CHECK_INT(c.holds[h1].ended_offset, 5);
 	/* Rejections do not mark anything. */
 	decide(&c, rec_followup(FS_KIND_CANCEL, "A", 2, 6, 2300));
 	decide(&c, rec_followup(FS_KIND_CONFIRM, "A", 2, 7, 2300));
