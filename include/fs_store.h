@@ -39,6 +39,8 @@ typedef bool (*fs_crash_fn)(const char *point);
 int fs_store_open(const char *conninfo, struct fs_store **out);
 void fs_store_close(struct fs_store *s);
 const char *fs_store_error(const struct fs_store *s);
+/* How many sessions of stalled workers this store ended to free their locks. */
+int64_t fs_store_stalled_broken(const struct fs_store *s);
 /* Reconnects if the connection is bad. Returns 0 when usable. */
 int fs_store_ensure(struct fs_store *s);
 void fs_store_set_crash_hook(struct fs_store *s, fs_crash_fn fn);

@@ -37,6 +37,8 @@ static const char usage_main[] =
 	"  topics create [--partitions N]      create the three topics (admin API)\n"
 	"  topics delete                       delete the three topics\n"
 	"  publish --key KEY [--file FILE]     publish one raw record (tests, operators)\n"
+	"  replay [--dry-run]                  rebuild the database from the log, or diff against "
+	"it\n"
 	"\n"
 	"Global options:\n"
 	"  -c, --config FILE   configuration file (see config/flashsale.conf)\n"
@@ -723,7 +725,12 @@ static const struct {
 	{"stock", cmd_stock},	  {"wait", cmd_wait},	     {"summary", cmd_summary},
 	{"topics", cmd_topics},	  {"load", cli_load},	     {"audit", cli_audit},
 	{"publish", cmd_publish}, {"confirm", cmd_followup}, {"cancel", cmd_followup},
+	{"replay", cli_replay},
 };
+
+const char *cli_config_file;
+const char *cli_sets[64];
+int cli_nsets;
 
 int main(int argc, char **argv)
 {
@@ -731,7 +738,7 @@ int main(int argc, char **argv)
 	fs_config_defaults(&cfg);
 	char err[FS_CONF_ERR_MAX];
 	const char *config_file = NULL;
-	const char *sets[64];
+	const char **sets = cli_sets;
 	int nsets = 0, i = 1;
 	/* Global options come before the command. */
 	for (; i < argc && argv[i][0] == '-'; i++) {
@@ -759,6 +766,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s", usage_main);
 		return 2;
 	}
+	cli_config_file = config_file;
+	cli_nsets = nsets;
 	if (config_file && fs_config_load_file(&cfg, config_file, err) < 0) {
 		cli_err("%s", err);
 		return 2;

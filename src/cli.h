@@ -11,6 +11,12 @@
 /* Every command: argc/argv start at the command name; returns the exit status. */
 int cli_load(flashsale_t *fs, int argc, char **argv);
 int cli_audit(flashsale_t *fs, int argc, char **argv);
+int cli_replay(flashsale_t *fs, int argc, char **argv);
+
+/* The global options as given (for commands that start another program with them). */
+extern const char *cli_config_file;
+extern const char *cli_sets[];
+extern int cli_nsets;
 
 /* Prints "flashsale: <msg>" on stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

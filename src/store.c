@@ -28,6 +28,7 @@ struct fs_store {
 	char err[ERR_LEN_MAX];
 	fs_crash_fn crash;
 	int stale_pid; /* backend of a connection that died; may still be running a transaction */
+	int64_t stalled_broken; /* sessions of stalled workers ended (break_stalled) */
 	struct fs_buf bufs[BUF_COUNT];
 };
 
@@ -70,9 +71,12 @@ static int connect_now(struct fs_store *s)
 		set_err(s, "postgres connect", PQerrorMessage(s->conn));
 		return -EIO;
 	}
-	/* The worker's transactions are short; a stuck one must not hold the partition row. */
-	PGresult *r = PQexec(s->conn, "SET idle_in_transaction_session_timeout = '60s'; "
-				      "SET statement_timeout = '60s'");
+	/* The worker's transactions take milliseconds. One left open by a paused or wedged worker
+	 * holds the partition row's lock and would block the partition's new owner: Postgres
+	 * ends it after 5 s (the next owner's compare-and-set then proceeds and fences it). */
+	/* lock_timeout: a lock held longer than this is a stalled worker's (see below). */
+	PGresult *r = PQexec(s->conn, "SET idle_in_transaction_session_timeout = '5s'; "
+				      "SET statement_timeout = '60s'; SET lock_timeout = '5s'");
 	int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
 	if (!ok)
 		set_err(s, "postgres session setup", PQerrorMessage(s->conn));
@@ -120,13 +124,41 @@ static bool conn_bad(const struct fs_store *s)
 }
 
 /* Runs one statement outside a pipeline; returns the result (caller clears) or NULL. */
+/* A worker paused in the middle of a batch (SIGSTOP, a VM freeze, a GC-like stall) can hold
+ * its transaction's row locks forever: a backend waiting for the rest of a pipeline is neither
+ * "idle in transaction" nor running a statement, so no server timeout ends it. When our own
+ * statement waits on a lock past lock_timeout, we end the sessions of other flashsale workers
+ * of this database that are inside a transaction and have waited on their client for more
+ * than 5 s. This only frees locks: the offset compare-and-set still decides who may commit,
+ * and the stalled worker finds its connection gone and its batch fenced when it wakes. */
+static void break_stalled(struct fs_store *s)
+{
+	PGresult *r = PQexec(
+		s->conn, "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+			 "application_name = 'flashsale-worker' AND datname = current_database() "
+			 "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL AND "
+			 "wait_event = 'ClientRead' AND state_change < now() - interval '5 s'");
+	if (PQresultStatus(r) == PGRES_TUPLES_OK)
+		s->stalled_broken += PQntuples(r);
+	PQclear(r);
+}
+
+static bool lock_timed_out(const PGresult *r)
+{
+	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	return state && strcmp(state, "55P03") == 0;
+}
+
 static PGresult *exec(struct fs_store *s, const char *sql, int n, const char *const *params,
 		      ExecStatusType want)
 {
 	PGresult *r = PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(r) != want) {
 		set_err(s, "postgres", PQerrorMessage(s->conn));
+		bool stalled = lock_timed_out(r);
 		PQclear(r);
+		if (stalled && PQtransactionStatus(s->conn) == PQTRANS_IDLE)
+			break_stalled(s);
 		return NULL;
 	}
 	return r;
@@ -813,6 +845,8 @@ int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 	PQclear(r);
 	if (strcmp(state, "FSCAS") == 0)
 		return FS_COMMIT_FENCED;
+	if (strcmp(state, "55P03") == 0)
+		break_stalled(s);
 	if (conn_bad(s))
 		return FS_COMMIT_UNKNOWN;
 	return FS_COMMIT_REDO;
@@ -859,4 +893,9 @@ int fs_store_expired(struct fs_store *s, int32_t partition, int64_t from, int64_
 		   get_i64(r, i, 3), get_i64(r, i, 4));
 	PQclear(r);
 	return 0;
+}
+
+int64_t fs_store_stalled_broken(const struct fs_store *s)
+{
+	return s->stalled_broken;
 }

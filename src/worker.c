@@ -71,6 +71,14 @@ struct worker {
 	struct counters n;
 	struct inflight *orphans;
 	int64_t last_stats_ms;
+
+	/* --replay: decide the log into the database from the stored offsets to the log end
+	 * (read at start), as the live worker would, but publish nothing; then exit. */
+	bool replay;
+	int64_t replay_end[PARTITIONS_MAX];
+	int64_t replay_from[PARTITIONS_MAX];
+	int replay_parts;
+	int64_t replay_total, replay_start_ms, replay_last_ms;
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -512,12 +520,17 @@ static void part_process(struct worker *w, struct part *p)
 		p->meta.first_offset = b->items[0].rec.offset;
 	p->meta.clock_ms = p->core.clock_ms;
 	count_batch(w, b);
-	publish_results(w, p, b, next);
-	publish_expired(w, p);
-	publish_stock(w, &p->core);
+	if (w->replay) {
+		p->replied = next; /* the live run answered these; a replay answers nothing */
+	} else {
+		publish_results(w, p, b, next);
+		publish_expired(w, p);
+		publish_stock(w, &p->core);
+	}
 	fs_core_commit(&p->core);
 	crash_at("after_publish");
-	commit_kafka_offset(w, p->id, next);
+	if (!w->replay)
+		commit_kafka_offset(w, p->id, next);
 	fs_batch_clear(b);
 }
 
@@ -704,7 +717,7 @@ static void process_due(struct worker *w, bool all)
 		if (p->batch.len && (all || p->batch.len == p->batch.cap ||
 				     now - p->first_ms >= w->cfg.batch_wait_ms))
 			part_process(w, p);
-		if (p->loaded && !stop_requested)
+		if (p->loaded && !stop_requested && !w->replay)
 			maybe_tick(w, p, now);
 	}
 }
@@ -812,12 +825,13 @@ static void log_stats(struct worker *w, const char *when)
 		" invalid=%" PRId64 " sale=%" PRId64 " expired=%" PRId64 " ticks_sent=%" PRId64
 		" batches=%" PRId64 " fenced=%" PRId64 " redo=%" PRId64 " retries=%" PRId64
 		" unknown=%" PRId64 " unknown_committed=%" PRId64 " answered_again=%" PRId64
-		" stale=%" PRId64 " gaps=%" PRId64 " published=%" PRId64
-		" delivery_failed=%" PRId64,
+		" stale=%" PRId64 " gaps=%" PRId64 " published=%" PRId64 " delivery_failed=%" PRId64
+		" stalled_broken=%" PRId64,
 		when, w->n.records, w->n.fresh, w->n.repeats, w->n.conflicts, w->n.invalid,
 		w->n.sale, w->n.expired, w->n.ticks, w->n.batches, w->n.fenced, w->n.redo,
 		w->n.retries, w->n.unknown, w->n.unknown_committed, w->n.answered_again,
-		w->n.skipped_stale, w->n.gaps, w->n.published, w->n.delivery_failed);
+		w->n.skipped_stale, w->n.gaps, w->n.published, w->n.delivery_failed,
+		w->store ? fs_store_stalled_broken(w->store) : 0);
 }
 
 static int handle_consumer_error(struct worker *w, rd_kafka_message_t *m)
@@ -837,6 +851,8 @@ static int handle_consumer_error(struct worker *w, rd_kafka_message_t *m)
 	fs_warn("kafka: %s", rd_kafka_message_errstr(m));
 	return 0;
 }
+
+static bool replay_progress(struct worker *w, bool final);
 
 static int run(struct worker *w)
 {
@@ -865,6 +881,8 @@ static int run(struct worker *w)
 			log_stats(w, "stats");
 			w->last_stats_ms = now;
 		}
+		if (w->replay && replay_progress(w, false))
+			break;
 	}
 	/* Drain: decide what was already read (one try each), then leave the group cleanly. */
 	if (rc == 0)
@@ -872,12 +890,102 @@ static int run(struct worker *w)
 	return rc;
 }
 
+/* Replay: a progress bar with the rate on stderr; true once every partition reached the end
+ * offset it had when the replay started. */
+static bool replay_progress(struct worker *w, bool final)
+{
+	int64_t done = 0;
+	bool all = true;
+	for (int i = 0; i < w->replay_parts; i++) {
+		const struct part *p = w->parts[i];
+		int64_t next = p && p->loaded ? p->meta.next_offset : -1;
+		if (next < w->replay_end[i])
+			all = false;
+		if (next > w->replay_from[i])
+			done += next - w->replay_from[i];
+	}
+	int64_t now = now_ms();
+	if (!final && !all && now - w->replay_last_ms < 1000)
+		return false;
+	w->replay_last_ms = now;
+	double el = (double)(now - w->replay_start_ms) / 1000.0;
+	int64_t total = w->replay_total > 0 ? w->replay_total : 1;
+	int filled = (int)(30 * (done > total ? total : done) / total);
+	fprintf(stderr, "replay [%.*s%.*s] %" PRId64 "/%" PRId64 " records, %.0f records/s%s",
+		filled, "##############################", 30 - filled,
+		"..............................", done, w->replay_total,
+		el > 0 ? (double)done / el : 0.0, all || final ? "\n" : "\r");
+	return all;
+}
+
+/* Assigns every partition of the intents topic, each from its stored offset, and notes where
+ * the log ends now. */
+static int replay_assign(struct worker *w)
+{
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_resp_err_t e = rd_kafka_metadata(w->consumer, 0, w->intents_rkt, &md, 10000);
+	if (e || md->topic_cnt != 1 || md->topics[0].err) {
+		fs_error("replay: topic %s: %s", w->cfg.topic_intents,
+			 rd_kafka_err2str(e ? e : md->topics[0].err));
+		if (md)
+			rd_kafka_metadata_destroy(md);
+		return -EIO;
+	}
+	int n = md->topics[0].partition_cnt;
+	rd_kafka_metadata_destroy(md);
+	if (n > PARTITIONS_MAX) {
+		fs_error("replay: %d partitions, at most %d", n, PARTITIONS_MAX);
+		return -EINVAL;
+	}
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+	w->replay_parts = n;
+	for (int i = 0; i < n; i++) {
+		int64_t lo, hi;
+		e = rd_kafka_query_watermark_offsets(w->consumer, w->cfg.topic_intents, i, &lo, &hi,
+						     10000);
+		struct part *p = part_get(w, i);
+		if (e || !p) {
+			fs_error("replay: partition %d: %s", i,
+				 e ? rd_kafka_err2str(e) : "no memory");
+			rd_kafka_topic_partition_list_destroy(l);
+			return -EIO;
+		}
+		p->assigned = true;
+		if (part_load(w, p) < 0) {
+			rd_kafka_topic_partition_list_destroy(l);
+			return -EINTR;
+		}
+		w->replay_end[i] = hi;
+		int64_t from = p->meta.next_offset < 0 ? 0 : p->meta.next_offset;
+		w->replay_from[i] = from;
+		/* A rebuild must see every record: an empty database needs the log from 0. */
+		if (from < lo) {
+			fs_error("replay: partition %d: the database needs records from offset "
+				 "%" PRId64 " but the log starts at %" PRId64
+				 " (below the log's start): records "
+				 "are gone, refusing to skip them",
+				 i, from, lo);
+			rd_kafka_topic_partition_list_destroy(l);
+			return -ERANGE;
+		}
+		w->replay_total += hi - from;
+		rd_kafka_topic_partition_list_add(l, w->cfg.topic_intents, i)->offset =
+			p->meta.next_offset < 0 ? RD_KAFKA_OFFSET_BEGINNING : p->meta.next_offset;
+		fs_info("replay: partition %d from %" PRId64 " to %" PRId64, i, from, hi);
+	}
+	e = rd_kafka_assign(w->consumer, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	w->replay_start_ms = now_ms();
+	return e ? -EIO : 0;
+}
+
 /* ---- start-up ---------------------------------------------------------------------------- */
 
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: flashsale-worker [-c FILE] [--set KEY=VALUE]... [--help] [--help-config]\n"
+		"usage: flashsale-worker [-c FILE] [--set KEY=VALUE]... [--replay] [--help]\n"
+		"                        [--help-config]\n"
 		"\n"
 		"The flashsale order worker: consumes the intents topic as a member of a consumer\n"
 		"group, decides every record in memory, commits each batch of decisions to\n"
@@ -886,6 +994,12 @@ static void usage(FILE *out)
 		"  -c, --config FILE   configuration file (key = value; see "
 		"config/flashsale.conf)\n"
 		"  -s, --set K=V       set one configuration key (after the file)\n"
+		"      --replay        rebuild: decide the intents topic into the database from "
+		"the\n"
+		"                      stored offsets (the beginning, for an empty database) to "
+		"the\n"
+		"                      log end, publishing nothing, with a progress bar; then "
+		"exit\n"
 		"      --help-config   list every configuration key\n"
 		"  -h, --help          this text\n"
 		"\n"
@@ -968,6 +1082,8 @@ static int setup(struct worker *w)
 	}
 	fs_store_set_crash_hook(w->store, crash_at);
 
+	if (w->replay)
+		return replay_assign(w);
 	rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
 	rd_kafka_topic_partition_list_add(topics, w->cfg.topic_intents, RD_KAFKA_PARTITION_UA);
 	rd_kafka_resp_err_t kerr = rd_kafka_subscribe(w->consumer, topics);
@@ -1017,11 +1133,9 @@ int main(int argc, char **argv)
 	fs_config_defaults(&w.cfg);
 	fs_log_set_prefix("flashsale-worker");
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"set", required_argument, NULL, 's'},
-		{"help", no_argument, NULL, 'h'},
-		{"help-config", no_argument, NULL, 'H'},
-		{NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
+		{"help", no_argument, NULL, 'h'},	  {"help-config", no_argument, NULL, 'H'},
+		{"replay", no_argument, NULL, 'R'},	  {NULL, 0, NULL, 0},
 	};
 	char err[FS_CONF_ERR_MAX];
 	const char *sets[64];
@@ -1047,6 +1161,9 @@ int main(int argc, char **argv)
 		case 'H':
 			fs_config_describe(stdout);
 			return 0;
+		case 'R':
+			w.replay = true;
+			break;
 		default:
 			usage(stderr);
 			return 2;
@@ -1090,6 +1207,10 @@ int main(int argc, char **argv)
 		fs_info("started: brokers %s, group %s, topic %s, batch.max %" PRId64,
 			w.cfg.brokers, w.cfg.group, w.cfg.topic_intents, w.cfg.batch_max);
 		rc = run(&w);
+		if (w.replay && rc == 0 && !stop_requested) {
+			replay_progress(&w, true);
+			fs_info("replay: done");
+		}
 	}
 	teardown(&w);
 	log_stats(&w, "exit");

@@ -1,0 +1,581 @@
+/* replay.c: `flashsale replay`, rebuild the database from the intents topic, or (--dry-run)
+ * replay the log through the pure core and name every difference with what Postgres recorded.
+ *
+ * The check is the strongest one the audit has (TESTING.md): decisions are a pure function of
+ * each partition's log (DESIGN.md, INV-4), so one fault-free pass of the same code over the
+ * same records must reproduce every stored decision, reject, sale record, reservation and
+ * counter exactly. A skipped, doubled or reordered record shows up as a named difference.
+ * The rebuild itself is the worker's own batch path (flashsale-worker --replay). */
+#include "cli.h"
+
+#include "fs_batch.h"
+#include "fs_core.h"
+#include "fs_kafka.h"
+#include "fs_record.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+	REPLAY_BATCH_MAX = 1000,
+	REPLAY_PARTS_MAX = 1024,
+	DIFFS_SHOWN_MAX = 50,
+	POLL_MS = 200,
+	IDLE_POLLS_MAX = 300, /* 60 s without a record while some are still expected */
+};
+
+/* Rows of one table for one partition, ordered by offset, walked with a cursor. */
+struct rows {
+	PGresult *r;
+	int next;
+};
+
+struct rp_part {
+	struct fs_core core;
+	struct fs_batch batch;
+	int64_t target; /* the stored next offset: Postgres decided everything below it */
+	int64_t last;	/* last offset fed, -1 before the first */
+	bool done;
+	/* every intent id decided so far on this partition, for the repeats of later batches */
+	struct fs_stored *decided;
+	uint32_t decided_len, decided_cap;
+	struct fs_map decided_index;
+	struct rows dec, rej, sale;
+	struct fs_batch_counts counts;
+};
+
+struct rp {
+	flashsale_t *fs;
+	PGconn *pg;
+	struct fs_record_limits limits;
+	struct rp_part *parts;
+	int nparts;
+	int64_t diffs;
+	int64_t records;
+};
+
+static void diff(struct rp *rp, int part, int64_t off, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void diff(struct rp *rp, int part, int64_t off, const char *fmt, ...)
+{
+	rp->diffs++;
+	if (rp->diffs > DIFFS_SHOWN_MAX)
+		return;
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (off >= 0)
+		printf("DIFF partition %d offset %" PRId64 ": %s\n", part, off, msg);
+	else
+		printf("DIFF partition %d: %s\n", part, msg);
+}
+
+/* ---- the decided-ids map of a partition -------------------------------------------------- */
+
+static uint64_t key_hash(const char *id, int kind)
+{
+	return fs_hash_bytes(id, FS_UUID_LEN, (uint64_t)kind);
+}
+
+struct key {
+	const char *id;
+	int kind;
+};
+
+static bool key_eq(const void *ctx, uint32_t v, const void *k)
+{
+	const struct rp_part *p = ctx;
+	const struct key *key = k;
+	return (int)p->decided[v].kind == key->kind &&
+	       strcmp(p->decided[v].intent_id, key->id) == 0;
+}
+
+static int remember(struct rp_part *p, const struct fs_item *it)
+{
+	if (p->decided_len == p->decided_cap) {
+		uint32_t cap = p->decided_cap ? p->decided_cap * 2 : 1024;
+		struct fs_stored *n = realloc(p->decided, (size_t)cap * sizeof *n);
+		if (!n)
+			return -ENOMEM;
+		p->decided = n;
+		p->decided_cap = cap;
+	}
+	struct fs_stored *s = &p->decided[p->decided_len];
+	memset(s, 0, sizeof *s);
+	strcpy(s->intent_id, it->rec.intent_id);
+	s->kind = it->rec.kind;
+	s->body_hash = it->rec.body_hash;
+	s->partition = it->rec.partition;
+	s->offset = it->rec.offset;
+	s->dec = it->dec;
+	if (it->dec.reason) {
+		snprintf(s->reason_buf, sizeof s->reason_buf, "%s", it->dec.reason);
+		s->dec.reason = s->reason_buf;
+	}
+	int rc = fs_map_put(&p->decided_index, key_hash(s->intent_id, s->kind), p->decided_len);
+	if (rc == 0)
+		p->decided_len++;
+	return rc;
+}
+
+/* ---- comparing with Postgres ------------------------------------------------------------- */
+
+static const char *col(const struct rows *t, int c)
+{
+	return PQgetisnull(t->r, t->next, c) ? "" : PQgetvalue(t->r, t->next, c);
+}
+
+static int64_t icol(const struct rows *t, int c)
+{
+	return PQgetisnull(t->r, t->next, c) ? -1 : strtoll(PQgetvalue(t->r, t->next, c), NULL, 10);
+}
+
+/* Moves the cursor to the row at `off`, reporting rows Postgres has that the replay has not. */
+static bool seek_row(struct rp *rp, int part, struct rows *t, const char *table, int64_t off)
+{
+	while (t->next < PQntuples(t->r) && icol(t, 0) < off) {
+		diff(rp, part, icol(t, 0),
+		     "%s: a row in Postgres for a record the replay did not "
+		     "decide there",
+		     table);
+		t->next++;
+	}
+	if (t->next < PQntuples(t->r) && icol(t, 0) == off)
+		return true;
+	diff(rp, part, off, "%s: the replay decided this record, Postgres has no row", table);
+	return false;
+}
+
+static void check_text(struct rp *rp, int part, int64_t off, const char *what, const char *pg,
+		       const char *replay)
+{
+	if (strcmp(pg, replay ? replay : "") != 0)
+		diff(rp, part, off, "%s: Postgres says '%s', the replay says '%s'", what, pg,
+		     replay ? replay : "");
+}
+
+static void check_int(struct rp *rp, int part, int64_t off, const char *what, int64_t pg,
+		      int64_t replay)
+{
+	if (pg != replay)
+		diff(rp, part, off, "%s: Postgres says %" PRId64 ", the replay says %" PRId64, what,
+		     pg, replay);
+}
+
+/* decisions columns: off, intent_id, kind, body_hash, outcome, reason, qty, expires_at_ms,
+ * decided_at_ms */
+static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item *it)
+{
+	int part = it->rec.partition;
+	int64_t off = it->rec.offset;
+	const struct fs_decision *d = &it->dec;
+	if (it->cls == FS_ITEM_NEW && seek_row(rp, part, &p->dec, "decisions", off)) {
+		check_text(rp, part, off, "intent id", col(&p->dec, 1), it->rec.intent_id);
+		check_int(rp, part, off, "kind", icol(&p->dec, 2), it->rec.kind);
+		check_int(rp, part, off, "body hash", icol(&p->dec, 3), it->rec.body_hash);
+		check_text(rp, part, off, "outcome", col(&p->dec, 4), fs_outcome_name(d->outcome));
+		check_text(rp, part, off, "reason", col(&p->dec, 5), d->reason);
+		check_int(rp, part, off, "qty", icol(&p->dec, 6), d->qty);
+		check_int(rp, part, off, "expires_at", icol(&p->dec, 7),
+			  d->reserve ? d->expires_at_ms : -1);
+		check_int(rp, part, off, "decided_at", icol(&p->dec, 8), d->decided_at_ms);
+		p->dec.next++;
+	} else if (it->cls == FS_ITEM_INVALID && seek_row(rp, part, &p->rej, "rejects", off)) {
+		check_text(rp, part, off, "reject reason", col(&p->rej, 1), d->reason);
+		p->rej.next++;
+	} else if (it->cls == FS_ITEM_SALE && seek_row(rp, part, &p->sale, "sale_log", off)) {
+		check_text(rp, part, off, "sale outcome", col(&p->sale, 1),
+			   fs_outcome_name(d->outcome));
+		check_text(rp, part, off, "sale reason", col(&p->sale, 2), d->reason);
+		p->sale.next++;
+	}
+}
+
+static void decide_batch(struct rp *rp, struct rp_part *p)
+{
+	struct fs_batch *b = &p->batch;
+	if (b->len == 0)
+		return;
+	fs_batch_reset_decisions(b);
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (!fs_item_has_key(it))
+			continue;
+		struct key k = {it->rec.intent_id, it->rec.kind};
+		uint32_t v = fs_map_get(&p->decided_index, key_hash(k.id, k.kind), key_eq, p, &k);
+		if (v != FS_MAP_NONE)
+			fs_batch_add_stored(b, &p->decided[v]);
+	}
+	if (fs_batch_decide(b, &p->core) < 0) {
+		diff(rp, b->items[0].rec.partition, -1, "out of memory while replaying");
+		return;
+	}
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		compare_item(rp, p, it);
+		if (it->cls == FS_ITEM_NEW && remember(p, it) < 0)
+			diff(rp, it->rec.partition, -1, "out of memory while replaying");
+	}
+	p->counts.records += b->counts.records;
+	p->counts.fresh += b->counts.fresh;
+	p->counts.repeats += b->counts.repeats;
+	p->counts.conflicts += b->counts.conflicts;
+	p->counts.invalid += b->counts.invalid;
+	p->counts.sale += b->counts.sale;
+	p->counts.ticks += b->counts.ticks;
+	rp->records += b->len;
+	fs_core_commit(&p->core);
+	fs_batch_clear(b);
+}
+
+/* After the log: rows left over, and the final state (SKUs, holds, counters). */
+static void compare_state(struct rp *rp, int part, struct rp_part *p)
+{
+	struct rows *tables[] = {&p->dec, &p->rej, &p->sale};
+	const char *names[] = {"decisions", "rejects", "sale_log"};
+	for (int t = 0; t < 3; t++) {
+		for (; tables[t]->next < PQntuples(tables[t]->r); tables[t]->next++)
+			diff(rp, part, icol(tables[t], 0),
+			     "%s: a row in Postgres for a record the replay did not decide there",
+			     names[t]);
+	}
+
+	char pp[16];
+	snprintf(pp, sizeof pp, "%d", part);
+	const char *prm[] = {pp};
+	PGresult *r = PQexecParams(rp->pg,
+				   "SELECT sku, status, supply, available, held, sold FROM skus "
+				   "WHERE part = $1::int ORDER BY sku",
+				   1, NULL, prm, NULL, NULL, 0);
+	int n = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : 0;
+	if (n != (int)p->core.skus_len)
+		diff(rp, part, -1, "skus: Postgres has %d, the replay %u", n, p->core.skus_len);
+	for (int i = 0; i < n; i++) {
+		const struct fs_sku *s = fs_core_sku(&p->core, PQgetvalue(r, i, 0));
+		if (!s) {
+			diff(rp, part, -1, "sku %s: in Postgres only", PQgetvalue(r, i, 0));
+			continue;
+		}
+		char what[128];
+		int64_t vals[] = {s->supply, s->available, s->held, s->sold};
+		const char *names2[] = {"supply", "available", "held", "sold"};
+		for (int k = 0; k < 4; k++) {
+			snprintf(what, sizeof what, "sku %s %s", s->sku, names2[k]);
+			check_int(rp, part, -1, what, strtoll(PQgetvalue(r, i, k + 2), NULL, 10),
+				  vals[k]);
+		}
+		snprintf(what, sizeof what, "sku %s status", s->sku);
+		check_text(rp, part, -1, what, PQgetvalue(r, i, 1),
+			   s->status == FS_SKU_OPEN ? "open" : "closed");
+	}
+	PQclear(r);
+
+	r = PQexecParams(
+		rp->pg,
+		"SELECT intent_id, status, late, coalesce(ended_off, -1) FROM reservations "
+		"WHERE part = $1::int",
+		1, NULL, prm, NULL, NULL, 0);
+	n = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : 0;
+	if (n != (int)p->core.holds_len)
+		diff(rp, part, -1, "reservations: Postgres has %d, the replay %u", n,
+		     p->core.holds_len);
+	for (int i = 0; i < n; i++) {
+		const struct fs_hold *h = fs_core_hold(&p->core, PQgetvalue(r, i, 0));
+		char what[96];
+		snprintf(what, sizeof what, "reservation %s", PQgetvalue(r, i, 0));
+		if (!h) {
+			diff(rp, part, -1, "%s: in Postgres only", what);
+			continue;
+		}
+		const char *st = fs_hold_status_name(h->status);
+		check_text(rp, part, -1, what, PQgetvalue(r, i, 1), st);
+		check_text(rp, part, -1, what, PQgetvalue(r, i, 2), h->late ? "t" : "f");
+		check_int(rp, part, -1, what, strtoll(PQgetvalue(r, i, 3), NULL, 10),
+			  h->status == FS_HOLD_HELD ? -1 : h->ended_offset);
+	}
+	PQclear(r);
+
+	const struct fs_config *cfg = flashsale_config(rp->fs);
+	const char *q[] = {cfg->group, cfg->topic_intents, pp};
+	r = PQexecParams(rp->pg,
+			 "SELECT n_records, n_fresh, n_repeats, n_conflicts, n_invalid, n_sale, "
+			 "n_ticks FROM partitions WHERE grp = $1 AND topic = $2 AND part = $3::int",
+			 3, NULL, q, NULL, NULL, 0);
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+		int64_t v[] = {p->counts.records,   p->counts.fresh,   p->counts.repeats,
+			       p->counts.conflicts, p->counts.invalid, p->counts.sale,
+			       p->counts.ticks};
+		const char *names3[] = {"records", "fresh", "repeats", "conflicts",
+					"invalid", "sale",  "ticks"};
+		for (int k = 0; k < 7; k++) {
+			char what[64];
+			snprintf(what, sizeof what, "counter n_%s", names3[k]);
+			check_int(rp, part, -1, what, strtoll(PQgetvalue(r, 0, k), NULL, 10), v[k]);
+		}
+	}
+	PQclear(r);
+}
+
+/* ---- reading the log --------------------------------------------------------------------- */
+
+static int load_rows(struct rp *rp, int part, struct rp_part *p)
+{
+	char pp[16];
+	snprintf(pp, sizeof pp, "%d", part);
+	const char *prm[] = {pp};
+	static const char *const sql[] = {
+		"SELECT off, intent_id, kind, body_hash, outcome, reason, qty, expires_at_ms, "
+		"decided_at_ms FROM decisions WHERE part = $1::int ORDER BY off",
+		"SELECT off, reason FROM rejects WHERE part = $1::int ORDER BY off",
+		"SELECT off, outcome, reason FROM sale_log WHERE part = $1::int ORDER BY off",
+	};
+	struct rows *t[] = {&p->dec, &p->rej, &p->sale};
+	for (int i = 0; i < 3; i++) {
+		t[i]->r = PQexecParams(rp->pg, sql[i], 1, NULL, prm, NULL, NULL, 0);
+		if (PQresultStatus(t[i]->r) != PGRES_TUPLES_OK) {
+			cli_err("replay: postgres: %s", PQerrorMessage(rp->pg));
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+static rd_kafka_t *log_consumer(struct rp *rp, int64_t **lo_out)
+{
+	const struct fs_config *cfg = flashsale_config(rp->fs);
+	char err[512];
+	static const char *const defaults[] = {"enable.auto.commit", "false", NULL, NULL};
+	rd_kafka_conf_t *conf = fs_kafka_conf(cfg, RD_KAFKA_CONSUMER, defaults, err, sizeof err);
+	if (!conf || rd_kafka_conf_set(conf, "group.id", "flashsale-replay-check", err,
+				       sizeof err) != RD_KAFKA_CONF_OK) {
+		if (conf)
+			rd_kafka_conf_destroy(conf);
+		cli_err("replay: kafka config: %s", err);
+		return NULL;
+	}
+	rd_kafka_t *rk = fs_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+	if (!rk) {
+		cli_err("replay: %s", err);
+		return NULL;
+	}
+	rd_kafka_poll_set_consumer(rk);
+	int64_t *lo = calloc((size_t)rp->nparts, sizeof *lo);
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(rp->nparts);
+	for (int i = 0; i < rp->nparts && lo; i++) {
+		int64_t hi;
+		rd_kafka_query_watermark_offsets(rk, cfg->topic_intents, i, &lo[i], &hi, 10000);
+		rd_kafka_topic_partition_list_add(l, cfg->topic_intents, i)->offset =
+			RD_KAFKA_OFFSET_BEGINNING;
+	}
+	rd_kafka_assign(rk, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	*lo_out = lo;
+	return rk;
+}
+
+static int setup_parts(struct rp *rp, const int64_t *ends)
+{
+	const struct fs_config *cfg = flashsale_config(rp->fs);
+	rp->parts = calloc((size_t)rp->nparts, sizeof *rp->parts);
+	if (!rp->parts)
+		return -ENOMEM;
+	const char *q[] = {cfg->group, cfg->topic_intents};
+	PGresult *r = PQexecParams(rp->pg,
+				   "SELECT part, next_offset FROM partitions WHERE grp = $1 AND "
+				   "topic = $2",
+				   2, NULL, q, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		cli_err("replay: postgres: %s", PQerrorMessage(rp->pg));
+		PQclear(r);
+		return -EIO;
+	}
+	for (int i = 0; i < rp->nparts; i++) {
+		struct rp_part *p = &rp->parts[i];
+		fs_core_init(&p->core, i);
+		if (fs_batch_init(&p->batch, REPLAY_BATCH_MAX) < 0)
+			return -ENOMEM;
+		p->target = 0;
+		p->last = -1;
+		for (int k = 0; k < PQntuples(r); k++)
+			if (atoi(PQgetvalue(r, k, 0)) == i)
+				p->target = strtoll(PQgetvalue(r, k, 1), NULL, 10);
+		if (p->target < 0)
+			p->target = 0;
+		if (p->target > ends[i]) {
+			diff(rp, i, -1,
+			     "the stored next offset %" PRId64 " is past the log end %" PRId64,
+			     p->target, ends[i]);
+			p->target = ends[i];
+		}
+		if (load_rows(rp, i, p) < 0) {
+			PQclear(r);
+			return -EIO;
+		}
+	}
+	PQclear(r);
+	return 0;
+}
+
+static void feed(struct rp *rp, rd_kafka_message_t *m)
+{
+	if (m->partition < 0 || m->partition >= rp->nparts)
+		return;
+	struct rp_part *p = &rp->parts[m->partition];
+	if (p->done || m->offset < p->last + 1 || m->offset >= p->target)
+		return;
+	if (p->last >= 0 && m->offset != p->last + 1)
+		diff(rp, m->partition, m->offset, "the log skips from %" PRId64, p->last);
+	p->last = m->offset;
+	struct fs_item *it = fs_batch_push(&p->batch);
+	rd_kafka_timestamp_type_t tstype;
+	int64_t ts = rd_kafka_message_timestamp(m, &tstype);
+	fs_record_parse(&rp->limits, m->key, m->key_len, m->payload, m->len, m->partition,
+			m->offset, ts < 0 ? 0 : ts, &it->rec);
+	if (p->batch.len == p->batch.cap || m->offset + 1 >= p->target)
+		decide_batch(rp, p);
+	if (m->offset + 1 >= p->target)
+		p->done = true;
+}
+
+static int check(flashsale_t *fs)
+{
+	struct rp rp = {.fs = fs};
+	rp.pg = flashsale_pg(fs);
+	if (!rp.pg) {
+		cli_err("replay: %s", flashsale_error(fs));
+		return 1;
+	}
+	const struct fs_config *cfg = flashsale_config(fs);
+	rp.limits.bytes_max = (size_t)cfg->record_max_bytes;
+	int64_t *ends = NULL, *lo = NULL;
+	rp.nparts = cli_topic_ends(fs, cfg->topic_intents, &ends);
+	if (rp.nparts < 0)
+		return 1;
+	if (rp.nparts > REPLAY_PARTS_MAX || setup_parts(&rp, ends) < 0) {
+		free(ends);
+		return 1;
+	}
+	rd_kafka_t *rk = log_consumer(&rp, &lo);
+	if (!rk || !lo) {
+		free(ends);
+		return 1;
+	}
+	for (int i = 0; i < rp.nparts; i++) {
+		if (lo[i] > 0 && rp.parts[i].target > 0)
+			diff(&rp, i, -1,
+			     "the log starts at %" PRId64 ": records below it are gone, "
+			     "the replay cannot check them",
+			     lo[i]);
+		rp.parts[i].done = rp.parts[i].target <= lo[i];
+		rp.parts[i].last = lo[i] - 1;
+	}
+	int idle = 0;
+	for (;;) {
+		bool all = true;
+		for (int i = 0; i < rp.nparts; i++)
+			all = all && rp.parts[i].done;
+		if (all || idle > IDLE_POLLS_MAX)
+			break;
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, POLL_MS);
+		if (!m) {
+			idle++;
+			continue;
+		}
+		idle = 0;
+		if (!m->err)
+			feed(&rp, m);
+		rd_kafka_message_destroy(m);
+	}
+	rd_kafka_consumer_close(rk);
+	rd_kafka_destroy(rk);
+	for (int i = 0; i < rp.nparts; i++) {
+		struct rp_part *p = &rp.parts[i];
+		if (!p->done)
+			diff(&rp, i, -1, "the log could not be read up to offset %" PRId64,
+			     p->target);
+		decide_batch(&rp, p);
+		compare_state(&rp, i, p);
+		PQclear(p->dec.r);
+		PQclear(p->rej.r);
+		PQclear(p->sale.r);
+		fs_core_free(&p->core);
+		fs_batch_free(&p->batch);
+		free(p->decided);
+		fs_map_free(&p->decided_index);
+	}
+	free(rp.parts);
+	free(ends);
+	free(lo);
+	if (rp.diffs > DIFFS_SHOWN_MAX)
+		printf("... %" PRId64 " differences in all\n", rp.diffs);
+	printf("replay check: %" PRId64 " records replayed, %" PRId64 " differences\n", rp.records,
+	       rp.diffs);
+	return rp.diffs ? 1 : 0;
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+
+static const char usage_replay[] =
+	"usage: flashsale replay [--dry-run]\n"
+	"\n"
+	"Rebuilds the database from the intents topic: every partition is decided from its\n"
+	"stored offset (the beginning, for an empty database) to the log's end, by the worker's\n"
+	"own batch path (flashsale-worker --replay), publishing nothing, with a progress bar and\n"
+	"the rate. Resuming an older dump converges to the same state. A stored offset below the\n"
+	"log's start stops with an error, never a silent skip.\n"
+	"--dry-run changes nothing: it replays the log through the pure core in memory and names\n"
+	"every difference with what Postgres recorded (decisions, rejects, sale records,\n"
+	"reservations, stock counters, record counters). Exit 1 if there is any.\n";
+
+int cli_replay(flashsale_t *fs, int argc, char **argv)
+{
+	bool dry_run = false;
+	const struct cli_opt spec[] = {
+		{"dry-run", CLI_FLAG, &dry_run, 0, 0},
+		{NULL, 0, NULL, 0, 0},
+	};
+	int rc = cli_parse(argc, argv, usage_replay, spec, 0, 0);
+	if (rc >= 0)
+		return rc;
+	if (dry_run)
+		return check(fs);
+
+	/* The rebuild is the worker itself, next to this binary, with the same configuration. */
+	char self[PATH_MAX], worker[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0) {
+		cli_err("replay: cannot find my own path");
+		return 1;
+	}
+	self[n] = '\0';
+	snprintf(worker, sizeof worker, "%s/flashsale-worker", dirname(self));
+	const char *args[2 * 64 + 8];
+	int k = 0;
+	args[k++] = worker;
+	args[k++] = "--replay";
+	if (cli_config_file) {
+		args[k++] = "-c";
+		args[k++] = cli_config_file;
+	}
+	for (int i = 0; i < cli_nsets && k < (int)(sizeof args / sizeof args[0]) - 3; i++) {
+		args[k++] = "--set";
+		args[k++] = cli_sets[i];
+	}
+	args[k] = NULL;
+	fflush(stdout);
+	execv(worker, (char *const *)args);
+	cli_err("replay: %s: %s", worker, strerror(errno));
+	return 1;
+}

@@ -1,0 +1,177 @@
+/* sim.h: the deterministic simulator's shared world (see sim.c for the model and how to replay
+ * a seed).
+ *
+ * Everything a seed touches lives in one struct sim_world: the PRNG, the intents log of every
+ * partition, the results log, the simulated store, the workers, the group coordinator and the
+ * fault profile. Nothing reads a clock, nothing runs on another thread, nothing iterates a
+ * hash table: a seed replays bit for bit. */
+#ifndef FS_SIM_H
+#define FS_SIM_H
+
+#include "fs_batch.h"
+#include "fs_core.h"
+#include "fs_record.h"
+#include "fs_store.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+	SIM_PARTS_MAX = 3,
+	SIM_WORKERS_MAX = 3,
+	SIM_SKUS_MAX = 5,
+	SIM_RECORD_BYTES_MAX = 512, /* the workers' record size cap (record.max.bytes) */
+	SIM_TICK_INTERVAL_MS = 1000,
+	SIM_MSG_MAX = 600,
+};
+
+/* ---- PRNG: xoshiro256**, seeded with splitmix64 ------------------------------------------ */
+
+struct rng {
+	uint64_t s[4];
+};
+
+void rng_seed(struct rng *r, uint64_t seed);
+uint64_t rng_next(struct rng *r);
+/* Uniform in [0, n); n > 0. */
+uint32_t rng_below(struct rng *r, uint32_t n);
+/* True with probability per_mille / 1000. */
+bool rng_chance(struct rng *r, uint32_t per_mille);
+
+/* ---- growable arrays (abort on out-of-memory: this is a test) ------------------------------ */
+
+void *sim_grow(void *data, size_t *cap, size_t need, size_t size);
+#define VEC(T)                                                                                     \
+	struct {                                                                                   \
+		T *v;                                                                              \
+		size_t len, cap;                                                                   \
+	}
+#define VEC_PUSH(vec)                                                                              \
+	((vec).v = sim_grow((vec).v, &(vec).cap, (vec).len + 1, sizeof *(vec).v),                  \
+	 &(vec).v[(vec).len++])
+char *sim_strndup(const char *s, size_t n);
+
+/* ---- the intents log ---------------------------------------------------------------------- */
+
+struct sim_rec {
+	char *key; /* NULL: no key */
+	size_t key_len;
+	char *val;
+	size_t val_len;
+	int64_t ts; /* LogAppendTime: the broker clock at append; never goes back */
+	/* fs_record_parse() of these bytes, computed once at append: parsing is pure, so a worker
+	 * that reads the record gets exactly this (the oracle parses the bytes again). */
+	struct fs_record parsed;
+};
+
+struct sim_log {
+	VEC(struct sim_rec) recs;
+};
+
+/* ---- the results log ---------------------------------------------------------------------- */
+
+struct sim_result {
+	/* Simulator metadata, not part of the message: the record this result answers (for an
+	 * expiry: the record whose arrival ended the hold). */
+	int32_t part;
+	int64_t off;
+	bool expire;
+	char *json;
+};
+
+/* ---- knobs --------------------------------------------------------------------------------- */
+
+enum sim_mutation {
+	MUT_NONE = 0,
+	MUT_NO_CAS = 1,	   /* the store's commit ignores the expected offset */
+	MUT_NO_DEDUPE = 2, /* the store forgets intent ids: lookup finds nothing, insert adds */
+};
+
+/* Known bugs of src/ that the default run steps around; `--known-bug NAME` stops stepping
+ * around one, so that the sweep reproduces it (tests/sim/meson.build, suite known-bugs). */
+enum sim_known_bug {
+	KB_LOOKUP_OVERFLOW = 1 << 0,  /* fs_store_lookup overflows fs_batch_add_stored: -ENOBUFS */
+	KB_AGAIN_CONFLICT = 1 << 1,   /* part_answer_again: a conflict gets the first's qty, time */
+	KB_AGAIN_INVALID_AT = 1 << 2, /* part_answer_again: an invalid record gets decided_at 0 */
+	KB_EXPIRED_LATE = 1 << 3,     /* publish_expired after a late confirm in the same batch */
+};
+
+/* Fault rates of one seed, in per mille per opportunity. */
+struct sim_faults {
+	uint32_t crash, kick, rebalance, redeliver;
+	uint32_t store_err, commit_unknown, deliver_fail, deliver_double;
+	uint32_t bad_input;
+};
+
+/* Counters summed over a sweep: which fault paths really ran. */
+struct sim_stats {
+	int64_t seeds, records, steps, commits, batches_published;
+	int64_t crashes, crash_at[16], kicks, rebalances, redeliveries, store_errors;
+	int64_t unknown_applied, unknown_lost, fenced, redo, retries, again_answered;
+	int64_t delivered, deliver_failed, deliver_doubled, ticks_appended, skipped_stale, gaps;
+	int64_t expired_replies, inhand_after_fence;
+};
+
+/* ---- the world of one seed ------------------------------------------------------------------ */
+
+struct sim_store;
+struct sw_worker;
+
+struct sim_world {
+	uint64_t seed;
+	struct rng rng;
+	enum sim_mutation mutation;
+	unsigned known_bugs; /* enum sim_known_bug bits that are NOT stepped around */
+	bool trace;
+	int64_t step;
+	bool healing; /* faults off: heal and reach quiescence */
+
+	int n_parts, n_workers;
+	int batch_max;
+	struct sim_faults f;
+	struct fs_record_limits limits;
+
+	int64_t now_ms; /* the broker clock */
+	struct sim_log log[SIM_PARTS_MAX];
+	VEC(struct sim_result) results;
+
+	struct sim_store *store;
+	struct sw_worker *workers[SIM_WORKERS_MAX];
+
+	/* The group coordinator (sim.c). */
+	bool member[SIM_WORKERS_MAX];
+	bool rebalancing;
+	int64_t gen;
+
+	/* Observers for the checker: every successful commit per partition. */
+	VEC(uint8_t) decided[SIM_PARTS_MAX]; /* times each offset was committed */
+	int64_t last_next[SIM_PARTS_MAX];    /* stored next offset after the last commit */
+
+	struct sim_stats *stats;
+	bool failed;
+	char why[1024];
+};
+
+/* Records the first violation of the seed (later ones are dropped). Returns false. */
+bool sim_fail(struct sim_world *W, const char *inv, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void sim_trace(struct sim_world *W, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define TRACE(W, ...)                                                                              \
+	do {                                                                                       \
+		if ((W)->trace)                                                                    \
+			sim_trace((W), __VA_ARGS__);                                               \
+	} while (0)
+
+/* Appends a record to a partition's log at the broker clock. */
+void sim_log_append(struct sim_world *W, int32_t part, const char *key, size_t key_len,
+		    const char *val, size_t val_len);
+
+/* A successful commit of `b` moved the stored offset from `before` to `next` (sim_check.c). */
+void sim_observe_commit(struct sim_world *W, int32_t part, int64_t before, int64_t next,
+			const struct fs_batch *b);
+
+/* The checker: run once every worker is quiescent. Returns true if every invariant holds. */
+bool sim_check(struct sim_world *W);
+
+#endif

@@ -1,0 +1,592 @@
+/* sim_check.c: the invariants of DESIGN.md section 1, checked on the simulated store and the
+ * results log once every worker is quiescent, and the oracle: the whole log replayed through a
+ * fresh core and batch, in one fault-free pass, into a fresh store, compared row by row and
+ * reply by reply with what the faulty run left behind. */
+#include "fs_buf.h"
+#include "fs_reply.h"
+#include "sim.h"
+#include "sim_store.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- observers ------------------------------------------------------------------------- */
+
+void sim_observe_commit(struct sim_world *W, int32_t part, int64_t before, int64_t next,
+			const struct fs_batch *b)
+{
+	/* INV-5: the stored next offset only moves forward. */
+	if (next <= before)
+		sim_fail(W, "INV-5", "partition %d: a commit moved the stored next offset back from "
+			 "%" PRId64 " to %" PRId64, (int)part, before, next);
+	/* INV-2: the records committed are exactly those from the stored offset on, once. */
+	int64_t from = before < 0 ? 0 : before;
+	for (uint32_t i = 0; i < b->len; i++) {
+		int64_t off = b->items[i].rec.offset;
+		if (off != from + (int64_t)i) {
+			sim_fail(W, "INV-2",
+				 "partition %d: a commit at stored offset %" PRId64 " holds record %"
+				 PRId64 " at position %u (records skipped or decided twice)",
+				 (int)part, before, off, i);
+			break;
+		}
+	}
+	VEC(uint8_t) *d = (void *)&W->decided[part];
+	for (uint32_t i = 0; i < b->len; i++) {
+		int64_t off = b->items[i].rec.offset;
+		while ((int64_t)d->len <= off)
+			*VEC_PUSH(*d) = 0;
+		if (++d->v[off] == 2)
+			sim_fail(W, "INV-2",
+				 "partition %d: record %" PRId64 " was committed twice (the second "
+				 "time at stored offset %" PRId64 ")",
+				 (int)part, off, before);
+	}
+	W->last_next[part] = next;
+}
+
+/* ---- table dumps: one text line per row, sorted ----------------------------------------- */
+
+struct lines {
+	VEC(char *) v;
+};
+
+__attribute__((format(printf, 2, 3))) static void line(struct lines *l, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	*VEC_PUSH(l->v) = sim_strndup(buf, strlen(buf));
+}
+
+static int cmp_line(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static const char *opt(bool has, const char *s)
+{
+	return has ? s : "NULL";
+}
+
+static const char *opt_i64(bool has, int64_t v, char *buf, size_t n)
+{
+	if (!has)
+		return "NULL";
+	snprintf(buf, n, "%" PRId64, v);
+	return buf;
+}
+
+/* Every column of every table, except replied_offset and n_batches (they depend on the
+ * faults and the batch sizes, not on the log). */
+static void dump(const struct sim_store *s, int n_parts, struct lines *l)
+{
+	char b1[24];
+	for (int p = 0; p < n_parts; p++) {
+		const struct ss_part *r = &s->parts[p];
+		if (!r->exists || r->next_offset < 0)
+			continue;
+		line(l,
+		     "partitions %d next=%" PRId64 " first=%" PRId64 " clock=%" PRId64
+		     " records=%" PRId64 " fresh=%" PRId64 " repeats=%" PRId64
+		     " conflicts=%" PRId64 " invalid=%" PRId64 " sale=%" PRId64 " ticks=%" PRId64,
+		     p, r->next_offset, r->first_offset, r->clock_ms, r->n_records, r->n_fresh,
+		     r->n_repeats, r->n_conflicts, r->n_invalid, r->n_sale, r->n_ticks);
+	}
+	for (size_t i = 0; i < s->decisions.len; i++) {
+		const struct ss_decision *d = &s->decisions.v[i];
+		line(l,
+		     "decisions %s kind=%d hash=%" PRId64 " part=%d off=%" PRId64
+		     " sku=%s buyer=%s qty=%" PRId64 " outcome=%s reason=%s expires_at=%s "
+		     "decided_at=%" PRId64,
+		     d->intent_id, d->kind, d->body_hash, (int)d->part, d->off, d->sku,
+		     opt(d->has_buyer, d->buyer), d->qty, d->outcome, opt(d->has_reason, d->reason),
+		     opt_i64(d->has_exp, d->exp, b1, sizeof b1), d->decided_at);
+	}
+	for (size_t i = 0; i < s->rejects.len; i++) {
+		const struct ss_reject *r = &s->rejects.v[i];
+		line(l, "rejects %d off=%06" PRId64 " id=%s reason=%s", (int)r->part, r->off,
+		     opt(r->has_id, r->intent_id), r->reason);
+	}
+	for (size_t i = 0; i < s->sales.len; i++) {
+		const struct ss_sale *r = &s->sales.v[i];
+		line(l, "sale_log %d off=%06" PRId64 " kind=%d sku=%s amount=%" PRId64 " outcome=%s "
+		     "reason=%s",
+		     (int)r->part, r->off, r->kind, r->sku, r->amount, r->outcome,
+		     opt(r->has_reason, r->reason));
+	}
+	for (size_t i = 0; i < s->resv.len; i++) {
+		const struct ss_resv *r = &s->resv.v[i];
+		char b2[24];
+		line(l,
+		     "reservations %s sku=%s buyer=%s qty=%" PRId64 " status=%s expires_at=%" PRId64
+		     " part=%d off=%" PRId64 " late=%d ended_at=%s ended_off=%s",
+		     r->intent_id, r->sku, r->buyer, r->qty, r->status, r->expires_at_ms,
+		     (int)r->part, r->off, r->late, opt_i64(r->has_ended, r->ended_at_ms, b1, sizeof b1),
+		     opt_i64(r->has_ended, r->ended_off, b2, sizeof b2));
+	}
+	for (size_t i = 0; i < s->skus.len; i++) {
+		const struct ss_sku *k = &s->skus.v[i];
+		line(l,
+		     "skus %s part=%d status=%s supply=%" PRId64 " available=%" PRId64
+		     " held=%" PRId64 " sold=%" PRId64 " limit=%" PRId64 " max_qty=%" PRId64
+		     " hold_ms=%" PRId64 " opens=%" PRId64 " closes=%" PRId64,
+		     k->sku, (int)k->part, k->status, k->supply, k->available, k->held, k->sold,
+		     k->per_buyer_limit, k->max_qty, k->hold_ms, k->opens_at_ms, k->closes_at_ms);
+	}
+	for (size_t i = 0; i < s->buyers.len; i++) {
+		const struct ss_buyer *b = &s->buyers.v[i];
+		line(l, "buyers %s %s units=%" PRId64, b->sku, b->buyer, b->units);
+	}
+	qsort(l->v.v, l->v.len, sizeof *l->v.v, cmp_line);
+}
+
+static void lines_free(struct lines *l)
+{
+	for (size_t i = 0; i < l->v.len; i++)
+		free(l->v.v[i]);
+	free(l->v.v);
+}
+
+/* ---- the oracle -------------------------------------------------------------------------- */
+
+struct oracle {
+	struct sim_store store;
+	struct fs_core core[SIM_PARTS_MAX];
+	struct fs_batch batch[SIM_PARTS_MAX];
+	VEC(int64_t) clock[SIM_PARTS_MAX]; /* the partition clock after each record */
+};
+
+static bool oracle_run(struct sim_world *W, struct oracle *o)
+{
+	ss_init(&o->store, MUT_NONE);
+	for (int p = 0; p < W->n_parts; p++) {
+		const struct sim_log *log = &W->log[p];
+		fs_core_init(&o->core[p], p);
+		fs_batch_init(&o->batch[p], (uint32_t)(log->recs.len ? log->recs.len : 1));
+		if (log->recs.len == 0)
+			continue;
+		struct fs_part_meta meta;
+		for (int step = 0; step < SS_LOAD_STEPS; step++)
+			ss_load_step(&o->store, step, p, &o->core[p], &meta);
+		int64_t clock = 0;
+		for (size_t i = 0; i < log->recs.len; i++) {
+			const struct sim_rec *r = &log->recs.v[i];
+			struct fs_item *it = fs_batch_push(&o->batch[p]);
+			fs_record_parse(&W->limits, r->key, r->key_len, r->val, r->val_len, p,
+					(int64_t)i, r->ts, &it->rec);
+			if (it->rec.kind != r->parsed.kind || it->rec.body_hash != r->parsed.body_hash)
+				return sim_fail(W, "INV-4", "partition %d record %zu parses differently "
+					        "twice", p, i);
+			clock = r->ts > clock ? r->ts : clock;
+			*VEC_PUSH(o->clock[p]) = clock;
+		}
+		if (fs_batch_decide(&o->batch[p], &o->core[p]) < 0)
+			return sim_fail(W, "sim", "oracle: out of memory");
+		int64_t before;
+		bool applied;
+		int rc = ss_commit(&o->store, &meta, (int64_t)log->recs.len, -1, &o->batch[p],
+				   &o->core[p], SS_FAULT_NONE, &before, &applied);
+		if (rc != FS_COMMIT_OK)
+			return sim_fail(W, "INV-4", "the replay's own commit of partition %d fails "
+					"(%d): %s", p, rc, o->store.check_failed);
+	}
+	return true;
+}
+
+static void oracle_free(struct sim_world *W, struct oracle *o)
+{
+	for (int p = 0; p < W->n_parts; p++) {
+		fs_core_free(&o->core[p]);
+		fs_batch_free(&o->batch[p]);
+		free(o->clock[p].v);
+	}
+	ss_free(&o->store);
+}
+
+static bool compare_stores(struct sim_world *W, const struct oracle *o)
+{
+	struct lines live = {0}, want = {0};
+	dump(W->store, W->n_parts, &live);
+	dump(&o->store, W->n_parts, &want);
+	bool ok = true;
+	for (size_t i = 0; ok && (i < live.v.len || i < want.v.len); i++) {
+		const char *a = i < live.v.len ? live.v.v[i] : "(none)";
+		const char *b = i < want.v.len ? want.v.v[i] : "(none)";
+		if (strcmp(a, b) != 0)
+			ok = sim_fail(W, "INV-4", "the store differs from a replay of the log:\n"
+				      "    store:  %s\n    replay: %s", a, b);
+	}
+	lines_free(&live);
+	lines_free(&want);
+	return ok;
+}
+
+/* ---- the store alone ---------------------------------------------------------------------- */
+
+static bool check_inv1(struct sim_world *W)
+{
+	const struct sim_store *s = W->store;
+	for (size_t i = 0; i < s->skus.len; i++) {
+		const struct ss_sku *k = &s->skus.v[i];
+		int64_t held = 0, sold = 0;
+		for (size_t r = 0; r < s->resv.len; r++) {
+			const struct ss_resv *v = &s->resv.v[r];
+			if (strcmp(v->sku, k->sku) != 0)
+				continue;
+			if (strcmp(v->status, "held") == 0)
+				held += v->qty;
+			else if (strcmp(v->status, "confirmed") == 0)
+				sold += v->qty;
+		}
+		if (k->available < 0 || k->available + k->held + k->sold != k->supply)
+			return sim_fail(W, "INV-1", "sku %s: available %" PRId64 " + held %" PRId64
+					" + sold %" PRId64 " != supply %" PRId64,
+					k->sku, k->available, k->held, k->sold, k->supply);
+		if (k->held != held || k->sold != sold)
+			return sim_fail(W, "INV-1", "sku %s: held %" PRId64 " sold %" PRId64
+					", the reservations say %" PRId64 " and %" PRId64,
+					k->sku, k->held, k->sold, held, sold);
+	}
+	for (size_t r = 0; r < s->resv.len; r++) {
+		const struct ss_resv *v = &s->resv.v[r];
+		if (strcmp(v->status, "held") != 0 && strcmp(v->status, "confirmed") != 0)
+			continue;
+		int64_t units = 0;
+		for (size_t q = 0; q < s->resv.len; q++) {
+			const struct ss_resv *u = &s->resv.v[q];
+			if (strcmp(u->sku, v->sku) == 0 && strcmp(u->buyer, v->buyer) == 0 &&
+			    (strcmp(u->status, "held") == 0 || strcmp(u->status, "confirmed") == 0))
+				units += u->qty;
+		}
+		const struct ss_buyer *b = NULL;
+		for (size_t q = 0; q < s->buyers.len && !b; q++)
+			if (strcmp(s->buyers.v[q].sku, v->sku) == 0 &&
+			    strcmp(s->buyers.v[q].buyer, v->buyer) == 0)
+				b = &s->buyers.v[q];
+		if (!b || b->units != units)
+			return sim_fail(W, "INV-1", "buyer %s of sku %s: units %" PRId64
+					", the reservations say %" PRId64,
+					v->buyer, v->sku, b ? b->units : -1, units);
+		for (size_t q = 0; q < s->skus.len; q++)
+			if (strcmp(s->skus.v[q].sku, v->sku) == 0 &&
+			    units > s->skus.v[q].per_buyer_limit)
+				return sim_fail(W, "INV-1", "buyer %s of sku %s holds %" PRId64
+						" units, over the limit %" PRId64,
+						v->buyer, v->sku, units, s->skus.v[q].per_buyer_limit);
+	}
+	return true;
+}
+
+static const struct sim_rec *rec_at(const struct sim_world *W, int32_t part, int64_t off)
+{
+	if (part < 0 || part >= W->n_parts || off < 0 || off >= (int64_t)W->log[part].recs.len)
+		return NULL;
+	return &W->log[part].recs.v[off];
+}
+
+/* INV-3 (one effect per intent id) and INV-6 (no phantoms), on the rows. */
+static bool check_rows(struct sim_world *W)
+{
+	const struct sim_store *s = W->store;
+	for (size_t i = 0; i < s->decisions.len; i++) {
+		const struct ss_decision *d = &s->decisions.v[i];
+		for (size_t k = i + 1; k < s->decisions.len; k++) {
+			const struct ss_decision *e = &s->decisions.v[k];
+			if (e->kind == d->kind && strcmp(e->intent_id, d->intent_id) == 0)
+				return sim_fail(W, "INV-3", "intent %s (kind %d) has two decisions: "
+						"%s at %d/%" PRId64 " and %s at %d/%" PRId64,
+						d->intent_id, d->kind, d->outcome, (int)d->part,
+						d->off, e->outcome, (int)e->part, e->off);
+		}
+		const struct sim_rec *r = rec_at(W, d->part, d->off);
+		if (!r || r->parsed.kind != d->kind || strcmp(r->parsed.intent_id, d->intent_id) ||
+		    r->parsed.body_hash != d->body_hash)
+			return sim_fail(W, "INV-6", "decision of %s (kind %d) names record %d/%"
+					PRId64 ", which is not that intent",
+					d->intent_id, d->kind, (int)d->part, d->off);
+	}
+	for (size_t i = 0; i < s->rejects.len; i++) {
+		const struct ss_reject *j = &s->rejects.v[i];
+		const struct sim_rec *r = rec_at(W, j->part, j->off);
+		if (!r || r->parsed.kind != FS_KIND_INVALID ||
+		    strcmp(r->parsed.reject_reason, j->reason) != 0)
+			return sim_fail(W, "INV-6", "reject at %d/%" PRId64 " (%s) names no such "
+					"invalid record", (int)j->part, j->off, j->reason);
+	}
+	for (size_t i = 0; i < s->sales.len; i++) {
+		const struct ss_sale *j = &s->sales.v[i];
+		const struct sim_rec *r = rec_at(W, j->part, j->off);
+		if (!r || r->parsed.kind != j->kind)
+			return sim_fail(W, "INV-6", "sale_log row at %d/%" PRId64 " names no such "
+					"sale record", (int)j->part, j->off);
+	}
+	for (size_t i = 0; i < s->resv.len; i++) {
+		const struct ss_resv *v = &s->resv.v[i];
+		bool ok = false;
+		for (size_t k = 0; k < s->decisions.len && !ok; k++) {
+			const struct ss_decision *d = &s->decisions.v[k];
+			ok = d->kind == FS_KIND_BUY && strcmp(d->intent_id, v->intent_id) == 0 &&
+			     strcmp(d->outcome, "held") == 0 && d->off == v->off &&
+			     d->qty == v->qty && strcmp(d->sku, v->sku) == 0;
+		}
+		if (!ok)
+			return sim_fail(W, "INV-3", "reservation %s (%s, %" PRId64 " at %" PRId64
+					") has no `held` decision that made it",
+					v->intent_id, v->sku, v->qty, v->off);
+	}
+	for (size_t k = 0; k < s->decisions.len; k++) {
+		const struct ss_decision *d = &s->decisions.v[k];
+		if (d->kind != FS_KIND_BUY || strcmp(d->outcome, "held") != 0)
+			continue;
+		bool ok = false;
+		for (size_t i = 0; i < s->resv.len && !ok; i++)
+			ok = strcmp(s->resv.v[i].intent_id, d->intent_id) == 0;
+		if (!ok)
+			return sim_fail(W, "INV-3", "held buy %s has no reservation", d->intent_id);
+	}
+	return true;
+}
+
+/* INV-2 and INV-5: every offset below the log end decided once; stored next == log end. */
+static bool check_offsets(struct sim_world *W)
+{
+	for (int p = 0; p < W->n_parts; p++) {
+		int64_t len = (int64_t)W->log[p].recs.len;
+		const struct ss_part *r = &W->store->parts[p];
+		int64_t next = r->exists ? r->next_offset : -1;
+		if (len == 0 ? next != -1 : next != len)
+			return sim_fail(W, "INV-5", "partition %d: stored next offset %" PRId64
+					" after quiescence, the log ends at %" PRId64,
+					p, next, len);
+		for (int64_t off = 0; off < len; off++) {
+			int n = off < (int64_t)W->decided[p].len ? W->decided[p].v[off] : 0;
+			if (n != 1)
+				return sim_fail(W, "INV-2", "partition %d: record %" PRId64
+						" committed %d times", p, off, n);
+		}
+		if (len && r->n_records != len)
+			return sim_fail(W, "INV-2", "partition %d: n_records %" PRId64
+					" for a log of %" PRId64, p, r->n_records, len);
+	}
+	return true;
+}
+
+/* ---- replies ------------------------------------------------------------------------------ */
+
+static const struct fs_item *first_of(const struct fs_batch *b, const struct fs_item *it)
+{
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *f = &b->items[i];
+		if (f->cls == FS_ITEM_NEW && f->rec.kind == it->rec.kind &&
+		    strcmp(f->rec.intent_id, it->rec.intent_id) == 0)
+			return f;
+	}
+	return NULL;
+}
+
+static bool same_reply(struct fs_buf *buf, const struct fs_item *it, const char *json)
+{
+	fs_buf_clear(buf);
+	fs_reply_result(buf, it);
+	return strcmp(fs_buf_cstr(buf), json) == 0;
+}
+
+/* A reply that differs from the replay's in the way a known bug of src/ makes it differ. */
+static bool known_variant(struct sim_world *W, const struct oracle *o, struct fs_buf *buf,
+			  const struct fs_item *want, const char *json)
+{
+	struct fs_item v = *want;
+	const struct fs_batch *b = &o->batch[want->rec.partition];
+	if (want->cls == FS_ITEM_CONFLICT && !(W->known_bugs & KB_AGAIN_CONFLICT)) {
+		/* part_answer_again copies the first decision, then sets outcome and reason only. */
+		const struct fs_item *f = first_of(b, want);
+		if (f) {
+			v.dec.qty = f->dec.qty;
+			v.dec.decided_at_ms = f->dec.decided_at_ms;
+			if (same_reply(buf, &v, json))
+				return true;
+		}
+	}
+	if (want->cls == FS_ITEM_INVALID && !(W->known_bugs & KB_AGAIN_INVALID_AT)) {
+		/* part_answer_again rebuilds an invalid record's decision without its clock. */
+		v.dec.decided_at_ms = 0;
+		if (same_reply(buf, &v, json))
+			return true;
+	}
+	return false;
+}
+
+struct buy_reply {
+	const char *id;
+	char outcome[32];
+};
+
+static int cmp_buy_reply(const void *a, const void *b)
+{
+	const struct buy_reply *x = a, *y = b;
+	int c = strcmp(x->id, y->id);
+	return c ? c : strcmp(x->outcome, y->outcome);
+}
+
+static const char *outcome_of(const char *json, char *out, size_t n)
+{
+	const char *p = strstr(json, "\"outcome\":\"");
+	out[0] = '\0';
+	if (!p)
+		return out;
+	p += 11;
+	size_t k = 0;
+	while (p[k] && p[k] != '"' && k + 1 < n) {
+		out[k] = p[k];
+		k++;
+	}
+	out[k] = '\0';
+	return out;
+}
+
+/* The expiries the replay made: (hold, the record that moved the clock past its expiry). */
+static bool expected_expiry(const struct oracle *o, const struct fs_hold *h, int32_t part,
+			    const char *json, struct fs_buf *buf, bool late_variant)
+{
+	const struct fs_core *c = &o->core[part];
+	int64_t at = 0, off = -1;
+	for (size_t i = (size_t)h->offset + 1; i < o->clock[part].len; i++) {
+		if (o->clock[part].v[i] >= h->expires_at_ms) {
+			at = o->clock[part].v[i];
+			off = (int64_t)i;
+			break;
+		}
+	}
+	if (late_variant) {
+		at = h->ended_at_ms;
+		off = h->ended_offset;
+	}
+	fs_buf_clear(buf);
+	fs_reply_expired(buf, h->intent_id, c->skus[h->sku_index].sku, h->qty, at, part, off);
+	return strcmp(fs_buf_cstr(buf), json) == 0;
+}
+
+static bool check_replies(struct sim_world *W, const struct oracle *o)
+{
+	struct fs_buf buf = {0};
+	bool ok = true;
+	/* Replies per record, from the simulator's metadata. */
+	int32_t *count[SIM_PARTS_MAX] = {0};
+	for (int p = 0; p < W->n_parts; p++) {
+		count[p] = calloc(W->log[p].recs.len + 1, sizeof *count[p]);
+		if (!count[p])
+			abort();
+	}
+	for (size_t i = 0; ok && i < W->results.len; i++) {
+		const struct sim_result *r = &W->results.v[i];
+		if (r->part < 0 || r->part >= W->n_parts || r->off < 0 ||
+		    r->off >= (int64_t)W->log[r->part].recs.len) {
+			ok = sim_fail(W, "INV-6", "a result names record %d/%" PRId64
+				      ", not in the log: %s", (int)r->part, r->off, r->json);
+			break;
+		}
+		const struct fs_batch *b = &o->batch[r->part];
+		if (r->expire) {
+			/* The hold must have expired in the replay, and the reply say where. */
+			const struct fs_hold *h = NULL;
+			const struct fs_core *c = &o->core[r->part];
+			for (uint32_t k = 0; k < c->expired_len && !h; k++) {
+				const struct fs_hold *x = &c->holds[c->expired[k]];
+				if (strstr(r->json, x->intent_id))
+					h = x;
+			}
+			bool match = h && expected_expiry(o, h, r->part, r->json, &buf, false);
+			if (!match && h && h->late && !(W->known_bugs & KB_EXPIRED_LATE))
+				match = expected_expiry(o, h, r->part, r->json, &buf, true);
+			if (!match)
+				ok = sim_fail(W, "INV-4", "an expiry reply that the replay does not "
+					      "make:\n    got:  %s\n    want: %s", r->json,
+					      h ? (expected_expiry(o, h, r->part, "", &buf, false),
+						   fs_buf_cstr(&buf))
+						: "(the hold never expires)");
+			continue;
+		}
+		const struct fs_item *want = &b->items[r->off];
+		count[r->part][r->off]++;
+		if (!same_reply(&buf, want, r->json) && !known_variant(W, o, &buf, want, r->json)) {
+			same_reply(&buf, want, r->json);
+			ok = sim_fail(W, "INV-4", "the reply to record %d/%" PRId64 " differs from the "
+				      "replay's:\n    got:  %s\n    want: %s",
+				      (int)r->part, r->off, r->json, fs_buf_cstr(&buf));
+		}
+	}
+	/* INV-2: every buyer-facing record was answered at least once. */
+	for (int p = 0; ok && p < W->n_parts; p++) {
+		const struct fs_batch *b = &o->batch[p];
+		for (uint32_t i = 0; ok && i < b->len; i++) {
+			enum fs_kind k = b->items[i].rec.kind;
+			bool facing = k == FS_KIND_BUY || k == FS_KIND_CONFIRM ||
+				      k == FS_KIND_CANCEL || k == FS_KIND_INVALID;
+			if (facing && count[p][i] == 0)
+				ok = sim_fail(W, "INV-2", "record %d/%u (%s %s) was never answered",
+					      p, i, fs_kind_name(k), b->items[i].rec.intent_id);
+		}
+		/* ... and every hold that ended expired was announced. */
+		const struct fs_core *c = &o->core[p];
+		for (uint32_t k = 0; ok && k < c->expired_len; k++) {
+			const struct fs_hold *h = &c->holds[c->expired[k]];
+			if (h->status != FS_HOLD_EXPIRED)
+				continue;
+			bool seen = false;
+			for (size_t i = 0; i < W->results.len && !seen; i++)
+				seen = W->results.v[i].expire &&
+				       strstr(W->results.v[i].json, h->intent_id);
+			if (!seen)
+				ok = sim_fail(W, "INV-2", "hold %s expired at %d/%" PRId64
+					      " and no expiry was ever published",
+					      h->intent_id, p, h->ended_offset);
+		}
+	}
+	/* INV-3, literally: all replies for a buy's intent id carry one outcome (conflicts are
+	 * answers to another body). Sorted by intent id, then compared with the neighbour. */
+	struct buy_reply *br = calloc(W->results.len + 1, sizeof *br);
+	size_t nbr = 0;
+	if (!br)
+		abort();
+	for (size_t i = 0; ok && i < W->results.len; i++) {
+		const struct sim_result *r = &W->results.v[i];
+		const struct fs_record *rec = &W->log[r->part].recs.v[r->off].parsed;
+		if (r->expire || rec->kind != FS_KIND_BUY)
+			continue;
+		br[nbr].id = rec->intent_id;
+		outcome_of(r->json, br[nbr].outcome, sizeof br[nbr].outcome);
+		if (strcmp(br[nbr].outcome, "conflict") != 0)
+			nbr++;
+	}
+	qsort(br, nbr, sizeof *br, cmp_buy_reply);
+	for (size_t i = 1; ok && i < nbr; i++)
+		if (strcmp(br[i].id, br[i - 1].id) == 0 &&
+		    strcmp(br[i].outcome, br[i - 1].outcome) != 0)
+			ok = sim_fail(W, "INV-3", "intent %s answered %s and %s", br[i].id,
+				      br[i - 1].outcome, br[i].outcome);
+	free(br);
+	for (int p = 0; p < W->n_parts; p++)
+		free(count[p]);
+	fs_buf_free(&buf);
+	return ok;
+}
+
+bool sim_check(struct sim_world *W)
+{
+	if (W->store->check_failed[0])
+		return sim_fail(W, "INV-1", "the store refused a row: %s", W->store->check_failed);
+	if (!check_offsets(W) || !check_inv1(W) || !check_rows(W))
+		return false;
+	struct oracle *o = calloc(1, sizeof *o);
+	if (!o)
+		abort();
+	bool ok = oracle_run(W, o) && compare_stores(W, o) && check_replies(W, o);
+	oracle_free(W, o);
+	return ok;
+}

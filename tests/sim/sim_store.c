@@ -1,0 +1,638 @@
+/* sim_store.c: the simulated Postgres (see sim_store.h). Each function names the statement of
+ * src/store.c it stands for; keep them in step when store.c changes. */
+#include "sim_store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { T_PART = 1, T_RESV, T_SKU, T_BUYER };
+
+static uint64_t id_hash(const char *id)
+{
+	return fs_hash_bytes(id, strlen(id), 0x5353);
+}
+
+void ss_init(struct sim_store *s, enum sim_mutation m)
+{
+	memset(s, 0, sizeof *s);
+	s->mutation = m;
+}
+
+void ss_free(struct sim_store *s)
+{
+	free(s->decisions.v);
+	free(s->rejects.v);
+	free(s->sales.v);
+	free(s->resv.v);
+	free(s->skus.v);
+	free(s->buyers.v);
+	free(s->undo.v);
+	memset(s, 0, sizeof *s);
+}
+
+static void copy_text(char *dst, size_t n, const char *src)
+{
+	snprintf(dst, n, "%s", src ? src : "");
+}
+
+/* A CHECK constraint refused a row: the statement fails (and the checker fails the seed). */
+static bool check(struct sim_store *s, bool ok, const char *what)
+{
+	if (!ok && !s->check_failed[0])
+		copy_text(s->check_failed, sizeof s->check_failed, what);
+	return ok;
+}
+
+static struct ss_sku *find_sku(struct sim_store *s, const char *sku)
+{
+	for (size_t i = 0; i < s->skus.len; i++)
+		if (strcmp(s->skus.v[i].sku, sku) == 0)
+			return &s->skus.v[i];
+	return NULL;
+}
+
+static struct ss_resv *find_resv(struct sim_store *s, const char *id)
+{
+	uint64_t h = id_hash(id);
+	for (size_t i = 0; i < s->resv.len; i++)
+		if (s->resv.v[i].idh == h && strcmp(s->resv.v[i].intent_id, id) == 0)
+			return &s->resv.v[i];
+	return NULL;
+}
+
+static struct ss_buyer *find_buyer(struct sim_store *s, const char *sku, const char *buyer)
+{
+	for (size_t i = 0; i < s->buyers.len; i++)
+		if (strcmp(s->buyers.v[i].sku, sku) == 0 &&
+		    strcmp(s->buyers.v[i].buyer, buyer) == 0)
+			return &s->buyers.v[i];
+	return NULL;
+}
+
+static bool decision_exists(const struct sim_store *s, uint64_t h, const char *id, int kind)
+{
+	for (size_t i = 0; i < s->decisions.len; i++) {
+		const struct ss_decision *d = &s->decisions.v[i];
+		if (d->idh == h && d->kind == kind && strcmp(d->intent_id, id) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* ---- load (fs_store_load: no transaction around its statements) ------------------------- */
+
+static const struct sim_store *sort_ctx;
+
+static int cmp_sku(const void *a, const void *b)
+{
+	const struct ss_sku *x = &sort_ctx->skus.v[*(const size_t *)a];
+	const struct ss_sku *y = &sort_ctx->skus.v[*(const size_t *)b];
+	return strcmp(x->sku, y->sku);
+}
+
+static int cmp_buyer(const void *a, const void *b)
+{
+	const struct ss_buyer *x = &sort_ctx->buyers.v[*(const size_t *)a];
+	const struct ss_buyer *y = &sort_ctx->buyers.v[*(const size_t *)b];
+	int c = strcmp(x->sku, y->sku);
+	return c ? c : strcmp(x->buyer, y->buyer);
+}
+
+static int cmp_resv_off(const void *a, const void *b)
+{
+	const struct ss_resv *x = &sort_ctx->resv.v[*(const size_t *)a];
+	const struct ss_resv *y = &sort_ctx->resv.v[*(const size_t *)b];
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static size_t *sorted(const struct sim_store *s, size_t n, int (*cmp)(const void *, const void *),
+		      bool (*keep)(const struct sim_store *, size_t, int32_t), int32_t part,
+		      size_t *out_n)
+{
+	size_t *idx = malloc((n ? n : 1) * sizeof *idx);
+	if (!idx)
+		abort();
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (keep(s, i, part))
+			idx[k++] = i;
+	sort_ctx = s;
+	qsort(idx, k, sizeof *idx, cmp);
+	*out_n = k;
+	return idx;
+}
+
+static bool keep_sku(const struct sim_store *s, size_t i, int32_t part)
+{
+	return s->skus.v[i].part == part;
+}
+
+static bool keep_buyer(const struct sim_store *s, size_t i, int32_t part)
+{
+	const struct ss_buyer *b = &s->buyers.v[i];
+	if (b->units <= 0)
+		return false;
+	for (size_t k = 0; k < s->skus.len; k++)
+		if (strcmp(s->skus.v[k].sku, b->sku) == 0)
+			return s->skus.v[k].part == part;
+	return false;
+}
+
+static bool keep_resv(const struct sim_store *s, size_t i, int32_t part)
+{
+	return s->resv.v[i].part == part;
+}
+
+int ss_load_step(struct sim_store *s, int step, int32_t part, struct fs_core *core,
+		 struct fs_part_meta *meta)
+{
+	int rc = 0;
+	size_t n, *idx;
+	switch (step) {
+	case 0: {
+		/* INSERT INTO partitions ... ON CONFLICT DO NOTHING; SELECT next_offset, ... */
+		fs_core_reset(core);
+		core->partition = part;
+		struct ss_part *p = &s->parts[part];
+		if (!p->exists) {
+			memset(p, 0, sizeof *p);
+			p->exists = true;
+			p->next_offset = p->first_offset = p->replied_offset = -1;
+		}
+		meta->partition = part;
+		meta->next_offset = p->next_offset;
+		meta->first_offset = p->first_offset;
+		meta->replied_offset = p->replied_offset;
+		meta->clock_ms = p->clock_ms;
+		core->clock_ms = meta->clock_ms;
+		return 0;
+	}
+	case 1: /* SELECT ... FROM skus WHERE part = $1 ORDER BY sku */
+		idx = sorted(s, s->skus.len, cmp_sku, keep_sku, part, &n);
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			const struct ss_sku *r = &s->skus.v[idx[i]];
+			struct fs_sku k = {0};
+			copy_text(k.sku, sizeof k.sku, r->sku);
+			k.partition = core->partition;
+			k.status = strcmp(r->status, "open") == 0 ? FS_SKU_OPEN : FS_SKU_CLOSED;
+			k.supply = r->supply;
+			k.available = r->available;
+			k.held = r->held;
+			k.sold = r->sold;
+			k.per_buyer_limit = r->per_buyer_limit;
+			k.max_qty = r->max_qty;
+			k.hold_ms = r->hold_ms;
+			k.opens_at_ms = r->opens_at_ms;
+			k.closes_at_ms = r->closes_at_ms;
+			rc = fs_core_load_sku(core, &k);
+		}
+		free(idx);
+		return rc;
+	case 2: /* SELECT b.sku, b.buyer_id, b.units FROM buyers b JOIN skus ... units > 0 */
+		idx = sorted(s, s->buyers.len, cmp_buyer, keep_buyer, part, &n);
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			const struct ss_buyer *r = &s->buyers.v[idx[i]];
+			rc = fs_core_load_buyer(core, r->sku, r->buyer, r->units);
+		}
+		free(idx);
+		return rc;
+	case 3: /* SELECT ... FROM reservations WHERE part = $1 ORDER BY off */
+		idx = sorted(s, s->resv.len, cmp_resv_off, keep_resv, part, &n);
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			const struct ss_resv *r = &s->resv.v[idx[i]];
+			struct fs_hold h = {0};
+			copy_text(h.intent_id, sizeof h.intent_id, r->intent_id);
+			h.qty = r->qty;
+			h.expires_at_ms = r->expires_at_ms;
+			h.offset = r->off;
+			if (fs_hold_status_parse(r->status, &h.status) < 0)
+				rc = -EINVAL;
+			h.late = r->late;
+			h.ended_at_ms = r->has_ended ? r->ended_at_ms : 0;
+			h.ended_offset = r->has_ended ? r->ended_off : -1;
+			if (rc == 0)
+				rc = fs_core_load_hold(core, &h, r->sku, r->buyer);
+		}
+		free(idx);
+		return rc;
+	}
+	return -EINVAL;
+}
+
+int ss_read_next(struct sim_store *s, int32_t part, int64_t *next)
+{
+	if (!s->parts[part].exists)
+		return -ENOENT;
+	*next = s->parts[part].next_offset;
+	return 0;
+}
+
+int ss_save_replied(struct sim_store *s, int32_t part, int64_t next, int64_t replied)
+{
+	/* UPDATE partitions SET replied_offset = GREATEST(replied_offset, $5) WHERE ... AND
+	 * next_offset = $4 AND $5 <= next_offset */
+	struct ss_part *p = &s->parts[part];
+	if (p->exists && p->next_offset == next && replied <= p->next_offset &&
+	    replied > p->replied_offset)
+		p->replied_offset = replied;
+	return 0;
+}
+
+int ss_expired(struct sim_store *s, int32_t part, int64_t from, int64_t to, ss_expired_fn fn,
+	       void *ctx)
+{
+	/* ... WHERE part = $1 AND status = 'expired' AND ended_off >= $2 AND ended_off < $3
+	 * ORDER BY ended_off, expires_at_ms, off */
+	size_t n = 0;
+	size_t *idx = malloc((s->resv.len ? s->resv.len : 1) * sizeof *idx);
+	if (!idx)
+		abort();
+	for (size_t i = 0; i < s->resv.len; i++) {
+		const struct ss_resv *r = &s->resv.v[i];
+		if (r->part == part && strcmp(r->status, "expired") == 0 && r->has_ended &&
+		    r->ended_off >= from && r->ended_off < to)
+			idx[n++] = i;
+	}
+	/* Insertion sort: a handful of rows. */
+	for (size_t i = 1; i < n; i++) {
+		size_t v = idx[i], j = i;
+		while (j > 0) {
+			const struct ss_resv *a = &s->resv.v[idx[j - 1]], *b = &s->resv.v[v];
+			bool gt = a->ended_off != b->ended_off	       ? a->ended_off > b->ended_off
+				  : a->expires_at_ms != b->expires_at_ms ? a->expires_at_ms > b->expires_at_ms
+									 : a->off > b->off;
+			if (!gt)
+				break;
+			idx[j] = idx[j - 1];
+			j--;
+		}
+		idx[j] = v;
+	}
+	for (size_t i = 0; i < n; i++)
+		fn(ctx, &s->resv.v[idx[i]]);
+	free(idx);
+	return 0;
+}
+
+/* ---- lookup (fs_store_lookup) ------------------------------------------------------------ */
+
+int ss_lookup(struct sim_store *s, struct fs_batch *b)
+{
+	/* SELECT ... FROM decisions WHERE intent_id = ANY ($1::uuid[]) */
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < b->len; i++)
+		n += fs_item_has_key(&b->items[i]);
+	if (n == 0 || s->mutation == MUT_NO_DEDUPE)
+		return 0;
+	int rc = 0;
+	for (size_t r = 0; r < s->decisions.len && rc == 0; r++) {
+		const struct ss_decision *d = &s->decisions.v[r];
+		bool wanted = false;
+		for (uint32_t i = 0; i < b->len && !wanted; i++) {
+			const struct fs_item *it = &b->items[i];
+			wanted = fs_item_has_key(it) && strcmp(it->rec.intent_id, d->intent_id) == 0;
+		}
+		if (!wanted)
+			continue;
+		struct fs_stored st = {0};
+		copy_text(st.intent_id, sizeof st.intent_id, d->intent_id);
+		st.kind = (enum fs_kind)d->kind;
+		st.body_hash = d->body_hash;
+		st.partition = d->part;
+		st.offset = d->off;
+		if (fs_outcome_parse(d->outcome, &st.dec.outcome) < 0)
+			st.dec.outcome = FS_OUT_REJECTED;
+		st.dec.reason = d->has_reason ? d->reason : NULL;
+		st.dec.qty = d->qty;
+		st.dec.expires_at_ms = d->has_exp ? d->exp : 0;
+		st.dec.decided_at_ms = d->decided_at;
+		rc = fs_batch_add_stored(b, &st);
+	}
+	return rc;
+}
+
+/* ---- commit (fs_store_commit: one pipelined transaction) --------------------------------- */
+
+static void save_undo(struct sim_store *s, int table, size_t index)
+{
+	struct ss_undo *u = VEC_PUSH(s->undo);
+	u->table = table;
+	u->index = index;
+	switch (table) {
+	case T_PART:
+		u->old.part = s->parts[index];
+		break;
+	case T_RESV:
+		u->old.resv = s->resv.v[index];
+		break;
+	case T_SKU:
+		u->old.sku = s->skus.v[index];
+		break;
+	default:
+		u->old.buyer = s->buyers.v[index];
+		break;
+	}
+}
+
+struct lens {
+	size_t decisions, rejects, sales, resv, skus, buyers;
+};
+
+static void rollback(struct sim_store *s, const struct lens *l)
+{
+	while (s->undo.len) {
+		const struct ss_undo *u = &s->undo.v[--s->undo.len];
+		switch (u->table) {
+		case T_PART:
+			s->parts[u->index] = u->old.part;
+			break;
+		case T_RESV:
+			s->resv.v[u->index] = u->old.resv;
+			break;
+		case T_SKU:
+			s->skus.v[u->index] = u->old.sku;
+			break;
+		default:
+			s->buyers.v[u->index] = u->old.buyer;
+			break;
+		}
+	}
+	s->decisions.len = l->decisions;
+	s->rejects.len = l->rejects;
+	s->sales.len = l->sales;
+	s->resv.len = l->resv;
+	s->skus.len = l->skus;
+	s->buyers.len = l->buyers;
+}
+
+static bool sku_row_ok(struct sim_store *s, const struct ss_sku *k)
+{
+	return check(s, k->available >= 0, "skus: CHECK (available >= 0)") &&
+	       check(s, k->held >= 0, "skus: CHECK (held >= 0)") &&
+	       check(s, k->sold >= 0, "skus: CHECK (sold >= 0)") &&
+	       check(s, k->available + k->held + k->sold == k->supply,
+		     "skus: CHECK (available + held + sold = supply)") &&
+	       check(s, k->per_buyer_limit >= 1 && k->max_qty >= 1 && k->hold_ms >= 1000,
+		     "skus: CHECK (limits)");
+}
+
+/* The offset compare-and-set with the partition's clock and counters. 1: FSCAS. */
+static int stmt_cas(struct sim_store *s, const struct fs_part_meta *meta, int64_t next,
+		    int64_t replied, const struct fs_batch *b, const struct fs_core *core)
+{
+	struct ss_part *p = &s->parts[meta->partition];
+	bool match = p->exists && (p->next_offset == meta->next_offset ||
+				   s->mutation == MUT_NO_CAS);
+	if (!match)
+		return 1;
+	save_undo(s, T_PART, (size_t)meta->partition);
+	p->next_offset = next;
+	if (replied > p->replied_offset)
+		p->replied_offset = replied;
+	p->clock_ms = core->clock_ms;
+	if (p->first_offset < 0)
+		p->first_offset = b->len ? b->items[0].rec.offset : next;
+	p->n_records += b->counts.records;
+	p->n_fresh += b->counts.fresh;
+	p->n_repeats += b->counts.repeats;
+	p->n_conflicts += b->counts.conflicts;
+	p->n_invalid += b->counts.invalid;
+	p->n_sale += b->counts.sale;
+	p->n_ticks += b->counts.ticks;
+	p->n_batches++;
+	if (!check(s, p->next_offset >= -1 && p->replied_offset <= p->next_offset,
+		   "partitions: CHECK (replied_offset <= next_offset)"))
+		return 2;
+	return 0;
+}
+
+/* INSERT INTO decisions ... ON CONFLICT DO NOTHING, asserting that every row was new. */
+static int stmt_decisions(struct sim_store *s, const struct fs_batch *b)
+{
+	int64_t n = 0, inserted = 0;
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (it->cls != FS_ITEM_NEW)
+			continue;
+		n++;
+		uint64_t h = id_hash(it->rec.intent_id);
+		if (s->mutation != MUT_NO_DEDUPE &&
+		    decision_exists(s, h, it->rec.intent_id, it->rec.kind))
+			continue; /* ON CONFLICT DO NOTHING */
+		struct ss_decision *d = VEC_PUSH(s->decisions);
+		memset(d, 0, sizeof *d);
+		d->idh = h;
+		copy_text(d->intent_id, sizeof d->intent_id, it->rec.intent_id);
+		d->kind = it->rec.kind;
+		d->body_hash = it->rec.body_hash;
+		d->part = it->rec.partition;
+		d->off = it->rec.offset;
+		copy_text(d->sku, sizeof d->sku, it->rec.sku);
+		d->has_buyer = it->rec.kind == FS_KIND_BUY;
+		if (d->has_buyer)
+			copy_text(d->buyer, sizeof d->buyer, it->rec.buyer_id);
+		d->qty = it->dec.qty;
+		copy_text(d->outcome, sizeof d->outcome, fs_outcome_name(it->dec.outcome));
+		d->has_reason = it->dec.reason != NULL;
+		copy_text(d->reason, sizeof d->reason, it->dec.reason);
+		d->has_exp = it->dec.reserve;
+		d->exp = it->dec.reserve ? it->dec.expires_at_ms : 0;
+		d->decided_at = it->dec.decided_at_ms;
+		inserted++;
+	}
+	return inserted == n ? 0 : 2; /* FSMIS */
+}
+
+static bool row_at(const struct sim_store *s, bool sales, int32_t part, int64_t off)
+{
+	size_t n = sales ? s->sales.len : s->rejects.len;
+	for (size_t i = 0; i < n; i++) {
+		int32_t p = sales ? s->sales.v[i].part : s->rejects.v[i].part;
+		int64_t o = sales ? s->sales.v[i].off : s->rejects.v[i].off;
+		if (p == part && o == off)
+			return true;
+	}
+	return false;
+}
+
+/* INSERT INTO rejects / sale_log: primary key (part, off); a duplicate fails the statement. */
+static int stmt_rejects_sales(struct sim_store *s, const struct fs_batch *b, int32_t part)
+{
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (it->cls == FS_ITEM_INVALID) {
+			if (row_at(s, false, part, it->rec.offset))
+				return 2;
+			struct ss_reject *r = VEC_PUSH(s->rejects);
+			memset(r, 0, sizeof *r);
+			r->part = part;
+			r->off = it->rec.offset;
+			r->has_id = it->rec.has_intent;
+			if (r->has_id)
+				copy_text(r->intent_id, sizeof r->intent_id, it->rec.intent_id);
+			copy_text(r->reason, sizeof r->reason,
+				  it->dec.reason ? it->dec.reason : "invalid");
+		}
+	}
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (it->cls != FS_ITEM_SALE)
+			continue;
+		if (row_at(s, true, part, it->rec.offset))
+			return 2;
+		struct ss_sale *r = VEC_PUSH(s->sales);
+		memset(r, 0, sizeof *r);
+		r->part = part;
+		r->off = it->rec.offset;
+		r->kind = it->rec.kind;
+		copy_text(r->sku, sizeof r->sku, it->rec.sku);
+		r->amount = it->rec.kind == FS_KIND_CLOSE ? 0 : it->rec.qty;
+		copy_text(r->outcome, sizeof r->outcome, fs_outcome_name(it->dec.outcome));
+		r->has_reason = it->dec.reason != NULL;
+		copy_text(r->reason, sizeof r->reason, it->dec.reason);
+	}
+	return 0;
+}
+
+/* INSERT INTO reservations ... ON CONFLICT (intent_id) DO UPDATE SET status, late, ended_*. */
+static int stmt_reservations(struct sim_store *s, const struct fs_core *core, int32_t part)
+{
+	for (uint32_t d = 0; d < core->dirty_holds_len; d++) {
+		const struct fs_hold *h = &core->holds[core->dirty_holds[d]];
+		if (!check(s, h->qty >= 1, "reservations: CHECK (qty >= 1)"))
+			return 2;
+		struct ss_resv *r = find_resv(s, h->intent_id);
+		if (!r) {
+			r = VEC_PUSH(s->resv);
+			memset(r, 0, sizeof *r);
+			r->idh = id_hash(h->intent_id);
+			copy_text(r->intent_id, sizeof r->intent_id, h->intent_id);
+			copy_text(r->sku, sizeof r->sku, core->skus[h->sku_index].sku);
+			copy_text(r->buyer, sizeof r->buyer,
+				  core->buyers[h->buyer_index].buyer_id);
+			r->qty = h->qty;
+			r->expires_at_ms = h->expires_at_ms;
+			r->part = part;
+			r->off = h->offset;
+		} else {
+			save_undo(s, T_RESV, (size_t)(r - s->resv.v));
+		}
+		copy_text(r->status, sizeof r->status, fs_hold_status_name(h->status));
+		r->late = h->late;
+		r->has_ended = h->status != FS_HOLD_HELD;
+		r->ended_at_ms = r->has_ended ? h->ended_at_ms : 0;
+		r->ended_off = r->has_ended ? h->ended_offset : 0;
+	}
+	return 0;
+}
+
+/* INSERT INTO skus (new ones); UPDATE skus ... WHERE the four counters equal the base values,
+ * asserting the count (FSMIS). */
+static int stmt_skus(struct sim_store *s, const struct fs_core *core, int32_t part)
+{
+	for (uint32_t d = 0; d < core->dirty_skus_len; d++) {
+		const struct fs_sku *v = &core->skus[core->dirty_skus[d]];
+		if (v->stored)
+			continue;
+		if (find_sku(s, v->sku))
+			return 2; /* unique violation */
+		struct ss_sku *k = VEC_PUSH(s->skus);
+		memset(k, 0, sizeof *k);
+		copy_text(k->sku, sizeof k->sku, v->sku);
+		k->part = part;
+		copy_text(k->status, sizeof k->status, v->status == FS_SKU_OPEN ? "open" : "closed");
+		k->supply = v->supply;
+		k->available = v->available;
+		k->held = v->held;
+		k->sold = v->sold;
+		k->per_buyer_limit = v->per_buyer_limit;
+		k->max_qty = v->max_qty;
+		k->hold_ms = v->hold_ms;
+		k->opens_at_ms = v->opens_at_ms;
+		k->closes_at_ms = v->closes_at_ms;
+		if (!sku_row_ok(s, k))
+			return 2;
+	}
+	int64_t n_upd = 0, matched = 0;
+	for (uint32_t d = 0; d < core->dirty_skus_len; d++) {
+		const struct fs_sku *v = &core->skus[core->dirty_skus[d]];
+		if (!v->stored)
+			continue;
+		n_upd++;
+		struct ss_sku *k = find_sku(s, v->sku);
+		if (!k || k->part != part || k->supply != v->base_supply ||
+		    k->available != v->base_available || k->held != v->base_held ||
+		    k->sold != v->base_sold)
+			continue;
+		save_undo(s, T_SKU, (size_t)(k - s->skus.v));
+		copy_text(k->status, sizeof k->status, v->status == FS_SKU_OPEN ? "open" : "closed");
+		k->supply = v->supply;
+		k->available = v->available;
+		k->held = v->held;
+		k->sold = v->sold;
+		if (!sku_row_ok(s, k))
+			return 2;
+		matched++;
+	}
+	return matched == n_upd ? 0 : 2;
+}
+
+/* INSERT INTO buyers ... JOIN skus k ON k.sku = u.sku AND k.part = $1 ON CONFLICT DO UPDATE. */
+static int stmt_buyers(struct sim_store *s, const struct fs_core *core, int32_t part)
+{
+	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
+		const struct fs_buyer *v = &core->buyers[core->dirty_buyers[d]];
+		const char *sku = core->skus[v->sku_index].sku;
+		const struct ss_sku *k = find_sku(s, sku);
+		if (!k || k->part != part)
+			continue;
+		if (!check(s, v->units >= 0, "buyers: CHECK (units >= 0)"))
+			return 2;
+		struct ss_buyer *r = find_buyer(s, sku, v->buyer_id);
+		if (r) {
+			save_undo(s, T_BUYER, (size_t)(r - s->buyers.v));
+		} else {
+			r = VEC_PUSH(s->buyers);
+			memset(r, 0, sizeof *r);
+			copy_text(r->sku, sizeof r->sku, sku);
+			copy_text(r->buyer, sizeof r->buyer, v->buyer_id);
+		}
+		r->units = v->units;
+	}
+	return 0;
+}
+
+int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next_offset,
+	      int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
+	      enum ss_fault fault, int64_t *before, bool *applied)
+{
+	int32_t part = meta->partition;
+	struct lens l = {s->decisions.len, s->rejects.len, s->sales.len,
+			 s->resv.len,	   s->skus.len,	   s->buyers.len};
+	s->undo.len = 0;
+	*before = s->parts[part].exists ? s->parts[part].next_offset : -2;
+	/* BEGIN; the statements in the pipeline's order; the first failure aborts the rest. */
+	int rc = stmt_cas(s, meta, next_offset, replied_offset, b, core);
+	if (rc == 0)
+		rc = stmt_decisions(s, b);
+	if (rc == 0)
+		rc = stmt_rejects_sales(s, b, part);
+	if (rc == 0)
+		rc = stmt_reservations(s, core, part);
+	if (rc == 0)
+		rc = stmt_skus(s, core, part);
+	if (rc == 0)
+		rc = stmt_buyers(s, core, part);
+	/* COMMIT, unless the transaction failed or the connection died before COMMIT arrived. */
+	*applied = rc == 0 && fault != SS_FAULT_CUT_LOST;
+	if (!*applied)
+		rollback(s, &l);
+	s->undo.len = 0;
+	if (fault != SS_FAULT_NONE)
+		return FS_COMMIT_UNKNOWN;
+	if (rc == 1)
+		return FS_COMMIT_FENCED;
+	return rc == 0 ? FS_COMMIT_OK : FS_COMMIT_REDO;
+}

@@ -1,0 +1,143 @@
+/* sim_store.h: an in-memory model of the worker's Postgres (sql/001_schema.sql + src/store.c).
+ *
+ * The same tables, keys, CHECK constraints and statements as fs_store_*: the offset
+ * compare-and-set, the decisions insert that asserts every (intent id, kind) is new (ON
+ * CONFLICT DO NOTHING + fs_assert), rejects and sale_log keyed by (part, off), the reservations
+ * upsert, SKU counters guarded by their base values, the buyers upsert joined to the
+ * partition's SKUs. A commit is one transaction: every statement runs in order against the
+ * tables, and any failure rolls all of them back (an undo log). Each call is atomic, as one
+ * statement is; a load is four statements, and other workers may commit between them, as in
+ * fs_store_load (no transaction around it).
+ *
+ * Faults are the caller's: a call told to fail returns -EIO without touching anything; a
+ * commit told that its connection dies returns FS_COMMIT_UNKNOWN, applied or not. */
+#ifndef FS_SIM_STORE_H
+#define FS_SIM_STORE_H
+
+#include "sim.h"
+
+struct ss_part {
+	bool exists;
+	int64_t next_offset, first_offset, replied_offset, clock_ms;
+	int64_t n_records, n_fresh, n_repeats, n_conflicts, n_invalid, n_sale, n_ticks, n_batches;
+};
+
+struct ss_decision {
+	uint64_t idh; /* hash of intent_id, to scan fast */
+	char intent_id[FS_UUID_LEN + 1];
+	int kind;
+	int64_t body_hash;
+	int32_t part;
+	int64_t off;
+	char sku[FS_SKU_LEN_MAX + 1];
+	bool has_buyer;
+	char buyer[FS_BUYER_LEN_MAX + 1];
+	int64_t qty;
+	char outcome[24];
+	bool has_reason;
+	char reason[48];
+	bool has_exp;
+	int64_t exp;
+	int64_t decided_at;
+};
+
+struct ss_reject {
+	int32_t part;
+	int64_t off;
+	bool has_id;
+	char intent_id[FS_UUID_LEN + 1];
+	char reason[48];
+};
+
+struct ss_sale {
+	int32_t part;
+	int64_t off;
+	int kind;
+	char sku[FS_SKU_LEN_MAX + 1];
+	int64_t amount;
+	char outcome[24];
+	bool has_reason;
+	char reason[48];
+};
+
+struct ss_resv {
+	uint64_t idh;
+	char intent_id[FS_UUID_LEN + 1];
+	char sku[FS_SKU_LEN_MAX + 1];
+	char buyer[FS_BUYER_LEN_MAX + 1];
+	int64_t qty;
+	char status[16];
+	int64_t expires_at_ms;
+	int32_t part;
+	int64_t off;
+	bool late;
+	bool has_ended; /* ended_at_ms and ended_off are NULL while held */
+	int64_t ended_at_ms, ended_off;
+};
+
+struct ss_sku {
+	char sku[FS_SKU_LEN_MAX + 1];
+	int32_t part;
+	char status[8];
+	int64_t supply, available, held, sold, per_buyer_limit, max_qty, hold_ms, opens_at_ms,
+		closes_at_ms;
+};
+
+struct ss_buyer {
+	char sku[FS_SKU_LEN_MAX + 1];
+	char buyer[FS_BUYER_LEN_MAX + 1];
+	int64_t units;
+};
+
+struct ss_undo {
+	int table;
+	size_t index;
+	union {
+		struct ss_part part;
+		struct ss_resv resv;
+		struct ss_sku sku;
+		struct ss_buyer buyer;
+	} old;
+};
+
+struct sim_store {
+	enum sim_mutation mutation;
+	struct ss_part parts[SIM_PARTS_MAX];
+	VEC(struct ss_decision) decisions;
+	VEC(struct ss_reject) rejects;
+	VEC(struct ss_sale) sales;
+	VEC(struct ss_resv) resv;
+	VEC(struct ss_sku) skus;
+	VEC(struct ss_buyer) buyers;
+	VEC(struct ss_undo) undo;
+	/* A CHECK constraint refused a row: never in a correct run (the checker fails on it). */
+	char check_failed[160];
+};
+
+enum ss_fault {
+	SS_FAULT_NONE = 0,
+	SS_FAULT_CUT_APPLIED = 1, /* the connection dies after COMMIT reached the server */
+	SS_FAULT_CUT_LOST = 2,	  /* the connection dies before COMMIT reached the server */
+};
+
+void ss_init(struct sim_store *s, enum sim_mutation m);
+void ss_free(struct sim_store *s);
+
+/* fs_store_load, one statement per step: 0 creates and reads the partition row (and resets the
+ * core), 1 the SKUs, 2 the buyers, 3 the reservations. Returns 0 or -EIO. */
+enum { SS_LOAD_STEPS = 4 };
+int ss_load_step(struct sim_store *s, int step, int32_t part, struct fs_core *core,
+		 struct fs_part_meta *meta);
+int ss_read_next(struct sim_store *s, int32_t part, int64_t *next);
+int ss_save_replied(struct sim_store *s, int32_t part, int64_t next, int64_t replied);
+typedef void (*ss_expired_fn)(void *ctx, const struct ss_resv *r);
+int ss_expired(struct sim_store *s, int32_t part, int64_t from, int64_t to, ss_expired_fn fn,
+	       void *ctx);
+int ss_lookup(struct sim_store *s, struct fs_batch *b);
+/* fs_store_commit. For the checker: *before is the stored next offset the transaction saw,
+ * *applied whether it took effect (whatever the worker was told). */
+int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next_offset,
+	      int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
+	      enum ss_fault fault, int64_t *before, bool *applied);
+
+#endif

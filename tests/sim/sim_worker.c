@@ -1,0 +1,783 @@
+/* sim_worker.c: the simulated worker (see sim_worker.h). Function names follow src/worker.c;
+ * where the real code loops (retries, backoff), the simulated one stays in the same state and
+ * tries again at its next step. */
+#include "sim_worker.h"
+
+#include "fs_buf.h"
+#include "fs_reply.h"
+#include "sim_store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char tick_json[] = "{\"v\":1,\"type\":\"tick\"}";
+
+void sw_init(struct sw_worker *w, int id)
+{
+	memset(w, 0, sizeof *w);
+	w->id = id;
+	w->load_step = -1;
+	for (int i = 0; i < SIM_PARTS_MAX; i++)
+		w->parts[i].id = i;
+}
+
+/* A transient store fault (connection lost, server restarting): the call does nothing. */
+static bool store_fails(struct sim_world *W)
+{
+	if (W->healing || !rng_chance(&W->rng, W->f.store_err))
+		return false;
+	W->stats->store_errors++;
+	return true;
+}
+
+/* fs_batch_add_stored can hold as many stored rows as the batch has items, but a lookup
+ * returns every kind (buy, confirm, cancel) stored for the batch's ids: up to three per item.
+ * The default run widens the array so that the sweep goes on past this known bug. */
+static void widen_stored(struct fs_batch *b)
+{
+	uint32_t cap = b->cap * 3;
+	struct fs_stored *s = realloc(b->stored, (size_t)cap * sizeof *s);
+	if (!s)
+		abort();
+	b->stored = s;
+	b->stored_cap = cap;
+}
+
+static struct sw_part *part_get(struct sim_world *W, struct sw_worker *w, int32_t id)
+{
+	struct sw_part *p = &w->parts[id];
+	if (!p->init) {
+		if (fs_core_init(&p->core, id) < 0 ||
+		    fs_batch_init(&p->batch, (uint32_t)W->batch_max) < 0 ||
+		    fs_batch_init(&p->again, (uint32_t)W->batch_max) < 0)
+			abort();
+		if (!(W->known_bugs & KB_LOOKUP_OVERFLOW)) {
+			widen_stored(&p->batch);
+			widen_stored(&p->again);
+		}
+		p->init = true;
+	}
+	return p;
+}
+
+static void free_list(struct sw_inflight *f)
+{
+	while (f) {
+		struct sw_inflight *n = f->next;
+		free(f);
+		f = n;
+	}
+}
+
+void sw_free(struct sw_worker *w)
+{
+	for (int i = 0; i < SIM_PARTS_MAX; i++) {
+		struct sw_part *p = &w->parts[i];
+		free_list(p->head);
+		if (p->init) {
+			fs_core_free(&p->core);
+			fs_batch_free(&p->batch);
+			fs_batch_free(&p->again);
+		}
+	}
+	free_list(w->orphans);
+	for (size_t i = 0; i < w->queue.len; i++)
+		free(w->queue.v[i].r.json);
+	free(w->queue.v);
+	int id = w->id;
+	sw_init(w, id);
+}
+
+void sw_crash(struct sim_world *W, struct sw_worker *w)
+{
+	W->stats->crashes++;
+	W->stats->crash_at[sw_where(w)]++;
+	TRACE(W, "w%d CRASH at %d (%zu results queued)", w->id, (int)sw_where(w), w->queue.len);
+	/* Results already handed to the broker may land; the process learns nothing more. */
+	for (size_t i = 0; i < w->queue.len; i++) {
+		struct sim_result *r = &w->queue.v[i].r;
+		if (rng_chance(&W->rng, 500)) {
+			*VEC_PUSH(W->results) = *r;
+			r->json = NULL;
+		}
+	}
+	sw_free(w);
+	w->up = false;
+}
+
+enum sw_where sw_where(const struct sw_worker *w)
+{
+	switch (w->act) {
+	case ACT_ASSIGN:
+		return AT_ASSIGN_LOAD;
+	case ACT_AGAIN:
+		return w->state == AG_LOOKUP ? AT_AGAIN_LOOKUP : AT_AGAIN_EXPIRED;
+	case ACT_PROCESS:
+		switch (w->state) {
+		case PS_LOOKUP:
+			return AT_LOOKUP;
+		case PS_DECIDE:
+			return AT_DECIDE;
+		case PS_COMMIT:
+			return AT_COMMIT;
+		case PS_RESOLVE:
+			return AT_RESOLVE;
+		case PS_RELOAD:
+			return AT_RELOAD;
+		case PS_FENCED:
+			return AT_FENCED_LOAD;
+		default:
+			return AT_PUBLISH;
+		}
+	default:
+		return w->loop == LP_POLL ? AT_POLL : AT_DUE;
+	}
+}
+
+/* ---- results ----------------------------------------------------------------------------- */
+
+static void produce(struct sw_worker *w, struct fs_buf *out, struct sw_inflight *f, int32_t part,
+		    int64_t off, bool expire)
+{
+	struct sw_msg *m = VEC_PUSH(w->queue);
+	m->f = f;
+	m->r.part = part;
+	m->r.off = off;
+	m->r.expire = expire;
+	m->r.json = sim_strndup(out->data, out->len);
+	if (f)
+		f->pending++;
+}
+
+void sw_deliver(struct sim_world *W, struct sw_worker *w, size_t i)
+{
+	struct sw_msg m = w->queue.v[i];
+	memmove(&w->queue.v[i], &w->queue.v[i + 1], (w->queue.len - i - 1) * sizeof m);
+	w->queue.len--;
+	bool fail = !W->healing && rng_chance(&W->rng, W->f.deliver_fail);
+	bool twice = !W->healing && !fail && rng_chance(&W->rng, W->f.deliver_double);
+	if (fail) {
+		W->stats->deliver_failed++;
+		free(m.r.json);
+	} else {
+		W->stats->delivered++;
+		if (twice) {
+			W->stats->deliver_doubled++;
+			struct sim_result *d = VEC_PUSH(W->results);
+			*d = m.r;
+			d->json = sim_strndup(m.r.json, strlen(m.r.json));
+		}
+		*VEC_PUSH(W->results) = m.r;
+	}
+	/* dr_cb */
+	if (!m.f)
+		return;
+	if (fail)
+		m.f->failed = true;
+	m.f->pending--;
+}
+
+/* publish_results: one result per record of the batch (ticks excepted). */
+static void publish_results(struct sw_worker *w, struct sw_part *p, const struct fs_batch *b,
+			    int64_t end)
+{
+	struct sw_inflight *f = calloc(1, sizeof *f);
+	if (!f)
+		abort();
+	f->end_offset = end;
+	struct fs_buf out = {0};
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (it->cls == FS_ITEM_TICK)
+			continue;
+		fs_buf_clear(&out);
+		fs_reply_result(&out, it);
+		produce(w, &out, f, p->id, it->rec.offset, false);
+	}
+	fs_buf_free(&out);
+	if (p->tail)
+		p->tail->next = f;
+	else
+		p->head = f;
+	p->tail = f;
+}
+
+/* publish_expired: one `expired` result per hold the clock ended in this batch. */
+static void publish_expired(struct sim_world *W, struct sw_worker *w, struct sw_part *p)
+{
+	const struct fs_core *c = &p->core;
+	struct fs_buf out = {0};
+	for (uint32_t k = 0; k < c->expired_len; k++) {
+		const struct fs_hold *h = &c->holds[c->expired[k]];
+		fs_buf_clear(&out);
+		fs_reply_expired(&out, h->intent_id, c->skus[h->sku_index].sku, h->qty,
+				 h->ended_at_ms, p->id, h->ended_offset);
+		produce(w, &out, p->tail, p->id, h->ended_offset, true);
+		W->stats->expired_replies++;
+	}
+	fs_buf_free(&out);
+}
+
+static void advance_replied(struct sw_part *p)
+{
+	while (p->head && p->head->pending == 0) {
+		struct sw_inflight *f = p->head;
+		if (f->failed)
+			break; /* a restart answers again from p->replied */
+		p->replied = f->end_offset;
+		p->head = f->next;
+		if (!p->head)
+			p->tail = NULL;
+		free(f);
+	}
+}
+
+static void reap_orphans(struct sw_worker *w)
+{
+	struct sw_inflight **pp = &w->orphans;
+	while (*pp) {
+		if ((*pp)->pending == 0) {
+			struct sw_inflight *f = *pp;
+			*pp = f->next;
+			free(f);
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+}
+
+/* ---- partitions -------------------------------------------------------------------------- */
+
+/* One statement of part_load (fs_store_load, started again on a failure). True when done. */
+static bool part_load_step(struct sim_world *W, struct sw_worker *w, struct sw_part *p)
+{
+	if (w->load_step < 0)
+		w->load_step = 0;
+	if (store_fails(W)) {
+		W->stats->retries++;
+		w->load_step = 0;
+		return false;
+	}
+	int rc = ss_load_step(W->store, w->load_step, p->id, &p->core, &p->meta);
+	if (rc < 0) {
+		/* Not transient: the real worker would retry this forever. */
+		sim_fail(W, "INV-7", "partition %d: load statement %d fails with %d", (int)p->id,
+			 w->load_step, rc);
+		w->load_step = 0;
+		return false;
+	}
+	if (++w->load_step < SS_LOAD_STEPS)
+		return false;
+	w->load_step = -1;
+	p->loaded = true;
+	if (p->replied < p->meta.replied_offset)
+		p->replied = p->meta.replied_offset;
+	return true;
+}
+
+static int64_t start_offset(const struct sw_part *p)
+{
+	if (p->meta.next_offset < 0)
+		return 0; /* RD_KAFKA_OFFSET_BEGINNING */
+	if (p->meta.replied_offset >= 0 && p->meta.replied_offset < p->meta.next_offset)
+		return p->meta.replied_offset;
+	return p->meta.next_offset;
+}
+
+static void part_drop(struct sw_worker *w, struct sw_part *p)
+{
+	fs_batch_clear(&p->batch);
+	fs_batch_clear(&p->again);
+	fs_core_reset(&p->core);
+	p->loaded = false;
+	p->assigned = false;
+	p->replied = -1;
+	while (p->head) {
+		struct sw_inflight *f = p->head;
+		p->head = f->next;
+		f->orphan = true;
+		f->next = w->orphans;
+		w->orphans = f;
+	}
+	p->tail = NULL;
+}
+
+static void save_replied(struct sim_world *W, struct sw_part *p)
+{
+	advance_replied(p);
+	if (p->replied <= p->meta.replied_offset || p->meta.next_offset < 0 || !p->loaded)
+		return;
+	if (store_fails(W))
+		return; /* one try: this runs in the revoke callback */
+	ss_save_replied(W->store, p->id, p->meta.next_offset, p->replied);
+	p->meta.replied_offset = p->replied;
+}
+
+/* ---- activities -------------------------------------------------------------------------- */
+
+static void push_record(struct sim_world *W, struct sw_part *p, struct fs_batch *target,
+			const struct fs_record *rec)
+{
+	p->last_record_ms = W->now_ms;
+	struct fs_item *it = fs_batch_push(target);
+	it->rec = *rec; /* fs_record_parse of the message: see struct sim_rec */
+	if (it->rec.kind == FS_KIND_TICK)
+		p->tick_pending = false;
+}
+
+static void act_done(struct sim_world *W, struct sw_worker *w)
+{
+	struct sw_part *p = &w->parts[w->act_part];
+	w->act = ACT_NONE;
+	if (!w->inhand)
+		return;
+	/* Back in on_message with the message that found the batch full. */
+	w->inhand = false;
+	struct fs_batch *target = w->inhand_again ? &p->again : &p->batch;
+	if (!p->loaded || target->len == target->cap)
+		return;
+	if (p->meta.next_offset > w->inhand_rec.offset)
+		W->stats->inhand_after_fence++;
+	push_record(W, p, target, &w->inhand_rec);
+}
+
+static void start_process(struct sw_worker *w, struct sw_part *p)
+{
+	struct fs_batch *b = &p->batch;
+	w->act = ACT_PROCESS;
+	w->act_part = p->id;
+	w->state = PS_LOOKUP;
+	w->load_step = -1;
+	w->expected = p->meta.next_offset;
+	w->next = b->items[b->len - 1].rec.offset + 1;
+	if (p->replied < 0)
+		p->replied = b->items[0].rec.offset;
+}
+
+static void start_again(struct sw_worker *w, struct sw_part *p)
+{
+	w->act = ACT_AGAIN;
+	w->act_part = p->id;
+	w->state = AG_LOOKUP;
+}
+
+/* part_process, one step: lookup, decide, commit, and the ways a commit can go. */
+static void process_step(struct sim_world *W, struct sw_worker *w, struct sw_part *p)
+{
+	struct fs_batch *b = &p->batch;
+	int rc;
+	switch (w->state) {
+	case PS_LOOKUP:
+		fs_batch_reset_decisions(b);
+		rc = store_fails(W) ? -5 : ss_lookup(W->store, b);
+		if (rc < 0) {
+			W->stats->retries++; /* rc = FS_COMMIT_RETRY: reload, redo */
+			TRACE(W, "w%d p%d lookup failed (%d): reload", w->id, (int)p->id, rc);
+			w->state = PS_RELOAD;
+			return;
+		}
+		w->state = PS_DECIDE;
+		return;
+	case PS_DECIDE:
+		rc = fs_batch_decide(b, &p->core);
+		if (rc < 0) {
+			W->stats->retries++;
+			w->state = PS_RELOAD;
+			return;
+		}
+		w->state = PS_COMMIT;
+		return;
+	case PS_COMMIT: {
+		enum ss_fault fault = SS_FAULT_NONE;
+		if (!W->healing && rng_chance(&W->rng, W->f.commit_unknown))
+			fault = rng_below(&W->rng, 2) ? SS_FAULT_CUT_APPLIED : SS_FAULT_CUT_LOST;
+		int64_t before;
+		bool applied;
+		rc = ss_commit(W->store, &p->meta, w->next, p->replied < 0 ? -1 : p->replied, b,
+			       &p->core, fault, &before, &applied);
+		W->stats->commits++;
+		TRACE(W, "w%d p%d commit [%lld..%lld) expected %lld stored %lld -> rc %d%s", w->id,
+		      (int)p->id, (long long)b->items[0].rec.offset, (long long)w->next,
+		      (long long)w->expected, (long long)before, rc, applied ? " applied" : "");
+		if (applied)
+			sim_observe_commit(W, p->id, before, w->next, b);
+		if (fault != SS_FAULT_NONE) {
+			if (applied)
+				W->stats->unknown_applied++;
+			else
+				W->stats->unknown_lost++;
+		}
+		if (W->store->check_failed[0])
+			sim_fail(W, "INV-1", "the store refused a row: %s (partition %d)",
+				 W->store->check_failed, (int)p->id);
+		switch (rc) {
+		case FS_COMMIT_OK:
+			w->state = PS_PUBLISH;
+			return;
+		case FS_COMMIT_FENCED:
+			w->state = PS_FENCED;
+			w->load_step = -1;
+			return;
+		case FS_COMMIT_UNKNOWN:
+			w->state = PS_RESOLVE;
+			return;
+		default:
+			W->stats->redo++;
+			w->state = PS_RELOAD;
+			return;
+		}
+	}
+	case PS_RESOLVE: {
+		/* The connection died with COMMIT in flight: only the stored offset knows. */
+		int64_t stored;
+		if (store_fails(W) || ss_read_next(W->store, p->id, &stored) < 0)
+			return;
+		TRACE(W, "w%d p%d unknown outcome: stored %lld, next %lld, expected %lld", w->id,
+		      (int)p->id, (long long)stored, (long long)w->next, (long long)w->expected);
+		if (stored == w->next) {
+			w->state = PS_PUBLISH;
+		} else if (stored == w->expected) {
+			W->stats->retries++;
+			w->state = PS_RELOAD;
+		} else {
+			w->state = PS_FENCED;
+			w->load_step = -1;
+		}
+		return;
+	}
+	case PS_RELOAD:
+		if (!part_load_step(W, w, p))
+			return;
+		if (p->meta.next_offset != w->expected) {
+			w->state = PS_FENCED;
+			w->load_step = -1;
+			return;
+		}
+		w->state = PS_LOOKUP;
+		return;
+	case PS_FENCED: {
+		/* part_fenced: forget, reload, seek to what may still need an answer. */
+		if (w->load_step < 0) {
+			W->stats->fenced++;
+			fs_batch_clear(&p->batch);
+			fs_batch_clear(&p->again);
+		}
+		if (!part_load_step(W, w, p))
+			return;
+		int64_t from = p->meta.next_offset;
+		if (from >= 0 && p->replied >= 0 && p->replied < from)
+			from = p->replied;
+		p->fetch = from < 0 ? 0 : from;
+		TRACE(W, "w%d p%d fenced: stored %lld, seek %lld", w->id, (int)p->id,
+		      (long long)p->meta.next_offset, (long long)p->fetch);
+		act_done(W, w);
+		return;
+	}
+	default: /* PS_PUBLISH: committed */
+		p->meta.next_offset = w->next;
+		if (p->meta.first_offset < 0)
+			p->meta.first_offset = b->items[0].rec.offset;
+		p->meta.clock_ms = p->core.clock_ms;
+		publish_results(w, p, b, w->next);
+		publish_expired(W, w, p);
+		fs_core_commit(&p->core);
+		fs_batch_clear(b);
+		W->stats->batches_published++;
+		act_done(W, w);
+		return;
+	}
+}
+
+struct again_ctx {
+	struct sw_worker *w;
+	struct sw_part *p;
+};
+
+static void answer_expired_again(void *ctx, const struct ss_resv *r)
+{
+	struct again_ctx *a = ctx;
+	struct fs_buf out = {0};
+	fs_reply_expired(&out, r->intent_id, r->sku, r->qty, r->ended_at_ms, a->p->id,
+			 r->ended_off);
+	produce(a->w, &out, a->p->tail, a->p->id, r->ended_off, true);
+	fs_buf_free(&out);
+}
+
+/* part_answer_again, one step: look up the stored decisions, answer; then the expiries. */
+static void again_step(struct sim_world *W, struct sw_worker *w, struct sw_part *p)
+{
+	struct fs_batch *b = &p->again;
+	if (w->state == AG_LOOKUP) {
+		fs_batch_reset_decisions(b);
+		if (store_fails(W) || ss_lookup(W->store, b) < 0)
+			return; /* the real loop retries until it succeeds */
+		for (uint32_t i = 0; i < b->len; i++) {
+			struct fs_item *it = &b->items[i];
+			it->first_partition = it->rec.partition;
+			it->first_offset = it->rec.offset;
+			if (it->rec.kind == FS_KIND_INVALID) {
+				it->cls = FS_ITEM_INVALID;
+				it->dec.outcome = FS_OUT_REJECTED;
+				it->dec.reason = it->rec.reject_reason;
+				continue;
+			}
+			if (!fs_item_has_key(it)) {
+				it->cls = FS_ITEM_TICK;
+				continue;
+			}
+			bool found = false;
+			for (uint32_t k = 0; k < b->stored_len && !found; k++) {
+				const struct fs_stored *s = &b->stored[k];
+				if (s->kind != it->rec.kind ||
+				    strcmp(s->intent_id, it->rec.intent_id) != 0)
+					continue;
+				found = true;
+				it->dec = s->dec;
+				it->first_partition = s->partition;
+				it->first_offset = s->offset;
+				if (s->body_hash != it->rec.body_hash) {
+					it->dec.outcome = FS_OUT_CONFLICT;
+					it->dec.reason = "intent_id_reused";
+					it->first_partition = it->rec.partition;
+					it->first_offset = it->rec.offset;
+				} else {
+					it->dec.duplicate = s->offset != it->rec.offset;
+				}
+			}
+			if (!found) {
+				sim_fail(W, "INV-2",
+					 "partition %d: record at %lld is below the stored offset "
+					 "but has no decision (answer again)",
+					 (int)p->id, (long long)it->rec.offset);
+				it->cls = FS_ITEM_TICK;
+			}
+		}
+		w->next = b->items[b->len - 1].rec.offset + 1;
+		W->stats->again_answered += b->len;
+		publish_results(w, p, b, w->next);
+		w->state = AG_EXPIRED;
+		return;
+	}
+	struct again_ctx ctx = {w, p};
+	if (store_fails(W)) {
+		if (p->tail)
+			p->tail->failed = true; /* replied stops here: the next start tries again */
+	} else {
+		ss_expired(W->store, p->id, b->items[0].rec.offset, w->next, answer_expired_again,
+			   &ctx);
+	}
+	fs_batch_clear(b);
+	act_done(W, w);
+}
+
+/* The rebalance callback, assign: load every partition of the set, then start fetching. */
+static void assign_step(struct sim_world *W, struct sw_worker *w)
+{
+	while (w->assign_i < W->n_parts && !(w->assign_set & (1u << w->assign_i)))
+		w->assign_i++;
+	if (w->assign_i == W->n_parts) {
+		for (int i = 0; i < W->n_parts; i++)
+			if (w->assign_set & (1u << i))
+				w->parts[i].consuming = w->parts[i].loaded;
+		TRACE(W, "w%d assigned 0x%x", w->id, w->assign_set);
+		w->act = ACT_NONE;
+		return;
+	}
+	struct sw_part *p = part_get(W, w, w->assign_i);
+	if (w->load_step < 0) {
+		p->assigned = true;
+		p->replied = -1;
+	}
+	if (!part_load_step(W, w, p))
+		return;
+	p->fetch = start_offset(p);
+	TRACE(W, "w%d p%d loaded: next %lld replied %lld start %lld", w->id, (int)p->id,
+	      (long long)p->meta.next_offset, (long long)p->meta.replied_offset,
+	      (long long)p->fetch);
+	w->assign_i++;
+}
+
+/* The rebalance callback, revoke: deliver what was published, save replied, forget. */
+static void revoke(struct sim_world *W, struct sw_worker *w)
+{
+	TRACE(W, "w%d revoked%s", w->id, w->kicked ? " (lost)" : "");
+	while (w->queue.len)
+		sw_deliver(W, w, 0); /* flush_producer */
+	for (int i = 0; i < W->n_parts; i++) {
+		struct sw_part *p = &w->parts[i];
+		if (!p->init || !p->assigned)
+			continue;
+		save_replied(W, p);
+		part_drop(w, p);
+	}
+	for (int i = 0; i < W->n_parts; i++)
+		w->parts[i].consuming = false;
+	w->pending_revoke = false;
+}
+
+/* ---- the main loop ----------------------------------------------------------------------- */
+
+static void on_message(struct sim_world *W, struct sw_worker *w, struct sw_part *p,
+		       const struct sim_rec *m, int64_t off)
+{
+	if (!p->init || !p->assigned || !p->loaded)
+		return;
+	int64_t expected = p->meta.next_offset;
+	if (expected >= 0)
+		expected += p->batch.len;
+	else if (p->batch.len)
+		expected = p->batch.items[p->batch.len - 1].rec.offset + 1;
+
+	struct fs_batch *target = &p->batch;
+	if (p->meta.next_offset >= 0 && off < p->meta.next_offset) {
+		if (off < p->replied) {
+			W->stats->skipped_stale++;
+			return;
+		}
+		target = &p->again;
+	} else if (expected >= 0 && off < expected) {
+		W->stats->skipped_stale++;
+		return;
+	} else if (expected >= 0 && off > expected) {
+		W->stats->gaps++;
+		sim_fail(W, "INV-2", "worker %d partition %d: offset gap %lld -> %lld", w->id,
+			 (int)p->id, (long long)expected, (long long)off);
+	}
+	if (target->len == target->cap) {
+		/* Decide what is there first; the message waits in hand (see act_done). */
+		w->inhand = true;
+		w->inhand_again = target == &p->again;
+		w->inhand_rec = m->parsed;
+		if (target == &p->batch)
+			start_process(w, p);
+		else
+			start_again(w, p);
+		return;
+	}
+	push_record(W, p, target, &m->parsed);
+}
+
+/* maybe_tick: a partition with a due hold that sees no records gets a tick appended. */
+bool sw_tick_due(const struct sim_world *W, const struct sw_part *p)
+{
+	int64_t due = fs_core_next_expiry(&p->core);
+	bool in_flight = p->tick_pending &&
+			 W->now_ms - p->last_tick_ms < 10 * (int64_t)SIM_TICK_INTERVAL_MS;
+	return !(due < 0 || p->batch.len || in_flight ||
+		 W->now_ms - p->last_record_ms < SIM_TICK_INTERVAL_MS || W->now_ms < due);
+}
+
+static void poll(struct sim_world *W, struct sw_worker *w)
+{
+	/* The rebalance callbacks run inside the poll. A member that was kicked out may still
+	 * return messages it had fetched before it learns that. */
+	bool stale_fetch = w->kicked && rng_chance(&W->rng, 500);
+	if (w->pending_revoke && !stale_fetch) {
+		revoke(W, w);
+		w->loop = LP_DUE;
+		w->due_all = true;
+		w->due_part = w->due_sub = 0;
+		return;
+	}
+	if (w->pending_assign && !w->pending_revoke) {
+		w->pending_assign = false;
+		w->act = ACT_ASSIGN;
+		w->assign_set = w->assign_parts;
+		w->assign_i = 0;
+		w->load_step = -1;
+		w->loop = LP_DUE;
+		w->due_all = true;
+		w->due_part = w->due_sub = 0;
+		return;
+	}
+	int cand[SIM_PARTS_MAX], n = 0;
+	for (int i = 0; i < W->n_parts; i++)
+		if (w->parts[i].consuming && w->parts[i].fetch < (int64_t)W->log[i].recs.len)
+			cand[n++] = i;
+	bool got = n > 0 && rng_chance(&W->rng, 850);
+	if (got) {
+		struct sw_part *p = &w->parts[cand[rng_below(&W->rng, (uint32_t)n)]];
+		int64_t off = p->fetch++;
+		W->stats->records++;
+		on_message(W, w, p, &W->log[p->id].recs.v[off], off);
+	}
+	w->loop = LP_DUE;
+	w->due_all = !got;
+	w->due_part = w->due_sub = 0;
+}
+
+/* process_due, up to the next activity it starts. */
+static void process_due(struct sim_world *W, struct sw_worker *w)
+{
+	for (; w->due_part < W->n_parts; w->due_part++, w->due_sub = 0) {
+		struct sw_part *p = &w->parts[w->due_part];
+		if (!p->init || !p->assigned)
+			continue;
+		if (w->due_sub == 0) {
+			w->due_sub = 1;
+			if (p->again.len) {
+				start_again(w, p);
+				return;
+			}
+		}
+		if (w->due_sub == 1) {
+			w->due_sub = 2;
+			bool waited = rng_chance(&W->rng, 250); /* batch.wait.ms passed */
+			if (p->batch.len &&
+			    (w->due_all || p->batch.len == p->batch.cap || waited)) {
+				start_process(w, p);
+				return;
+			}
+		}
+		if (p->loaded && sw_tick_due(W, p)) {
+			sim_log_append(W, p->id, NULL, 0, tick_json, sizeof tick_json - 1);
+			p->last_tick_ms = W->now_ms;
+			p->tick_pending = true;
+			W->stats->ticks_appended++;
+			TRACE(W, "w%d p%d tick appended at %lld", w->id, (int)p->id,
+			      (long long)W->log[p->id].recs.len - 1);
+		}
+	}
+	for (int i = 0; i < W->n_parts; i++)
+		if (w->parts[i].init && w->parts[i].assigned)
+			advance_replied(&w->parts[i]);
+	reap_orphans(w);
+	w->loop = LP_POLL;
+}
+
+void sw_step(struct sim_world *W, struct sw_worker *w)
+{
+	switch (w->act) {
+	case ACT_ASSIGN:
+		assign_step(W, w);
+		return;
+	case ACT_PROCESS:
+		process_step(W, w, &w->parts[w->act_part]);
+		return;
+	case ACT_AGAIN:
+		again_step(W, w, &w->parts[w->act_part]);
+		return;
+	default:
+		break;
+	}
+	if (w->loop == LP_POLL)
+		poll(W, w);
+	else
+		process_due(W, w);
+}
+
+bool sw_idle(const struct sim_world *W, const struct sw_worker *w)
+{
+	if (w->act != ACT_NONE || w->loop != LP_POLL || w->queue.len || w->pending_revoke ||
+	    w->pending_assign)
+		return false;
+	for (int i = 0; i < W->n_parts; i++) {
+		const struct sw_part *p = &w->parts[i];
+		if (!p->init || !p->assigned)
+			continue;
+		if (p->batch.len || p->again.len || sw_tick_due(W, p) ||
+		    (p->consuming && p->fetch < (int64_t)W->log[i].recs.len))
+			return false;
+	}
+	return true;
+}
