@@ -70,4 +70,25 @@ bool fs_item_has_key(const struct fs_item *it);
 /* Decides every item. Returns 0, or -ENOMEM (the core's state is then unusable: reload). */
 int fs_batch_decide(struct fs_batch *b, struct fs_core *core);
 
+/* A bounded memory of committed decisions by (intent id, kind): the worker answers most
+ * repeats from it without asking Postgres, and the replay check uses it as its store. When it
+ * is full it forgets everything and starts again (a forgotten id is found by the store's
+ * lookup, so forgetting costs a round trip, never a wrong answer). */
+struct fs_seen {
+	struct fs_stored *items;
+	uint32_t len, cap, cap_max;
+	struct fs_map index;
+	int64_t resets;
+};
+
+int fs_seen_init(struct fs_seen *s, uint32_t cap_max);
+void fs_seen_free(struct fs_seen *s);
+void fs_seen_clear(struct fs_seen *s);
+/* Remembers the decision of a NEW item. Returns 0 or -ENOMEM. */
+int fs_seen_add(struct fs_seen *s, const struct fs_item *it);
+const struct fs_stored *fs_seen_find(const struct fs_seen *s, const char *intent_id,
+				     enum fs_kind kind);
+/* Adds to the batch the remembered decisions of its intent ids. Returns how many it found. */
+uint32_t fs_batch_add_seen(struct fs_batch *b, const struct fs_seen *s);
+
 #endif

@@ -31,6 +31,7 @@ struct fs_config {
 	int64_t retry_backoff_max_ms;
 	int64_t flush_timeout_ms;
 	int64_t tick_interval_ms;
+	int64_t dedupe_cache_max;
 
 	/* kafka.* keys, in file order, without the prefix */
 	struct {

@@ -67,7 +67,9 @@ CREATE TABLE IF NOT EXISTS decisions (
     PRIMARY KEY (intent_id, kind)
 );
 CREATE INDEX IF NOT EXISTS decisions_part_off ON decisions (part, off);
-CREATE INDEX IF NOT EXISTS decisions_sku_outcome ON decisions (sku, outcome);
+-- No index on (sku, outcome): it doubled the cost of the batch insert (4.5 -> 9 ms for 600
+-- rows, measured); the summary and audit queries that group by SKU scan instead.
+DROP INDEX IF EXISTS decisions_sku_outcome;
 
 -- One row per hold: the unit(s) a buyer won, and what became of them.
 CREATE TABLE IF NOT EXISTS reservations (

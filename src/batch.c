@@ -209,3 +209,90 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 	}
 	return 0;
 }
+
+/* ---- the memory of committed decisions ------------------------------------------------- */
+
+static bool seen_eq(const void *ctx, uint32_t value, const void *key)
+{
+	const struct fs_seen *s = ctx;
+	const struct key *k = key;
+	return s->items[value].kind == k->kind &&
+	       strcmp(s->items[value].intent_id, k->intent_id) == 0;
+}
+
+int fs_seen_init(struct fs_seen *s, uint32_t cap_max)
+{
+	memset(s, 0, sizeof *s);
+	s->cap_max = cap_max ? cap_max : 1;
+	return 0;
+}
+
+void fs_seen_free(struct fs_seen *s)
+{
+	free(s->items);
+	fs_map_free(&s->index);
+	memset(s, 0, sizeof *s);
+}
+
+void fs_seen_clear(struct fs_seen *s)
+{
+	s->len = 0;
+	fs_map_clear(&s->index);
+}
+
+int fs_seen_add(struct fs_seen *s, const struct fs_item *it)
+{
+	if (s->len == s->cap_max) {
+		fs_seen_clear(s);
+		s->resets++;
+	}
+	if (s->len == s->cap) {
+		uint32_t cap = s->cap ? s->cap * 2 : 1024;
+		if (cap > s->cap_max)
+			cap = s->cap_max;
+		struct fs_stored *n = realloc(s->items, (size_t)cap * sizeof *n);
+		if (!n)
+			return -ENOMEM;
+		s->items = n;
+		s->cap = cap;
+	}
+	struct fs_stored *st = &s->items[s->len];
+	memset(st, 0, sizeof *st);
+	strcpy(st->intent_id, it->rec.intent_id);
+	st->kind = it->rec.kind;
+	st->body_hash = it->rec.body_hash;
+	st->partition = it->first_partition;
+	st->offset = it->first_offset;
+	st->dec = it->dec;
+	st->dec.duplicate = false;
+	if (it->dec.reason) {
+		snprintf(st->reason_buf, sizeof st->reason_buf, "%s", it->dec.reason);
+		st->dec.reason = st->reason_buf;
+	}
+	int rc = fs_map_put(&s->index, key_hash(st->intent_id, st->kind), s->len);
+	if (rc == 0)
+		s->len++;
+	return rc;
+}
+
+const struct fs_stored *fs_seen_find(const struct fs_seen *s, const char *intent_id,
+				     enum fs_kind kind)
+{
+	struct key k = {intent_id, kind};
+	uint32_t v = fs_map_get(&s->index, key_hash(intent_id, kind), seen_eq, s, &k);
+	return v == FS_MAP_NONE ? NULL : &s->items[v];
+}
+
+uint32_t fs_batch_add_seen(struct fs_batch *b, const struct fs_seen *s)
+{
+	uint32_t found = 0;
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (!fs_item_has_key(it))
+			continue;
+		const struct fs_stored *st = fs_seen_find(s, it->rec.intent_id, it->rec.kind);
+		if (st && fs_batch_add_stored(b, st) == 0)
+			found++;
+	}
+	return found;
+}

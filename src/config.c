@@ -43,8 +43,9 @@ static const struct key keys[] = {
 	STR(topic_stock, "stock", "Compacted topic of per-SKU stock (the web tier's flag)."),
 	STR(log_level, "info", "error, warn, info or debug."),
 	INT(batch_max, 1, 10000, "2000", "Records per partition batch (one transaction each)."),
-	INT(batch_wait_ms, 0, 1000, "5",
-	    "How long a partial batch may wait for more records before it is decided."),
+	INT(batch_wait_ms, 0, 1000, "20",
+	    "How long a partial batch may wait for more records while they keep coming (with "
+	    "nothing more pending it is decided at once)."),
 	INT(poll_timeout_ms, 1, 1000, "100", "Consumer poll timeout when nothing is pending."),
 	INT(record_max_bytes, 64, 65536, "4096",
 	    "Payload size cap, checked before parsing; larger records are rejected."),
@@ -54,6 +55,9 @@ static const struct key keys[] = {
 	INT(tick_interval_ms, 100, 600000, "1000",
 	    "How long a partition with a due hold may stay idle before the worker appends a tick "
 	    "record to it (the bound on how late an expiry is)."),
+	INT(dedupe_cache_max, 1, 10000000, "200000",
+	    "Committed decisions a worker keeps per partition to answer repeats without a "
+	    "Postgres lookup (about 160 bytes each; when full it starts again)."),
 	INT(flush_timeout_ms, 100, 600000, "30000",
 	    "How long shutdown and revoke wait for results to be delivered."),
 };

@@ -46,9 +46,7 @@ struct rp_part {
 	int64_t last;	/* last offset fed, -1 before the first */
 	bool done;
 	/* every intent id decided so far on this partition, for the repeats of later batches */
-	struct fs_stored *decided;
-	uint32_t decided_len, decided_cap;
-	struct fs_map decided_index;
+	struct fs_seen seen;
 	struct rows dec, rej, sale;
 	struct fs_batch_counts counts;
 };
@@ -80,54 +78,6 @@ static void diff(struct rp *rp, int part, int64_t off, const char *fmt, ...)
 		printf("DIFF partition %d offset %" PRId64 ": %s\n", part, off, msg);
 	else
 		printf("DIFF partition %d: %s\n", part, msg);
-}
-
-/* ---- the decided-ids map of a partition -------------------------------------------------- */
-
-static uint64_t key_hash(const char *id, int kind)
-{
-	return fs_hash_bytes(id, FS_UUID_LEN, (uint64_t)kind);
-}
-
-struct key {
-	const char *id;
-	int kind;
-};
-
-static bool key_eq(const void *ctx, uint32_t v, const void *k)
-{
-	const struct rp_part *p = ctx;
-	const struct key *key = k;
-	return (int)p->decided[v].kind == key->kind &&
-	       strcmp(p->decided[v].intent_id, key->id) == 0;
-}
-
-static int remember(struct rp_part *p, const struct fs_item *it)
-{
-	if (p->decided_len == p->decided_cap) {
-		uint32_t cap = p->decided_cap ? p->decided_cap * 2 : 1024;
-		struct fs_stored *n = realloc(p->decided, (size_t)cap * sizeof *n);
-		if (!n)
-			return -ENOMEM;
-		p->decided = n;
-		p->decided_cap = cap;
-	}
-	struct fs_stored *s = &p->decided[p->decided_len];
-	memset(s, 0, sizeof *s);
-	strcpy(s->intent_id, it->rec.intent_id);
-	s->kind = it->rec.kind;
-	s->body_hash = it->rec.body_hash;
-	s->partition = it->rec.partition;
-	s->offset = it->rec.offset;
-	s->dec = it->dec;
-	if (it->dec.reason) {
-		snprintf(s->reason_buf, sizeof s->reason_buf, "%s", it->dec.reason);
-		s->dec.reason = s->reason_buf;
-	}
-	int rc = fs_map_put(&p->decided_index, key_hash(s->intent_id, s->kind), p->decided_len);
-	if (rc == 0)
-		p->decided_len++;
-	return rc;
 }
 
 /* ---- comparing with Postgres ------------------------------------------------------------- */
@@ -209,15 +159,7 @@ static void decide_batch(struct rp *rp, struct rp_part *p)
 	if (b->len == 0)
 		return;
 	fs_batch_reset_decisions(b);
-	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *it = &b->items[i];
-		if (!fs_item_has_key(it))
-			continue;
-		struct key k = {it->rec.intent_id, it->rec.kind};
-		uint32_t v = fs_map_get(&p->decided_index, key_hash(k.id, k.kind), key_eq, p, &k);
-		if (v != FS_MAP_NONE)
-			fs_batch_add_stored(b, &p->decided[v]);
-	}
+	fs_batch_add_seen(b, &p->seen);
 	if (fs_batch_decide(b, &p->core) < 0) {
 		diff(rp, b->items[0].rec.partition, -1, "out of memory while replaying");
 		return;
@@ -225,7 +167,7 @@ static void decide_batch(struct rp *rp, struct rp_part *p)
 	for (uint32_t i = 0; i < b->len; i++) {
 		const struct fs_item *it = &b->items[i];
 		compare_item(rp, p, it);
-		if (it->cls == FS_ITEM_NEW && remember(p, it) < 0)
+		if (it->cls == FS_ITEM_NEW && fs_seen_add(&p->seen, it) < 0)
 			diff(rp, it->rec.partition, -1, "out of memory while replaying");
 	}
 	p->counts.records += b->counts.records;
@@ -404,6 +346,8 @@ static int setup_parts(struct rp *rp, const int64_t *ends)
 	for (int i = 0; i < rp->nparts; i++) {
 		struct rp_part *p = &rp->parts[i];
 		fs_core_init(&p->core, i);
+		/* Never forget here: a forgotten id would be decided again and differ. */
+		fs_seen_init(&p->seen, UINT32_MAX);
 		if (fs_batch_init(&p->batch, REPLAY_BATCH_MAX) < 0)
 			return -ENOMEM;
 		p->target = 0;
@@ -512,8 +456,7 @@ static int check(flashsale_t *fs)
 		PQclear(p->sale.r);
 		fs_core_free(&p->core);
 		fs_batch_free(&p->batch);
-		free(p->decided);
-		fs_map_free(&p->decided_index);
+		fs_seen_free(&p->seen);
 	}
 	free(rp.parts);
 	free(ends);

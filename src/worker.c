@@ -51,12 +51,16 @@ struct part {
 	bool tick_pending;	/* a tick was appended and not read back yet */
 	int64_t replied;	/* results delivered for every record below this */
 	struct inflight *head, *tail;
+	struct fs_seen seen; /* decisions committed here, to answer repeats without a lookup */
+	bool need_lookup;    /* the last commit found an id decided elsewhere: look them up */
 };
 
 struct counters {
 	int64_t records, fresh, repeats, conflicts, invalid, sale, expired, ticks, batches, fenced,
 		redo, retries, unknown, unknown_committed, answered_again, skipped_stale, gaps,
 		published, delivery_failed;
+	int64_t us_lookup, us_decide, us_commit, us_publish; /* time spent per step */
+	int64_t lookups_forced; /* batches redone with a lookup: an id was decided elsewhere */
 };
 
 struct worker {
@@ -95,6 +99,13 @@ static int64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static void sleep_ms(int64_t ms)
@@ -361,6 +372,7 @@ static struct part *part_get(struct worker *w, int32_t id)
 		if (!p)
 			return NULL;
 		p->id = id;
+		fs_seen_init(&p->seen, (uint32_t)w->cfg.dedupe_cache_max);
 		if (fs_core_init(&p->core, id) < 0 ||
 		    fs_batch_init(&p->batch, (uint32_t)w->cfg.batch_max) < 0 ||
 		    fs_batch_init(&p->again, (uint32_t)w->cfg.batch_max) < 0) {
@@ -379,6 +391,8 @@ static void part_drop(struct worker *w, struct part *p)
 	fs_batch_clear(&p->batch);
 	fs_batch_clear(&p->again);
 	fs_core_reset(&p->core);
+	fs_seen_clear(&p->seen);
+	p->need_lookup = false;
 	p->loaded = false;
 	p->assigned = false;
 	p->replied = -1;
@@ -453,15 +467,29 @@ static void part_process(struct worker *w, struct part *p)
 		if (store_ready(w) < 0)
 			return;
 		fs_batch_reset_decisions(b);
-		int rc = fs_store_lookup(w->store, b);
+		int64_t t0 = now_us();
+		/* Repeats are answered from memory. Ids not in memory are taken for new: the
+		 * decisions insert asserts it, and if one was decided before (another run, another
+		 * worker), the transaction aborts and the batch is redone with a lookup. */
+		fs_batch_add_seen(b, &p->seen);
+		int rc = p->need_lookup ? fs_store_lookup(w->store, b) : 0;
 		crash_at("after_lookup");
+		int64_t t1 = now_us();
 		if (rc == 0)
 			rc = fs_batch_decide(b, &p->core);
+		int64_t t2 = now_us();
 		if (rc == 0)
 			rc = fs_store_commit(w->store, w->cfg.group, w->cfg.topic_intents, &p->meta,
 					     next, p->replied < 0 ? -1 : p->replied, b, &p->core);
 		else
 			rc = FS_COMMIT_RETRY;
+		int64_t t3 = now_us();
+		w->n.us_lookup += t1 - t0;
+		w->n.us_decide += t2 - t1;
+		w->n.us_commit += t3 - t2;
+		fs_debug("partition %" PRId32 ": batch of %u at %" PRId64 ": lookup %" PRId64
+			 " us, decide %" PRId64 " us, commit %" PRId64 " us",
+			 p->id, b->len, expected, t1 - t0, t2 - t1, t3 - t2);
 
 		if (rc == FS_COMMIT_UNKNOWN) {
 			/* The connection died with COMMIT in flight: only the stored offset knows.
@@ -495,10 +523,14 @@ static void part_process(struct worker *w, struct part *p)
 		}
 		/* Not committed: the core's state moved while deciding; reload it from the truth.
 		 */
-		if (rc == FS_COMMIT_REDO)
+		if (rc == FS_COMMIT_REDO) {
 			w->n.redo++;
-		else
+			if (!p->need_lookup)
+				w->n.lookups_forced++;
+			p->need_lookup = true;
+		} else {
 			w->n.retries++;
+		}
 		backoff = backoff_next(w, backoff);
 		fs_warn("partition %" PRId32 ": batch at %" PRId64
 			" not committed (%s); reloading, "
@@ -515,6 +547,10 @@ static void part_process(struct worker *w, struct part *p)
 		}
 	}
 	crash_at("after_commit");
+	p->need_lookup = false;
+	for (uint32_t i = 0; i < b->len; i++)
+		if (b->items[i].cls == FS_ITEM_NEW && fs_seen_add(&p->seen, &b->items[i]) < 0)
+			fs_seen_clear(&p->seen); /* out of memory: forget; lookups cover it */
 	p->meta.next_offset = next;
 	if (p->meta.first_offset < 0)
 		p->meta.first_offset = b->items[0].rec.offset;
@@ -523,9 +559,11 @@ static void part_process(struct worker *w, struct part *p)
 	if (w->replay) {
 		p->replied = next; /* the live run answered these; a replay answers nothing */
 	} else {
+		int64_t t0 = now_us();
 		publish_results(w, p, b, next);
 		publish_expired(w, p);
 		publish_stock(w, &p->core);
+		w->n.us_publish += now_us() - t0;
 	}
 	fs_core_commit(&p->core);
 	crash_at("after_publish");
@@ -826,12 +864,15 @@ static void log_stats(struct worker *w, const char *when)
 		" batches=%" PRId64 " fenced=%" PRId64 " redo=%" PRId64 " retries=%" PRId64
 		" unknown=%" PRId64 " unknown_committed=%" PRId64 " answered_again=%" PRId64
 		" stale=%" PRId64 " gaps=%" PRId64 " published=%" PRId64 " delivery_failed=%" PRId64
-		" stalled_broken=%" PRId64,
+		" stalled_broken=%" PRId64 " ms_lookup=%" PRId64 " ms_decide=%" PRId64
+		" ms_commit=%" PRId64 " ms_publish=%" PRId64 " lookups_forced=%" PRId64,
 		when, w->n.records, w->n.fresh, w->n.repeats, w->n.conflicts, w->n.invalid,
 		w->n.sale, w->n.expired, w->n.ticks, w->n.batches, w->n.fenced, w->n.redo,
 		w->n.retries, w->n.unknown, w->n.unknown_committed, w->n.answered_again,
 		w->n.skipped_stale, w->n.gaps, w->n.published, w->n.delivery_failed,
-		w->store ? fs_store_stalled_broken(w->store) : 0);
+		w->store ? fs_store_stalled_broken(w->store) : 0, w->n.us_lookup / 1000,
+		w->n.us_decide / 1000, w->n.us_commit / 1000, w->n.us_publish / 1000,
+		w->n.lookups_forced);
 }
 
 static int handle_consumer_error(struct worker *w, rd_kafka_message_t *m)
@@ -1115,6 +1156,7 @@ static void teardown(struct worker *w)
 		fs_core_free(&p->core);
 		fs_batch_free(&p->batch);
 		fs_batch_free(&p->again);
+		fs_seen_free(&p->seen);
 		free(p);
 	}
 	reap_orphans(w);
