@@ -99,8 +99,10 @@ CREATE TABLE IF NOT EXISTS buyers (
     PRIMARY KEY (sku, buyer_id)
 );
 
--- Records that could not be read as a valid intent (bad JSON, missing fields, wrong key ...):
--- one row per offset, with the reason; the intent id when one could be read.
+-- Records that could not be read as a valid intent (bad JSON, missing fields, wrong key ...),
+-- with the reason and the intent id when one could be read. A row covers the offsets off to
+-- off_end: a run of consecutive bad records of one batch with the same reason and no intent
+-- id is one row, so that a poison flood costs a few rows, not one per record.
 CREATE TABLE IF NOT EXISTS rejects (
     part      int    NOT NULL,
     off       bigint NOT NULL,
@@ -108,6 +110,14 @@ CREATE TABLE IF NOT EXISTS rejects (
     reason    text   NOT NULL,
     PRIMARY KEY (part, off)
 );
+ALTER TABLE rejects ADD COLUMN IF NOT EXISTS off_end bigint;
+UPDATE rejects SET off_end = off WHERE off_end IS NULL;
+ALTER TABLE rejects ALTER COLUMN off_end SET NOT NULL;
+DO $$ BEGIN
+    ALTER TABLE rejects ADD CONSTRAINT rejects_range CHECK (off_end >= off AND
+        (intent_id IS NULL OR off_end = off));
+EXCEPTION WHEN duplicate_object THEN NULL;
+END $$;
 
 -- The sale's own records (open, restock, close), applied exactly once each.
 CREATE TABLE IF NOT EXISTS sale_log (

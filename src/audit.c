@@ -51,13 +51,17 @@ static const struct check checks[] = {
 	 "(first_offset >= 0 AND n_records <> next_offset - first_offset) OR (first_offset < 0 "
 	 "AND n_records <> 0))"},
 	{"INV-2", "every decided record has its row (decisions, rejects, sale log)",
-	 "SELECT p.part, p.n_fresh, (SELECT count(*) FROM decisions d WHERE d.part = p.part) AS "
-	 "decisions, p.n_invalid, (SELECT count(*) FROM rejects j WHERE j.part = p.part) AS "
-	 "rejects, p.n_sale, (SELECT count(*) FROM sale_log s WHERE s.part = p.part) AS sale_log "
-	 "FROM partitions p WHERE p.grp = $1 AND p.topic = $2 AND (p.n_fresh <> (SELECT count(*) "
-	 "FROM decisions d WHERE d.part = p.part) OR p.n_invalid <> (SELECT count(*) FROM rejects "
-	 "j WHERE j.part = p.part) OR p.n_sale <> (SELECT count(*) FROM sale_log s WHERE s.part = "
-	 "p.part))"},
+	 "WITH c AS (SELECT p.part, p.n_fresh, p.n_invalid, p.n_sale, (SELECT count(*) FROM "
+	 "decisions d WHERE d.part = p.part) AS decisions, (SELECT coalesce(sum(j.off_end - "
+	 "j.off + 1), 0) FROM rejects j WHERE j.part = p.part) AS rejects, (SELECT count(*) FROM "
+	 "sale_log s WHERE s.part = p.part) AS sale_log FROM partitions p WHERE p.grp = $1 AND "
+	 "p.topic = $2) SELECT * FROM c WHERE n_fresh <> decisions OR n_invalid <> rejects OR "
+	 "n_sale <> sale_log"},
+	{"INV-2", "reject rows lie inside the decided offsets and never overlap",
+	 "SELECT j.part, j.off, j.off_end FROM rejects j LEFT JOIN partitions p ON p.grp = $1 AND "
+	 "p.topic = $2 AND p.part = j.part WHERE p.part IS NULL OR j.off < p.first_offset OR "
+	 "j.off_end >= p.next_offset OR j.off_end < j.off OR EXISTS (SELECT 1 FROM rejects k "
+	 "WHERE k.part = j.part AND k.off > j.off AND k.off <= j.off_end) LIMIT 20"},
 	{"INV-2", "decision rows lie inside the decided offsets",
 	 "SELECT d.part, d.off FROM decisions d LEFT JOIN partitions p ON p.grp = $1 AND p.topic "
 	 "= $2 AND p.part = d.part WHERE p.part IS NULL OR d.off < p.first_offset OR d.off >= "

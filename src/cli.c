@@ -520,7 +520,8 @@ static int cmd_summary(flashsale_t *fs, int argc, char **argv)
 	int64_t won = scalar(pg, q, 1, p);
 	snprintf(q, sizeof q, "SELECT coalesce(sum(available), 0) FROM skus WHERE %s", any);
 	int64_t remaining = scalar(pg, q, 1, p);
-	int64_t invalid = scalar(pg, "SELECT count(*) FROM rejects", 0, NULL);
+	int64_t invalid =
+		scalar(pg, "SELECT coalesce(sum(off_end - off + 1), 0) FROM rejects", 0, NULL);
 	const char *g[] = {flashsale_config(fs)->group, flashsale_config(fs)->topic_intents};
 	int64_t dups = scalar(pg,
 			      "SELECT coalesce(sum(n_repeats), 0) FROM partitions WHERE grp = $1 "

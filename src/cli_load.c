@@ -22,6 +22,7 @@ enum {
 	DUP_DELAY = 64,
 	PAYLOAD_MAX = 256,
 	POLL_EVERY = 1000,
+	POISON_RUN = 100,
 };
 
 struct pending_dup {
@@ -48,19 +49,20 @@ static double mono_s(void)
 
 static const char usage_load[] =
 	"usage: flashsale load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
-	"                          [--dup-count N] [--buyer-prefix P] [--ids FILE]\n"
+	"                          [--dup-count N] [--poison N] [--buyer-prefix P] [--ids FILE]\n"
 	"\n"
 	"Publishes N buy intents for SKU from N distinct buyers (P-0 .. P-(N-1)), each with a\n"
 	"fresh intent id; a share X (0..1) of them is re-sent verbatim a few records later, as\n"
 	"a retry would be (--dup-count: exactly N of them). --rate caps records per second\n"
-	"(default: as fast as possible).\n"
+	"(default: as fast as possible). --poison N spreads N bad records (not JSON) between\n"
+	"the buys in bursts of 100, as a flood would come.\n"
 	"--ids writes every distinct intent id, one per line. The seed (printed) makes the\n"
 	"choice of repeats and the default buyer prefix reproducible. Exit 1 if any record was\n"
 	"not delivered.\n";
 
 int cli_load(flashsale_t *fs, int argc, char **argv)
 {
-	int64_t buyers = -1, qty = 1, rate = 0, seed = -1, dup_count = -1;
+	int64_t buyers = -1, qty = 1, rate = 0, seed = -1, dup_count = -1, poison = 0;
 	double dup_ratio = 0;
 	const char *prefix = NULL, *ids_path = NULL;
 	const struct cli_opt spec[] = {
@@ -72,6 +74,7 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 		{"buyer-prefix", CLI_STR, &prefix},
 		{"ids", CLI_STR, &ids_path},
 		{"dup-count", CLI_INT, &dup_count, 0, FS_LOAD_BUYERS_MAX},
+		{"poison", CLI_INT, &poison, 0, FS_LOAD_BUYERS_MAX},
 		{NULL},
 	};
 	int rc = cli_parse(argc, argv, usage_load, spec, 1, 1);
@@ -108,7 +111,7 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 	uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ULL + 1;
 	static struct pending_dup ring[DUP_DELAY + 1];
 	int ring_head = 0, ring_len = 0;
-	int64_t sent = 0, dups = 0;
+	int64_t sent = 0, dups = 0, poisoned = 0;
 	double t0 = mono_s();
 	rc = 0;
 	for (int64_t i = 0; i < buyers || ring_len > 0; i++) {
@@ -147,6 +150,21 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 				ring_len++;
 			}
 		}
+		/* --poison: bad records between the buys in bursts of about POISON_RUN, spread
+		 * evenly, as a flood would come (garbage that is not even JSON). */
+		int64_t bursts = (poison + POISON_RUN - 1) / POISON_RUN;
+		int64_t bad = 0;
+		if (original && bursts > 0 && bursts * (i + 1) / buyers != bursts * i / buyers)
+			bad = poison * (bursts * (i + 1) / buyers) / bursts -
+			      poison * (bursts * i / buyers) / bursts;
+		for (int64_t k = 0; rc == 0 && k < bad; k++) {
+			static const char junk[] = "GET / HTTP/1.1 <script>alert(1)</script>";
+			rc = flashsale_publish_raw(fs, sku, strlen(sku), junk, sizeof junk - 1);
+			sent++;
+			poisoned++;
+			if (sent % POLL_EVERY == 0)
+				flashsale_poll(fs);
+		}
 		/* Repeats whose time has come (or all of them once the originals are out). */
 		while (rc == 0 && ring_len > 0 &&
 		       (ring[ring_head].due <= i || !original || ring_len == DUP_DELAY + 1)) {
@@ -180,8 +198,8 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 			flashsale_delivery_failures(fs));
 		return 1;
 	}
-	printf("published %" PRId64 " records (%" PRId64 " intents, %" PRId64
-	       " repeats) for %s in %.2f s, %.0f records/s, seed %" PRId64 "\n",
-	       sent, buyers, dups, sku, el, el > 0 ? (double)sent / el : 0.0, seed);
+	printf("published %" PRId64 " records (%" PRId64 " intents, %" PRId64 " repeats, %" PRId64
+	       " bad) for %s in %.2f s, %.0f records/s, seed %" PRId64 "\n",
+	       sent, buyers, dups, poisoned, sku, el, el > 0 ? (double)sent / el : 0.0, seed);
 	return 0;
 }

@@ -37,6 +37,7 @@ enum {
 struct rows {
 	PGresult *r;
 	int next;
+	int64_t covered; /* rejects: the next offset expected inside the current row's range */
 };
 
 struct rp_part {
@@ -124,6 +125,36 @@ static void check_int(struct rp *rp, int part, int64_t off, const char *what, in
 		     pg, replay);
 }
 
+/* A row of rejects covers the offsets off..off_end (a run of alike bad records). */
+static void finish_reject_row(struct rp *rp, int part, struct rows *t)
+{
+	int64_t end = icol(t, 2);
+	if (t->covered <= end)
+		diff(rp, part, t->covered < icol(t, 0) ? icol(t, 0) : t->covered,
+		     "rejects: a row in Postgres covers records the replay did not reject there");
+	t->next++;
+}
+
+static void compare_reject(struct rp *rp, int part, struct rows *t, int64_t off, const char *reason)
+{
+	while (t->next < PQntuples(t->r) && icol(t, 2) < off)
+		finish_reject_row(rp, part, t);
+	if (t->next >= PQntuples(t->r) || icol(t, 0) > off) {
+		diff(rp, part, off,
+		     "rejects: the replay rejected this record, Postgres has no row");
+		return;
+	}
+	if (t->covered < icol(t, 0))
+		t->covered = icol(t, 0);
+	if (t->covered < off)
+		diff(rp, part, t->covered,
+		     "rejects: a row in Postgres covers a record the replay did not reject");
+	check_text(rp, part, off, "reject reason", col(t, 1), reason);
+	t->covered = off + 1;
+	if (off == icol(t, 2))
+		t->next++;
+}
+
 /* decisions columns: off, intent_id, kind, body_hash, outcome, reason, qty, expires_at_ms,
  * decided_at_ms */
 static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item *it)
@@ -142,9 +173,8 @@ static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item 
 			  d->reserve ? d->expires_at_ms : -1);
 		check_int(rp, part, off, "decided_at", icol(&p->dec, 8), d->decided_at_ms);
 		p->dec.next++;
-	} else if (it->cls == FS_ITEM_INVALID && seek_row(rp, part, &p->rej, "rejects", off)) {
-		check_text(rp, part, off, "reject reason", col(&p->rej, 1), d->reason);
-		p->rej.next++;
+	} else if (it->cls == FS_ITEM_INVALID) {
+		compare_reject(rp, part, &p->rej, off, d->reason);
 	} else if (it->cls == FS_ITEM_SALE && seek_row(rp, part, &p->sale, "sale_log", off)) {
 		check_text(rp, part, off, "sale outcome", col(&p->sale, 1),
 			   fs_outcome_name(d->outcome));
@@ -185,6 +215,8 @@ static void decide_batch(struct rp *rp, struct rp_part *p)
 /* After the log: rows left over, and the final state (SKUs, holds, counters). */
 static void compare_state(struct rp *rp, int part, struct rp_part *p)
 {
+	if (p->rej.next < PQntuples(p->rej.r) && p->rej.covered > icol(&p->rej, 0))
+		finish_reject_row(rp, part, &p->rej); /* a partly matched last row */
 	struct rows *tables[] = {&p->dec, &p->rej, &p->sale};
 	const char *names[] = {"decisions", "rejects", "sale_log"};
 	for (int t = 0; t < 3; t++) {
@@ -280,7 +312,7 @@ static int load_rows(struct rp *rp, int part, struct rp_part *p)
 	static const char *const sql[] = {
 		"SELECT off, intent_id, kind, body_hash, outcome, reason, qty, expires_at_ms, "
 		"decided_at_ms FROM decisions WHERE part = $1::int ORDER BY off",
-		"SELECT off, reason FROM rejects WHERE part = $1::int ORDER BY off",
+		"SELECT off, reason, off_end FROM rejects WHERE part = $1::int ORDER BY off",
 		"SELECT off, outcome, reason FROM sale_log WHERE part = $1::int ORDER BY off",
 	};
 	struct rows *t[] = {&p->dec, &p->rej, &p->sale};

@@ -477,36 +477,63 @@ static int add_decisions(struct fs_store *s, const struct fs_batch *b, struct st
 	return 0;
 }
 
-/* rejects: invalid records, keyed by offset. */
+static const char *reject_reason(const struct fs_item *it)
+{
+	return it->dec.reason ? it->dec.reason : "invalid";
+}
+
+/* True if the invalid item it can extend the run that ends with prev (same reason, adjacent
+ * offsets, no intent id on either). */
+static bool extends_run(const struct fs_item *prev, const struct fs_item *it)
+{
+	return prev && !prev->rec.has_intent && !it->rec.has_intent &&
+	       prev->rec.offset + 1 == it->rec.offset &&
+	       strcmp(reject_reason(prev), reject_reason(it)) == 0;
+}
+
+/* rejects: invalid records; a run of alike ones (see the schema) is one row. */
 static void add_rejects(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
 {
-	struct fs_buf *off = buf(s, 13), *id = buf(s, 14), *reason = buf(s, 15);
+	struct fs_buf *off = buf(s, 13), *id = buf(s, 14), *reason = buf(s, 15), *end = buf(s, 36);
 	fs_arr_begin(off);
 	fs_arr_begin(id);
 	fs_arr_begin(reason);
+	fs_arr_begin(end);
 	int n = 0;
+	const struct fs_item *prev = NULL;
 	for (uint32_t i = 0; i < b->len; i++) {
 		const struct fs_item *it = &b->items[i];
-		if (it->cls != FS_ITEM_INVALID)
+		if (it->cls != FS_ITEM_INVALID) {
+			prev = NULL;
 			continue;
-		n++;
-		fs_arr_int(off, it->rec.offset);
-		fs_arr_text(id, it->rec.has_intent ? it->rec.intent_id : NULL);
-		fs_arr_text(reason, it->dec.reason ? it->dec.reason : "invalid");
+		}
+		bool more = i + 1 < b->len && b->items[i + 1].cls == FS_ITEM_INVALID &&
+			    extends_run(it, &b->items[i + 1]);
+		if (!extends_run(prev, it)) {
+			n++;
+			fs_arr_int(off, it->rec.offset);
+			fs_arr_text(id, it->rec.has_intent ? it->rec.intent_id : NULL);
+			fs_arr_text(reason, reject_reason(it));
+		}
+		if (!more)
+			fs_arr_int(end, it->rec.offset); /* the run (or single row) ends here */
+		prev = it;
 	}
 	fs_arr_end(off);
 	fs_arr_end(id);
 	fs_arr_end(reason);
+	fs_arr_end(end);
 	if (n == 0)
 		return;
 	struct step *x = &st[(*k)++];
 	x->what = "rejects";
-	x->sql = "INSERT INTO rejects (part, off, intent_id, reason) SELECT $1::int, * FROM "
-		 "unnest($2::int8[], $3::uuid[], $4::text[])";
-	x->nparams = 4;
+	x->sql = "INSERT INTO rejects (part, off, intent_id, reason, off_end) SELECT $1::int, * "
+		 "FROM unnest($2::int8[], $3::uuid[], $4::text[], $5::int8[])";
+	x->nparams = 5;
 	x->params[1] = fs_buf_cstr(off);
 	x->params[2] = fs_buf_cstr(id);
 	x->params[3] = fs_buf_cstr(reason);
+	x->params[4] = fs_buf_cstr(end);
 }
 
 /* sale_log: open / restock / close records. */

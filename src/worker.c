@@ -25,6 +25,7 @@
 
 enum {
 	PARTITIONS_MAX = 1024,
+	BAD_FACTOR = 10, /* a batch holds up to this many times batch.max records in all */
 	BACKOFF_MIN_MS = 50,
 };
 
@@ -51,8 +52,9 @@ struct part {
 	bool tick_pending;	/* a tick was appended and not read back yet */
 	int64_t replied;	/* results delivered for every record below this */
 	struct inflight *head, *tail;
-	struct fs_seen seen; /* decisions committed here, to answer repeats without a lookup */
-	bool need_lookup;    /* the last commit found an id decided elsewhere: look them up */
+	struct fs_seen seen;  /* decisions committed here, to answer repeats without a lookup */
+	int64_t batch_costly; /* records of the batch that are not invalid */
+	bool need_lookup;     /* the last commit found an id decided elsewhere: look them up */
 };
 
 struct counters {
@@ -68,7 +70,8 @@ struct worker {
 	struct fs_record_limits limits;
 	rd_kafka_t *consumer;
 	rd_kafka_t *producer;
-	rd_kafka_topic_t *intents_rkt; /* consumer-side handle, for seek */
+	rd_kafka_topic_t *intents_rkt;	  /* consumer-side handle, for seek */
+	rd_kafka_queue_t *consumer_queue; /* to see whether more records are already here */
 	struct fs_store *store;
 	struct part *parts[PARTITIONS_MAX];
 	struct fs_buf out;
@@ -374,7 +377,7 @@ static struct part *part_get(struct worker *w, int32_t id)
 		p->id = id;
 		fs_seen_init(&p->seen, (uint32_t)w->cfg.dedupe_cache_max);
 		if (fs_core_init(&p->core, id) < 0 ||
-		    fs_batch_init(&p->batch, (uint32_t)w->cfg.batch_max) < 0 ||
+		    fs_batch_init(&p->batch, (uint32_t)w->cfg.batch_max * BAD_FACTOR) < 0 ||
 		    fs_batch_init(&p->again, (uint32_t)w->cfg.batch_max) < 0) {
 			fs_batch_free(&p->batch);
 			free(p);
@@ -385,10 +388,36 @@ static struct part *part_get(struct worker *w, int32_t id)
 	return w->parts[id];
 }
 
+/* A batch holds up to batch.max records that cost a database row each (buys, confirms, sale
+ * records ...) and up to BAD_FACTOR times as many in all: bad records are cheap (a run of them
+ * is one rejects row), so a poison flood does not cut batches short for the valid ones. */
+
+static void batch_clear(struct part *p)
+{
+	fs_batch_clear(&p->batch);
+	p->batch_costly = 0;
+}
+
+/* A partial batch waits batch.max.wait ms for more records; but while records are already
+ * waiting in the consumer's queue (a backlog), it waits up to ten times that, to fill. */
+static bool batch_waited(const struct worker *w, const struct part *p, int64_t now)
+{
+	int64_t age = now - p->first_ms;
+	if (age >= 10 * w->cfg.batch_wait_ms)
+		return true;
+	return age >= w->cfg.batch_wait_ms &&
+	       (!w->consumer_queue || rd_kafka_queue_length(w->consumer_queue) == 0);
+}
+
+static bool batch_full(const struct worker *w, const struct part *p)
+{
+	return p->batch.len == p->batch.cap || p->batch_costly >= w->cfg.batch_max;
+}
+
 /* Drops what is pending and forgets the state; deliveries still in flight become orphans. */
 static void part_drop(struct worker *w, struct part *p)
 {
-	fs_batch_clear(&p->batch);
+	batch_clear(p);
 	fs_batch_clear(&p->again);
 	fs_core_reset(&p->core);
 	fs_seen_clear(&p->seen);
@@ -434,7 +463,7 @@ static void part_fenced(struct worker *w, struct part *p)
 {
 	w->n.fenced++;
 	int64_t old = p->meta.next_offset;
-	fs_batch_clear(&p->batch);
+	batch_clear(p);
 	fs_batch_clear(&p->again);
 	if (part_load(w, p) < 0)
 		return;
@@ -569,7 +598,7 @@ static void part_process(struct worker *w, struct part *p)
 	crash_at("after_publish");
 	if (!w->replay)
 		commit_kafka_offset(w, p->id, next);
-	fs_batch_clear(b);
+	batch_clear(p);
 }
 
 struct again_ctx {
@@ -690,12 +719,13 @@ static void on_message(struct worker *w, rd_kafka_message_t *m)
 		fs_warn("partition %" PRId32 ": offset gap %" PRId64 " -> %" PRId64, p->id,
 			expected, off);
 	}
-	if (target->len == target->cap) {
+	if (target->len == target->cap || (target == &p->batch && batch_full(w, p))) {
 		if (target == &p->batch)
 			part_process(w, p);
 		else
 			part_answer_again(w, p);
-		if (!p->loaded || target->len == target->cap)
+		if (!p->loaded || target->len == target->cap ||
+		    (target == &p->batch && batch_full(w, p)))
 			return;
 	}
 	if (target == &p->batch && target->len == 0)
@@ -708,6 +738,8 @@ static void on_message(struct worker *w, rd_kafka_message_t *m)
 			ts < 0 ? 0 : ts, &it->rec);
 	if (it->rec.kind == FS_KIND_TICK)
 		p->tick_pending = false;
+	if (target == &p->batch && it->rec.kind != FS_KIND_INVALID)
+		p->batch_costly++;
 }
 
 static int64_t wall_ms(void)
@@ -752,8 +784,7 @@ static void process_due(struct worker *w, bool all)
 			continue;
 		if (p->again.len)
 			part_answer_again(w, p);
-		if (p->batch.len && (all || p->batch.len == p->batch.cap ||
-				     now - p->first_ms >= w->cfg.batch_wait_ms))
+		if (p->batch.len && (all || batch_full(w, p) || batch_waited(w, p, now)))
 			part_process(w, p);
 		if (p->loaded && !stop_requested && !w->replay)
 			maybe_tick(w, p, now);
@@ -1105,6 +1136,7 @@ static int setup(struct worker *w)
 		return -EINVAL;
 	}
 	rd_kafka_poll_set_consumer(w->consumer);
+	w->consumer_queue = rd_kafka_queue_get_consumer(w->consumer);
 	w->intents_rkt = rd_kafka_topic_new(w->consumer, w->cfg.topic_intents, NULL);
 
 	/* Learn the intents topic's leaders now: the first tick must not wait for a metadata
@@ -1142,6 +1174,8 @@ static void teardown(struct worker *w)
 		rd_kafka_consumer_close(w->consumer); /* runs the revoke callback */
 		if (w->intents_rkt)
 			rd_kafka_topic_destroy(w->intents_rkt);
+		if (w->consumer_queue)
+			rd_kafka_queue_destroy(w->consumer_queue);
 		rd_kafka_destroy(w->consumer);
 	}
 	if (w->producer) {

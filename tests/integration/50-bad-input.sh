@@ -40,7 +40,7 @@ pub B1 "$(buy B1 good-2 2)"
 pub B1 "$(buy B1 good-3 3)" # over the per-buyer limit of 2 and the max qty: rejected
 fs wait --timeout 60 --quiet || die "records not decided in time"
 
-got=$(sql "SELECT reason FROM rejects ORDER BY off" | tr '\n' ' ')
+got=$(sql "SELECT reason FROM rejects, generate_series(off, off_end) ORDER BY generate_series" | tr '\n' ' ')
 assert_eq "${expected[*]} " "$got" "reject reasons in order"
 assert_eq "${#expected[@]}" "$(sql "SELECT sum(n_invalid) FROM partitions")" "invalid records counted"
 assert_eq "rejected|unknown_sku" "$(sql "SELECT outcome, reason FROM decisions WHERE sku = 'NOPE'")" "unknown SKU"
