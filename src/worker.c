@@ -1200,6 +1200,7 @@ static void teardown(struct worker *w)
 		free(f);
 	}
 	fs_store_close(w->store);
+	w->store = NULL; /* log_stats runs after teardown */
 	fs_buf_free(&w->out);
 }
 
