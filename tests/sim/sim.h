@@ -91,10 +91,11 @@ enum sim_mutation {
 /* Known bugs of src/ that the default run steps around; `--known-bug NAME` stops stepping
  * around one, so that the sweep reproduces it (tests/sim/meson.build, suite known-bugs). */
 enum sim_known_bug {
-	KB_LOOKUP_OVERFLOW = 1 << 0,  /* fs_store_lookup overflows fs_batch_add_stored: -ENOBUFS */
+	KB_LOOKUP_OVERFLOW = 1 << 0,  /* fs_store_lookup overflows fs_batch_add_stored */
 	KB_AGAIN_CONFLICT = 1 << 1,   /* part_answer_again: a conflict gets the first's qty, time */
 	KB_AGAIN_INVALID_AT = 1 << 2, /* part_answer_again: an invalid record gets decided_at 0 */
-	KB_EXPIRED_LATE = 1 << 3,     /* publish_expired after a late confirm in the same batch */
+	KB_LOAD_SNAPSHOT = 1 << 3,    /* fs_store_load reads its tables in separate snapshots */
+	KB_UNKNOWN_SAME_RANGE = 1 << 4, /* unknown outcome: stored == next, but another's commit */
 };
 
 /* Fault rates of one seed, in per mille per opportunity. */
@@ -110,7 +111,8 @@ struct sim_stats {
 	int64_t crashes, crash_at[16], kicks, rebalances, redeliveries, store_errors;
 	int64_t unknown_applied, unknown_lost, fenced, redo, retries, again_answered;
 	int64_t delivered, deliver_failed, deliver_doubled, ticks_appended, skipped_stale, gaps;
-	int64_t expired_replies, inhand_after_fence;
+	int64_t expired_replies, inhand_after_fence, load_races, again_missing;
+	int64_t known_bug_hits[8]; /* by bit of enum sim_known_bug: stepped around */
 };
 
 /* ---- the world of one seed ------------------------------------------------------------------ */
@@ -129,6 +131,7 @@ struct sim_world {
 
 	int n_parts, n_workers;
 	int batch_max;
+	int dedupe_cache_max;
 	struct sim_faults f;
 	struct fs_record_limits limits;
 

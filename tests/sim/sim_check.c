@@ -20,16 +20,20 @@ void sim_observe_commit(struct sim_world *W, int32_t part, int64_t before, int64
 {
 	/* INV-5: the stored next offset only moves forward. */
 	if (next <= before)
-		sim_fail(W, "INV-5", "partition %d: a commit moved the stored next offset back from "
-			 "%" PRId64 " to %" PRId64, (int)part, before, next);
+		sim_fail(W, "INV-5",
+			 "partition %d: a commit of records [%" PRId64 ", %" PRId64
+			 ") applied while the stored next offset was %" PRId64
+			 ": the offset did not move forward",
+			 (int)part, b->len ? b->items[0].rec.offset : next, next, before);
 	/* INV-2: the records committed are exactly those from the stored offset on, once. */
 	int64_t from = before < 0 ? 0 : before;
 	for (uint32_t i = 0; i < b->len; i++) {
 		int64_t off = b->items[i].rec.offset;
 		if (off != from + (int64_t)i) {
 			sim_fail(W, "INV-2",
-				 "partition %d: a commit at stored offset %" PRId64 " holds record %"
-				 PRId64 " at position %u (records skipped or decided twice)",
+				 "partition %d: a commit at stored offset %" PRId64
+				 " holds record %" PRId64
+				 " at position %u (records skipped or decided twice)",
 				 (int)part, before, off, i);
 			break;
 		}
@@ -93,8 +97,8 @@ static void dump(const struct sim_store *s, int n_parts, struct lines *l)
 			continue;
 		line(l,
 		     "partitions %d next=%" PRId64 " first=%" PRId64 " clock=%" PRId64
-		     " records=%" PRId64 " fresh=%" PRId64 " repeats=%" PRId64
-		     " conflicts=%" PRId64 " invalid=%" PRId64 " sale=%" PRId64 " ticks=%" PRId64,
+		     " records=%" PRId64 " fresh=%" PRId64 " repeats=%" PRId64 " conflicts=%" PRId64
+		     " invalid=%" PRId64 " sale=%" PRId64 " ticks=%" PRId64,
 		     p, r->next_offset, r->first_offset, r->clock_ms, r->n_records, r->n_fresh,
 		     r->n_repeats, r->n_conflicts, r->n_invalid, r->n_sale, r->n_ticks);
 	}
@@ -108,14 +112,17 @@ static void dump(const struct sim_store *s, int n_parts, struct lines *l)
 		     opt(d->has_buyer, d->buyer), d->qty, d->outcome, opt(d->has_reason, d->reason),
 		     opt_i64(d->has_exp, d->exp, b1, sizeof b1), d->decided_at);
 	}
+	/* One line per rejected record: how records group into rows depends on the batches. */
 	for (size_t i = 0; i < s->rejects.len; i++) {
 		const struct ss_reject *r = &s->rejects.v[i];
-		line(l, "rejects %d off=%06" PRId64 " id=%s reason=%s", (int)r->part, r->off,
-		     opt(r->has_id, r->intent_id), r->reason);
+		for (int64_t off = r->off; off <= r->off_end; off++)
+			line(l, "rejects %d off=%06" PRId64 " id=%s reason=%s", (int)r->part, off,
+			     opt(r->has_id, r->intent_id), r->reason);
 	}
 	for (size_t i = 0; i < s->sales.len; i++) {
 		const struct ss_sale *r = &s->sales.v[i];
-		line(l, "sale_log %d off=%06" PRId64 " kind=%d sku=%s amount=%" PRId64 " outcome=%s "
+		line(l,
+		     "sale_log %d off=%06" PRId64 " kind=%d sku=%s amount=%" PRId64 " outcome=%s "
 		     "reason=%s",
 		     (int)r->part, r->off, r->kind, r->sku, r->amount, r->outcome,
 		     opt(r->has_reason, r->reason));
@@ -127,7 +134,8 @@ static void dump(const struct sim_store *s, int n_parts, struct lines *l)
 		     "reservations %s sku=%s buyer=%s qty=%" PRId64 " status=%s expires_at=%" PRId64
 		     " part=%d off=%" PRId64 " late=%d ended_at=%s ended_off=%s",
 		     r->intent_id, r->sku, r->buyer, r->qty, r->status, r->expires_at_ms,
-		     (int)r->part, r->off, r->late, opt_i64(r->has_ended, r->ended_at_ms, b1, sizeof b1),
+		     (int)r->part, r->off, r->late,
+		     opt_i64(r->has_ended, r->ended_at_ms, b1, sizeof b1),
 		     opt_i64(r->has_ended, r->ended_off, b2, sizeof b2));
 	}
 	for (size_t i = 0; i < s->skus.len; i++) {
@@ -180,9 +188,12 @@ static bool oracle_run(struct sim_world *W, struct oracle *o)
 			struct fs_item *it = fs_batch_push(&o->batch[p]);
 			fs_record_parse(&W->limits, r->key, r->key_len, r->val, r->val_len, p,
 					(int64_t)i, r->ts, &it->rec);
-			if (it->rec.kind != r->parsed.kind || it->rec.body_hash != r->parsed.body_hash)
-				return sim_fail(W, "INV-4", "partition %d record %zu parses differently "
-					        "twice", p, i);
+			if (it->rec.kind != r->parsed.kind ||
+			    it->rec.body_hash != r->parsed.body_hash)
+				return sim_fail(W, "INV-4",
+						"partition %d record %zu parses differently "
+						"twice",
+						p, i);
 			clock = r->ts > clock ? r->ts : clock;
 			*VEC_PUSH(o->clock[p]) = clock;
 		}
@@ -193,8 +204,10 @@ static bool oracle_run(struct sim_world *W, struct oracle *o)
 		int rc = ss_commit(&o->store, &meta, (int64_t)log->recs.len, -1, &o->batch[p],
 				   &o->core[p], SS_FAULT_NONE, &before, &applied);
 		if (rc != FS_COMMIT_OK)
-			return sim_fail(W, "INV-4", "the replay's own commit of partition %d fails "
-					"(%d): %s", p, rc, o->store.check_failed);
+			return sim_fail(W, "INV-4",
+					"the replay's own commit of partition %d fails "
+					"(%d) at %s %s",
+					p, rc, o->store.failed_stmt, o->store.check_failed);
 	}
 	return true;
 }
@@ -219,8 +232,10 @@ static bool compare_stores(struct sim_world *W, const struct oracle *o)
 		const char *a = i < live.v.len ? live.v.v[i] : "(none)";
 		const char *b = i < want.v.len ? want.v.v[i] : "(none)";
 		if (strcmp(a, b) != 0)
-			ok = sim_fail(W, "INV-4", "the store differs from a replay of the log:\n"
-				      "    store:  %s\n    replay: %s", a, b);
+			ok = sim_fail(W, "INV-4",
+				      "the store differs from a replay of the log:\n"
+				      "    store:  %s\n    replay: %s",
+				      a, b);
 	}
 	lines_free(&live);
 	lines_free(&want);
@@ -245,11 +260,13 @@ static bool check_inv1(struct sim_world *W)
 				sold += v->qty;
 		}
 		if (k->available < 0 || k->available + k->held + k->sold != k->supply)
-			return sim_fail(W, "INV-1", "sku %s: available %" PRId64 " + held %" PRId64
+			return sim_fail(W, "INV-1",
+					"sku %s: available %" PRId64 " + held %" PRId64
 					" + sold %" PRId64 " != supply %" PRId64,
 					k->sku, k->available, k->held, k->sold, k->supply);
 		if (k->held != held || k->sold != sold)
-			return sim_fail(W, "INV-1", "sku %s: held %" PRId64 " sold %" PRId64
+			return sim_fail(W, "INV-1",
+					"sku %s: held %" PRId64 " sold %" PRId64
 					", the reservations say %" PRId64 " and %" PRId64,
 					k->sku, k->held, k->sold, held, sold);
 	}
@@ -270,15 +287,18 @@ static bool check_inv1(struct sim_world *W)
 			    strcmp(s->buyers.v[q].buyer, v->buyer) == 0)
 				b = &s->buyers.v[q];
 		if (!b || b->units != units)
-			return sim_fail(W, "INV-1", "buyer %s of sku %s: units %" PRId64
+			return sim_fail(W, "INV-1",
+					"buyer %s of sku %s: units %" PRId64
 					", the reservations say %" PRId64,
 					v->buyer, v->sku, b ? b->units : -1, units);
 		for (size_t q = 0; q < s->skus.len; q++)
 			if (strcmp(s->skus.v[q].sku, v->sku) == 0 &&
 			    units > s->skus.v[q].per_buyer_limit)
-				return sim_fail(W, "INV-1", "buyer %s of sku %s holds %" PRId64
+				return sim_fail(W, "INV-1",
+						"buyer %s of sku %s holds %" PRId64
 						" units, over the limit %" PRId64,
-						v->buyer, v->sku, units, s->skus.v[q].per_buyer_limit);
+						v->buyer, v->sku, units,
+						s->skus.v[q].per_buyer_limit);
 	}
 	return true;
 }
@@ -299,32 +319,44 @@ static bool check_rows(struct sim_world *W)
 		for (size_t k = i + 1; k < s->decisions.len; k++) {
 			const struct ss_decision *e = &s->decisions.v[k];
 			if (e->kind == d->kind && strcmp(e->intent_id, d->intent_id) == 0)
-				return sim_fail(W, "INV-3", "intent %s (kind %d) has two decisions: "
+				return sim_fail(W, "INV-3",
+						"intent %s (kind %d) has two decisions: "
 						"%s at %d/%" PRId64 " and %s at %d/%" PRId64,
 						d->intent_id, d->kind, d->outcome, (int)d->part,
 						d->off, e->outcome, (int)e->part, e->off);
 		}
 		const struct sim_rec *r = rec_at(W, d->part, d->off);
-		if (!r || r->parsed.kind != d->kind || strcmp(r->parsed.intent_id, d->intent_id) ||
+		if (!r || (int)r->parsed.kind != d->kind ||
+		    strcmp(r->parsed.intent_id, d->intent_id) ||
 		    r->parsed.body_hash != d->body_hash)
-			return sim_fail(W, "INV-6", "decision of %s (kind %d) names record %d/%"
-					PRId64 ", which is not that intent",
+			return sim_fail(W, "INV-6",
+					"decision of %s (kind %d) names record %d/%" PRId64
+					", which is not that intent",
 					d->intent_id, d->kind, (int)d->part, d->off);
 	}
 	for (size_t i = 0; i < s->rejects.len; i++) {
 		const struct ss_reject *j = &s->rejects.v[i];
 		const struct sim_rec *r = rec_at(W, j->part, j->off);
-		if (!r || r->parsed.kind != FS_KIND_INVALID ||
-		    strcmp(r->parsed.reject_reason, j->reason) != 0)
-			return sim_fail(W, "INV-6", "reject at %d/%" PRId64 " (%s) names no such "
-					"invalid record", (int)j->part, j->off, j->reason);
+		for (int64_t off = j->off; r && off <= j->off_end; off++) {
+			r = rec_at(W, j->part, off);
+			if (r && (r->parsed.kind != FS_KIND_INVALID ||
+				  strcmp(r->parsed.reject_reason, j->reason) != 0))
+				r = NULL;
+		}
+		if (!r)
+			return sim_fail(W, "INV-6",
+					"reject at %d/%" PRId64 " (%s) names no such "
+					"invalid record",
+					(int)j->part, j->off, j->reason);
 	}
 	for (size_t i = 0; i < s->sales.len; i++) {
 		const struct ss_sale *j = &s->sales.v[i];
 		const struct sim_rec *r = rec_at(W, j->part, j->off);
-		if (!r || r->parsed.kind != j->kind)
-			return sim_fail(W, "INV-6", "sale_log row at %d/%" PRId64 " names no such "
-					"sale record", (int)j->part, j->off);
+		if (!r || (int)r->parsed.kind != j->kind)
+			return sim_fail(W, "INV-6",
+					"sale_log row at %d/%" PRId64 " names no such "
+					"sale record",
+					(int)j->part, j->off);
 	}
 	for (size_t i = 0; i < s->resv.len; i++) {
 		const struct ss_resv *v = &s->resv.v[i];
@@ -336,7 +368,8 @@ static bool check_rows(struct sim_world *W)
 			     d->qty == v->qty && strcmp(d->sku, v->sku) == 0;
 		}
 		if (!ok)
-			return sim_fail(W, "INV-3", "reservation %s (%s, %" PRId64 " at %" PRId64
+			return sim_fail(W, "INV-3",
+					"reservation %s (%s, %" PRId64 " at %" PRId64
 					") has no `held` decision that made it",
 					v->intent_id, v->sku, v->qty, v->off);
 	}
@@ -361,18 +394,43 @@ static bool check_offsets(struct sim_world *W)
 		const struct ss_part *r = &W->store->parts[p];
 		int64_t next = r->exists ? r->next_offset : -1;
 		if (len == 0 ? next != -1 : next != len)
-			return sim_fail(W, "INV-5", "partition %d: stored next offset %" PRId64
+			return sim_fail(W, "INV-5",
+					"partition %d: stored next offset %" PRId64
 					" after quiescence, the log ends at %" PRId64,
 					p, next, len);
 		for (int64_t off = 0; off < len; off++) {
 			int n = off < (int64_t)W->decided[p].len ? W->decided[p].v[off] : 0;
 			if (n != 1)
-				return sim_fail(W, "INV-2", "partition %d: record %" PRId64
-						" committed %d times", p, off, n);
+				return sim_fail(W, "INV-2",
+						"partition %d: record %" PRId64
+						" committed %d times",
+						p, off, n);
 		}
-		if (len && r->n_records != len)
-			return sim_fail(W, "INV-2", "partition %d: n_records %" PRId64
-					" for a log of %" PRId64, p, r->n_records, len);
+		if (len == 0)
+			continue;
+		/* Every offset is accounted for by exactly one class: a decisions row (fresh), a
+		 * rejects row, a sale_log row, or a counted repeat, conflict or tick. */
+		int64_t fresh = 0, invalid = 0, sale = 0;
+		for (size_t i = 0; i < W->store->decisions.len; i++)
+			fresh += W->store->decisions.v[i].part == p;
+		for (size_t i = 0; i < W->store->rejects.len; i++) {
+			const struct ss_reject *j = &W->store->rejects.v[i];
+			if (j->part == p)
+				invalid += j->off_end - j->off + 1;
+		}
+		for (size_t i = 0; i < W->store->sales.len; i++)
+			sale += W->store->sales.v[i].part == p;
+		if (r->n_records != len || r->n_fresh != fresh || r->n_invalid != invalid ||
+		    r->n_sale != sale ||
+		    fresh + invalid + sale + r->n_repeats + r->n_conflicts + r->n_ticks != len)
+			return sim_fail(
+				W, "INV-2",
+				"partition %d: %" PRId64 " records, counted %" PRId64
+				" (fresh %" PRId64 "/%" PRId64 " rows, invalid %" PRId64 "/%" PRId64
+				", sale %" PRId64 "/%" PRId64 ", repeats %" PRId64
+				", conflicts %" PRId64 ", ticks %" PRId64 ")",
+				p, len, r->n_records, r->n_fresh, fresh, r->n_invalid, invalid,
+				r->n_sale, sale, r->n_repeats, r->n_conflicts, r->n_ticks);
 	}
 	return true;
 }
@@ -404,20 +462,21 @@ static bool known_variant(struct sim_world *W, const struct oracle *o, struct fs
 	struct fs_item v = *want;
 	const struct fs_batch *b = &o->batch[want->rec.partition];
 	if (want->cls == FS_ITEM_CONFLICT && !(W->known_bugs & KB_AGAIN_CONFLICT)) {
-		/* part_answer_again copies the first decision, then sets outcome and reason only. */
+		/* part_answer_again copies the first decision, then sets outcome and reason only.
+		 */
 		const struct fs_item *f = first_of(b, want);
 		if (f) {
 			v.dec.qty = f->dec.qty;
 			v.dec.decided_at_ms = f->dec.decided_at_ms;
 			if (same_reply(buf, &v, json))
-				return true;
+				return ++W->stats->known_bug_hits[1];
 		}
 	}
 	if (want->cls == FS_ITEM_INVALID && !(W->known_bugs & KB_AGAIN_INVALID_AT)) {
 		/* part_answer_again rebuilds an invalid record's decision without its clock. */
 		v.dec.decided_at_ms = 0;
 		if (same_reply(buf, &v, json))
-			return true;
+			return ++W->stats->known_bug_hits[2];
 	}
 	return false;
 }
@@ -452,7 +511,7 @@ static const char *outcome_of(const char *json, char *out, size_t n)
 
 /* The expiries the replay made: (hold, the record that moved the clock past its expiry). */
 static bool expected_expiry(const struct oracle *o, const struct fs_hold *h, int32_t part,
-			    const char *json, struct fs_buf *buf, bool late_variant)
+			    const char *json, struct fs_buf *buf)
 {
 	const struct fs_core *c = &o->core[part];
 	int64_t at = 0, off = -1;
@@ -462,10 +521,6 @@ static bool expected_expiry(const struct oracle *o, const struct fs_hold *h, int
 			off = (int64_t)i;
 			break;
 		}
-	}
-	if (late_variant) {
-		at = h->ended_at_ms;
-		off = h->ended_offset;
 	}
 	fs_buf_clear(buf);
 	fs_reply_expired(buf, h->intent_id, c->skus[h->sku_index].sku, h->qty, at, part, off);
@@ -487,8 +542,9 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 		const struct sim_result *r = &W->results.v[i];
 		if (r->part < 0 || r->part >= W->n_parts || r->off < 0 ||
 		    r->off >= (int64_t)W->log[r->part].recs.len) {
-			ok = sim_fail(W, "INV-6", "a result names record %d/%" PRId64
-				      ", not in the log: %s", (int)r->part, r->off, r->json);
+			ok = sim_fail(W, "INV-6",
+				      "a result names record %d/%" PRId64 ", not in the log: %s",
+				      (int)r->part, r->off, r->json);
 			break;
 		}
 		const struct fs_batch *b = &o->batch[r->part];
@@ -501,13 +557,13 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 				if (strstr(r->json, x->intent_id))
 					h = x;
 			}
-			bool match = h && expected_expiry(o, h, r->part, r->json, &buf, false);
-			if (!match && h && h->late && !(W->known_bugs & KB_EXPIRED_LATE))
-				match = expected_expiry(o, h, r->part, r->json, &buf, true);
+			bool match = h && expected_expiry(o, h, r->part, r->json, &buf);
 			if (!match)
-				ok = sim_fail(W, "INV-4", "an expiry reply that the replay does not "
-					      "make:\n    got:  %s\n    want: %s", r->json,
-					      h ? (expected_expiry(o, h, r->part, "", &buf, false),
+				ok = sim_fail(W, "INV-4",
+					      "an expiry reply that the replay does not "
+					      "make:\n    got:  %s\n    want: %s",
+					      r->json,
+					      h ? (expected_expiry(o, h, r->part, "", &buf),
 						   fs_buf_cstr(&buf))
 						: "(the hold never expires)");
 			continue;
@@ -516,7 +572,8 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 		count[r->part][r->off]++;
 		if (!same_reply(&buf, want, r->json) && !known_variant(W, o, &buf, want, r->json)) {
 			same_reply(&buf, want, r->json);
-			ok = sim_fail(W, "INV-4", "the reply to record %d/%" PRId64 " differs from the "
+			ok = sim_fail(W, "INV-4",
+				      "the reply to record %d/%" PRId64 " differs from the "
 				      "replay's:\n    got:  %s\n    want: %s",
 				      (int)r->part, r->off, r->json, fs_buf_cstr(&buf));
 		}
@@ -543,7 +600,8 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 				seen = W->results.v[i].expire &&
 				       strstr(W->results.v[i].json, h->intent_id);
 			if (!seen)
-				ok = sim_fail(W, "INV-2", "hold %s expired at %d/%" PRId64
+				ok = sim_fail(W, "INV-2",
+					      "hold %s expired at %d/%" PRId64
 					      " and no expiry was ever published",
 					      h->intent_id, p, h->ended_offset);
 		}
@@ -588,5 +646,6 @@ bool sim_check(struct sim_world *W)
 		abort();
 	bool ok = oracle_run(W, o) && compare_stores(W, o) && check_replies(W, o);
 	oracle_free(W, o);
+	free(o);
 	return ok;
 }

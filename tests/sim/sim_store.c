@@ -260,9 +260,10 @@ int ss_expired(struct sim_store *s, int32_t part, int64_t from, int64_t to, ss_e
 		size_t v = idx[i], j = i;
 		while (j > 0) {
 			const struct ss_resv *a = &s->resv.v[idx[j - 1]], *b = &s->resv.v[v];
-			bool gt = a->ended_off != b->ended_off	       ? a->ended_off > b->ended_off
-				  : a->expires_at_ms != b->expires_at_ms ? a->expires_at_ms > b->expires_at_ms
-									 : a->off > b->off;
+			bool gt = a->ended_off != b->ended_off ? a->ended_off > b->ended_off
+				  : a->expires_at_ms != b->expires_at_ms
+					  ? a->expires_at_ms > b->expires_at_ms
+					  : a->off > b->off;
 			if (!gt)
 				break;
 			idx[j] = idx[j - 1];
@@ -292,7 +293,8 @@ int ss_lookup(struct sim_store *s, struct fs_batch *b)
 		bool wanted = false;
 		for (uint32_t i = 0; i < b->len && !wanted; i++) {
 			const struct fs_item *it = &b->items[i];
-			wanted = fs_item_has_key(it) && strcmp(it->rec.intent_id, d->intent_id) == 0;
+			wanted =
+				fs_item_has_key(it) && strcmp(it->rec.intent_id, d->intent_id) == 0;
 		}
 		if (!wanted)
 			continue;
@@ -383,8 +385,8 @@ static int stmt_cas(struct sim_store *s, const struct fs_part_meta *meta, int64_
 		    int64_t replied, const struct fs_batch *b, const struct fs_core *core)
 {
 	struct ss_part *p = &s->parts[meta->partition];
-	bool match = p->exists && (p->next_offset == meta->next_offset ||
-				   s->mutation == MUT_NO_CAS);
+	bool match =
+		p->exists && (p->next_offset == meta->next_offset || s->mutation == MUT_NO_CAS);
 	if (!match)
 		return 1;
 	save_undo(s, T_PART, (size_t)meta->partition);
@@ -457,24 +459,53 @@ static bool row_at(const struct sim_store *s, bool sales, int32_t part, int64_t 
 	return false;
 }
 
-/* INSERT INTO rejects / sale_log: primary key (part, off); a duplicate fails the statement. */
+static const char *reject_reason(const struct fs_item *it)
+{
+	return it->dec.reason ? it->dec.reason : "invalid";
+}
+
+/* True if the invalid item it can extend the run that ends with prev (same reason, adjacent
+ * offsets, no intent id on either). */
+static bool extends_run(const struct fs_item *prev, const struct fs_item *it)
+{
+	return prev && !prev->rec.has_intent && !it->rec.has_intent &&
+	       prev->rec.offset + 1 == it->rec.offset &&
+	       strcmp(reject_reason(prev), reject_reason(it)) == 0;
+}
+
+/* INSERT INTO rejects (runs of alike bad records as one row) / sale_log: primary key (part,
+ * off); a duplicate fails the statement. */
 static int stmt_rejects_sales(struct sim_store *s, const struct fs_batch *b, int32_t part)
 {
+	const struct fs_item *prev = NULL;
+	struct ss_reject *row = NULL;
+	size_t first = s->rejects.len;
 	for (uint32_t i = 0; i < b->len; i++) {
 		const struct fs_item *it = &b->items[i];
-		if (it->cls == FS_ITEM_INVALID) {
+		if (it->cls != FS_ITEM_INVALID) {
+			prev = NULL;
+			continue;
+		}
+		if (!extends_run(prev, it)) {
 			if (row_at(s, false, part, it->rec.offset))
 				return 2;
-			struct ss_reject *r = VEC_PUSH(s->rejects);
-			memset(r, 0, sizeof *r);
-			r->part = part;
-			r->off = it->rec.offset;
-			r->has_id = it->rec.has_intent;
-			if (r->has_id)
-				copy_text(r->intent_id, sizeof r->intent_id, it->rec.intent_id);
-			copy_text(r->reason, sizeof r->reason,
-				  it->dec.reason ? it->dec.reason : "invalid");
+			row = VEC_PUSH(s->rejects);
+			memset(row, 0, sizeof *row);
+			row->part = part;
+			row->off = it->rec.offset;
+			row->has_id = it->rec.has_intent;
+			if (row->has_id)
+				copy_text(row->intent_id, sizeof row->intent_id, it->rec.intent_id);
+			copy_text(row->reason, sizeof row->reason, reject_reason(it));
 		}
+		row->off_end = it->rec.offset;
+		prev = it;
+	}
+	for (size_t i = first; i < s->rejects.len; i++) {
+		const struct ss_reject *r = &s->rejects.v[i];
+		if (!check(s, r->off_end >= r->off && (!r->has_id || r->off_end == r->off),
+			   "rejects: CHECK rejects_range"))
+			return 2;
 	}
 	for (uint32_t i = 0; i < b->len; i++) {
 		const struct fs_item *it = &b->items[i];
@@ -510,8 +541,7 @@ static int stmt_reservations(struct sim_store *s, const struct fs_core *core, in
 			r->idh = id_hash(h->intent_id);
 			copy_text(r->intent_id, sizeof r->intent_id, h->intent_id);
 			copy_text(r->sku, sizeof r->sku, core->skus[h->sku_index].sku);
-			copy_text(r->buyer, sizeof r->buyer,
-				  core->buyers[h->buyer_index].buyer_id);
+			copy_text(r->buyer, sizeof r->buyer, core->buyers[h->buyer_index].buyer_id);
 			r->qty = h->qty;
 			r->expires_at_ms = h->expires_at_ms;
 			r->part = part;
@@ -542,7 +572,8 @@ static int stmt_skus(struct sim_store *s, const struct fs_core *core, int32_t pa
 		memset(k, 0, sizeof *k);
 		copy_text(k->sku, sizeof k->sku, v->sku);
 		k->part = part;
-		copy_text(k->status, sizeof k->status, v->status == FS_SKU_OPEN ? "open" : "closed");
+		copy_text(k->status, sizeof k->status,
+			  v->status == FS_SKU_OPEN ? "open" : "closed");
 		k->supply = v->supply;
 		k->available = v->available;
 		k->held = v->held;
@@ -567,7 +598,8 @@ static int stmt_skus(struct sim_store *s, const struct fs_core *core, int32_t pa
 		    k->sold != v->base_sold)
 			continue;
 		save_undo(s, T_SKU, (size_t)(k - s->skus.v));
-		copy_text(k->status, sizeof k->status, v->status == FS_SKU_OPEN ? "open" : "closed");
+		copy_text(k->status, sizeof k->status,
+			  v->status == FS_SKU_OPEN ? "open" : "closed");
 		k->supply = v->supply;
 		k->available = v->available;
 		k->held = v->held;
@@ -614,17 +646,20 @@ int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next
 	s->undo.len = 0;
 	*before = s->parts[part].exists ? s->parts[part].next_offset : -2;
 	/* BEGIN; the statements in the pipeline's order; the first failure aborts the rest. */
+	s->failed_stmt = "offset compare-and-set";
 	int rc = stmt_cas(s, meta, next_offset, replied_offset, b, core);
-	if (rc == 0)
+	if (rc == 0 && (s->failed_stmt = "decisions"))
 		rc = stmt_decisions(s, b);
-	if (rc == 0)
+	if (rc == 0 && (s->failed_stmt = "rejects, sale_log"))
 		rc = stmt_rejects_sales(s, b, part);
-	if (rc == 0)
+	if (rc == 0 && (s->failed_stmt = "reservations"))
 		rc = stmt_reservations(s, core, part);
-	if (rc == 0)
+	if (rc == 0 && (s->failed_stmt = "skus"))
 		rc = stmt_skus(s, core, part);
-	if (rc == 0)
+	if (rc == 0 && (s->failed_stmt = "buyers"))
 		rc = stmt_buyers(s, core, part);
+	if (rc == 0)
+		s->failed_stmt = NULL;
 	/* COMMIT, unless the transaction failed or the connection died before COMMIT arrived. */
 	*applied = rc == 0 && fault != SS_FAULT_CUT_LOST;
 	if (!*applied)

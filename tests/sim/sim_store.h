@@ -41,9 +41,11 @@ struct ss_decision {
 	int64_t decided_at;
 };
 
+/* A run of consecutive bad records of one batch, with one reason and no intent id, is one row
+ * covering off..off_end (poison floods); the key is still (part, off). */
 struct ss_reject {
 	int32_t part;
-	int64_t off;
+	int64_t off, off_end;
 	bool has_id;
 	char intent_id[FS_UUID_LEN + 1];
 	char reason[48];
@@ -110,6 +112,7 @@ struct sim_store {
 	VEC(struct ss_sku) skus;
 	VEC(struct ss_buyer) buyers;
 	VEC(struct ss_undo) undo;
+	const char *failed_stmt; /* the statement that failed the last commit (diagnostics) */
 	/* A CHECK constraint refused a row: never in a correct run (the checker fails on it). */
 	char check_failed[160];
 };

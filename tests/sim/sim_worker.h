@@ -31,6 +31,9 @@ struct sw_part {
 	struct fs_part_meta meta;
 	struct fs_core core;
 	struct fs_batch batch, again;
+	struct fs_seen seen;  /* decisions committed here: repeats answered without a lookup */
+	int64_t batch_costly; /* records of the batch that are not invalid */
+	bool need_lookup;     /* the last commit found an id decided elsewhere: look them up */
 	int64_t last_record_ms, last_tick_ms;
 	bool tick_pending;
 	int64_t replied;
