@@ -50,9 +50,10 @@ void fs_store_set_crash_hook(struct fs_store *s, fs_crash_fn fn);
 int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
 		  struct fs_core *core, struct fs_part_meta *meta);
 
-/* Reads the stored next offset (to resolve an unknown commit outcome). */
+/* Reads the stored next offset, and whether this store's last commit attempt was the one that
+ * moved it (to resolve an unknown commit outcome). */
 int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
-		       int64_t *next_offset);
+		       int64_t *next_offset, bool *mine);
 
 /* Records that results were delivered below replied_offset (guarded by next_offset). */
 int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic, int32_t partition,

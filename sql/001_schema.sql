@@ -28,6 +28,10 @@ CREATE TABLE IF NOT EXISTS partitions (
     CHECK (next_offset >= -1),
     CHECK (replied_offset <= next_offset)
 );
+-- Written by every batch's compare-and-set: which commit attempt moved the offset last. After
+-- a connection died with COMMIT in flight, "next_offset is my batch's end" could also mean
+-- that another worker committed the same range; the token tells.
+ALTER TABLE partitions ADD COLUMN IF NOT EXISTS commit_token text;
 
 -- The SKUs on sale and their counters. The CHECKs are the backstop of INV-1.
 CREATE TABLE IF NOT EXISTS skus (

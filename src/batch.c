@@ -110,7 +110,7 @@ int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s)
 }
 
 /* Answers a record whose intent id was decided before, in the store or earlier in the batch. */
-static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found, int64_t clock_ms)
+static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found)
 {
 	int64_t hash;
 	const struct fs_decision *first;
@@ -134,7 +134,9 @@ static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found
 		it->dec.outcome = FS_OUT_CONFLICT;
 		it->dec.reason = "intent_id_reused";
 		it->dec.qty = it->rec.qty;
-		it->dec.decided_at_ms = clock_ms;
+		/* The record's own time: no row keeps a conflict, and an answer given again after
+		 * a restart must carry the same (the record is all it has then). */
+		it->dec.decided_at_ms = it->rec.ts_ms;
 		it->first_partition = it->rec.partition;
 		it->first_offset = it->rec.offset;
 		b->counts.conflicts++;
@@ -181,7 +183,7 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 				/* A repeat still moves the clock (and expires what is due): time is
 				 * the log's, every record counts. */
 				fs_core_advance(core, it->rec.ts_ms, it->rec.offset);
-				answer_repeat(b, it, found, core->clock_ms);
+				answer_repeat(b, it, found);
 				continue;
 			}
 			int rc = fs_map_put(&b->index, h, i);
@@ -192,6 +194,9 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 		int rc = fs_core_decide(core, &it->rec, &it->dec);
 		if (rc < 0)
 			return rc;
+		if (it->cls == FS_ITEM_INVALID)
+			it->dec.decided_at_ms =
+				it->rec.ts_ms; /* as for a conflict: no row keeps it */
 		switch (it->cls) {
 		case FS_ITEM_NEW:
 			b->counts.fresh++;

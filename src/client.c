@@ -376,26 +376,37 @@ int flashsale_decision_get(flashsale_t *fs, const char *intent_id, const char *t
 	return 0;
 }
 
-/* Parses one results-topic record. Returns 0 or -EINVAL. */
-static int parse_result(const void *payload, size_t len, struct flashsale_result *out)
+/* A topic record as a JSON object (NULL if it is not one); the caller decrefs. */
+static json_t *load_object(const void *payload, size_t len)
 {
 	json_error_t e;
 	json_t *o = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &e);
 	if (!json_is_object(o)) {
 		json_decref(o);
-		return -EINVAL;
+		return NULL;
 	}
+	return o;
+}
+
+/* Copies a string member (or "" when absent or not a string). */
+static void copy_member(json_t *o, const char *name, char *dst, size_t n)
+{
+	const char *v = json_string_value(json_object_get(o, name));
+	snprintf(dst, n, "%s", v ? v : "");
+}
+
+/* Parses one results-topic record. Returns 0 or -EINVAL. */
+static int parse_result(const void *payload, size_t len, struct flashsale_result *out)
+{
+	json_t *o = load_object(payload, len);
+	if (!o)
+		return -EINVAL;
 	memset(out, 0, sizeof *out);
-	const char *id = json_string_value(json_object_get(o, "intent_id"));
-	const char *sku = json_string_value(json_object_get(o, "sku"));
-	const char *outcome = json_string_value(json_object_get(o, "outcome"));
-	const char *reason = json_string_value(json_object_get(o, "reason"));
-	const char *type = json_string_value(json_object_get(o, "type"));
-	snprintf(out->type, sizeof out->type, "%s", type ? type : "");
-	snprintf(out->intent_id, sizeof out->intent_id, "%s", id ? id : "");
-	snprintf(out->sku, sizeof out->sku, "%s", sku ? sku : "");
-	snprintf(out->outcome, sizeof out->outcome, "%s", outcome ? outcome : "");
-	snprintf(out->reason, sizeof out->reason, "%s", reason ? reason : "");
+	copy_member(o, "type", out->type, sizeof out->type);
+	copy_member(o, "intent_id", out->intent_id, sizeof out->intent_id);
+	copy_member(o, "sku", out->sku, sizeof out->sku);
+	copy_member(o, "outcome", out->outcome, sizeof out->outcome);
+	copy_member(o, "reason", out->reason, sizeof out->reason);
 	out->qty = json_integer_value(json_object_get(o, "qty"));
 	out->expires_at_ms = json_integer_value(json_object_get(o, "expires_at"));
 	out->partition = (int32_t)json_integer_value(json_object_get(o, "partition"));
@@ -589,17 +600,12 @@ int flashsale_stock_get(flashsale_t *fs, const char *sku, struct flashsale_stock
 
 static int parse_stock(const void *payload, size_t len, struct flashsale_stock *out)
 {
-	json_error_t e;
-	json_t *o = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &e);
-	if (!json_is_object(o)) {
-		json_decref(o);
+	json_t *o = load_object(payload, len);
+	if (!o)
 		return -EINVAL;
-	}
 	memset(out, 0, sizeof *out);
-	const char *sku = json_string_value(json_object_get(o, "sku"));
-	const char *status = json_string_value(json_object_get(o, "status"));
-	snprintf(out->sku, sizeof out->sku, "%s", sku ? sku : "");
-	snprintf(out->status, sizeof out->status, "%s", status ? status : "");
+	copy_member(o, "sku", out->sku, sizeof out->sku);
+	copy_member(o, "status", out->status, sizeof out->status);
 	out->supply = json_integer_value(json_object_get(o, "supply"));
 	out->available = json_integer_value(json_object_get(o, "available"));
 	out->held = json_integer_value(json_object_get(o, "held"));

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <uuid/uuid.h>
 
 enum {
 	ERR_LEN_MAX = 512,
@@ -29,6 +30,9 @@ struct fs_store {
 	fs_crash_fn crash;
 	int stale_pid; /* backend of a connection that died; may still be running a transaction */
 	int64_t stalled_broken; /* sessions of stalled workers ended (break_stalled) */
+	char id[40];		/* random, per store: the commit tokens' prefix */
+	int64_t attempt;
+	char token[64]; /* the token of the last commit attempt */
 	struct fs_buf bufs[BUF_COUNT];
 };
 
@@ -90,6 +94,9 @@ int fs_store_open(const char *conninfo, struct fs_store **out)
 	if (!s)
 		return -ENOMEM;
 	s->conninfo = strdup(conninfo);
+	uuid_t u;
+	uuid_generate_random(u);
+	uuid_unparse_lower(u, s->id);
 	if (!s->conninfo) {
 		free(s);
 		return -ENOMEM;
@@ -112,8 +119,11 @@ void fs_store_close(struct fs_store *s)
 
 int fs_store_ensure(struct fs_store *s)
 {
+	/* A connection left in pipeline mode (a batch broke off half way, with results never
+	 * collected) refuses every later statement: start again rather than try to mend it. */
 	if (s->conn && PQstatus(s->conn) == CONNECTION_OK &&
-	    PQtransactionStatus(s->conn) == PQTRANS_IDLE)
+	    PQtransactionStatus(s->conn) == PQTRANS_IDLE &&
+	    PQpipelineStatus(s->conn) == PQ_PIPELINE_OFF)
 		return 0;
 	return connect_now(s);
 }
@@ -274,14 +284,24 @@ int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_
 	if (!r)
 		return -EIO;
 	PQclear(r);
+	/* One snapshot for the offsets, SKU counters, buyers and holds: a batch committed (by a
+	 * worker about to be fenced) between two of these reads would load counters from before
+	 * it and holds from after it. */
+	r = exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, PGRES_COMMAND_OK);
+	if (!r)
+		return -EIO;
+	PQclear(r);
 	r = exec(s,
 		 "SELECT next_offset, first_offset, replied_offset, clock_ms FROM partitions "
 		 "WHERE grp = $1 AND topic = $2 AND part = $3",
 		 3, p, PGRES_TUPLES_OK);
-	if (!r)
+	if (!r) {
+		PQclear(PQexec(s->conn, "ROLLBACK"));
 		return -EIO;
+	}
 	if (PQntuples(r) != 1) {
 		PQclear(r);
+		PQclear(PQexec(s->conn, "ROLLBACK"));
 		set_err(s, "load partition", "row missing");
 		return -EIO;
 	}
@@ -297,11 +317,13 @@ int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_
 		rc = load_buyers(s, part, core);
 	if (rc == 0)
 		rc = load_holds(s, part, core);
+	r = PQexec(s->conn, rc == 0 ? "COMMIT" : "ROLLBACK");
+	PQclear(r);
 	return rc;
 }
 
 int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
-		       int64_t *next_offset)
+		       int64_t *next_offset, bool *mine)
 {
 	/* The backend of the dead connection may not have noticed yet and still run the batch's
 	 * transaction: end it (an uncommitted transaction rolls back, a committed one stays) and
@@ -329,15 +351,16 @@ int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, i
 	snprintf(part, sizeof part, "%" PRId32, partition);
 	const char *p[] = {grp, topic, part};
 	PGresult *r = exec(s,
-			   "SELECT next_offset FROM partitions WHERE grp = $1 AND topic = $2 AND "
-			   "part = $3 FOR UPDATE",
+			   "SELECT next_offset, coalesce(commit_token, '') FROM partitions WHERE "
+			   "grp = $1 AND topic = $2 AND part = $3 FOR UPDATE",
 			   3, p, PGRES_TUPLES_OK);
 	if (!r)
 		return -EIO;
 	int rc = PQntuples(r) == 1 ? 0 : -ENOENT;
-	if (rc == 0)
+	if (rc == 0) {
 		*next_offset = get_i64(r, 0, 0);
-	else
+		*mine = s->token[0] && strcmp(PQgetvalue(r, 0, 1), s->token) == 0;
+	} else
 		set_err(s, "read next offset", "partition row missing");
 	PQclear(r);
 	return rc;
@@ -347,29 +370,36 @@ int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, i
 
 int fs_store_lookup(struct fs_store *s, struct fs_batch *b)
 {
-	struct fs_buf *ids = &s->bufs[0];
+	struct fs_buf *ids = &s->bufs[0], *kinds = &s->bufs[37];
 	fs_buf_clear(ids);
+	fs_buf_clear(kinds);
 	fs_arr_begin(ids);
+	fs_arr_begin(kinds);
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < b->len; i++) {
 		if (!fs_item_has_key(&b->items[i]))
 			continue;
 		fs_arr_text(ids, b->items[i].rec.intent_id);
+		fs_arr_int(kinds, b->items[i].rec.kind);
 		n++;
 	}
 	fs_arr_end(ids);
+	fs_arr_end(kinds);
 	if (n == 0)
 		return 0;
-	if (!fs_buf_ok(ids)) {
+	if (!fs_buf_ok(ids) || !fs_buf_ok(kinds)) {
 		set_err(s, "lookup", "out of memory");
 		return -ENOMEM;
 	}
-	const char *p[] = {fs_buf_cstr(ids)};
+	const char *p[] = {fs_buf_cstr(ids), fs_buf_cstr(kinds)};
+	/* By (intent id, kind) pairs, not by id alone: an id can have a buy, a confirm and a
+	 * cancel stored, and the batch has room for one stored decision per item. */
 	PGresult *r = exec(s,
-			   "SELECT intent_id, kind, body_hash, part, off, outcome, reason, qty, "
-			   "expires_at_ms, decided_at_ms FROM decisions "
-			   "WHERE intent_id = ANY ($1::uuid[])",
-			   1, p, PGRES_TUPLES_OK);
+			   "SELECT d.intent_id, d.kind, d.body_hash, d.part, d.off, d.outcome, "
+			   "d.reason, d.qty, d.expires_at_ms, d.decided_at_ms FROM decisions d "
+			   "JOIN (SELECT DISTINCT * FROM unnest($1::uuid[], $2::int2[])) AS k(id, "
+			   "kind) ON d.intent_id = k.id AND d.kind = k.kind",
+			   2, p, PGRES_TUPLES_OK);
 	if (!r)
 		return -EIO;
 	int rc = 0;
@@ -743,13 +773,17 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 		 "n_records = n_records + $9::bigint, n_fresh = n_fresh + $10::bigint, "
 		 "n_repeats = n_repeats + $11::bigint, n_conflicts = n_conflicts + $12::bigint, "
 		 "n_invalid = n_invalid + $13::bigint, n_sale = n_sale + $14::bigint, "
-		 "n_ticks = n_ticks + $15::bigint, n_batches = n_batches + 1 "
+		 "n_ticks = n_ticks + $15::bigint, n_batches = n_batches + 1, commit_token = $16 "
 		 "WHERE grp = $2 AND topic = $3 AND part = $1::int AND next_offset = $4::bigint "
 		 "RETURNING 1) SELECT fs_assert((SELECT count(*) FROM cas) = 1, 'FSCAS', "
 		 "'partition offset moved: another worker owns it')";
-	x->nparams = 15;
+	x->nparams = 16;
 	x->params[1] = grp;
 	x->params[2] = topic;
+	/* A token per attempt: this store's random id and a counter. */
+	s->attempt++;
+	snprintf(s->token, sizeof s->token, "%s-%" PRId64, s->id, s->attempt);
+	x->params[15] = s->token;
 	int64_t vals[] = {meta->next_offset,
 			  next,
 			  replied,
@@ -825,7 +859,12 @@ static int run_pipeline(struct fs_store *s, struct step *st, int n, int *failed_
 			set_err(s, "postgres connection lost", PQerrorMessage(s->conn));
 		return -EPIPE;
 	}
-	PQexitPipelineMode(s->conn);
+	if (!PQexitPipelineMode(s->conn)) {
+		/* Results are left over (the server went away between two of them): the outcome
+		 * is unknown and this connection unusable; fs_store_ensure makes a new one. */
+		set_err(s, "postgres pipeline broken", PQerrorMessage(s->conn));
+		return -EPIPE;
+	}
 	return rc;
 }
 

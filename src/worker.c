@@ -525,11 +525,14 @@ static void part_process(struct worker *w, struct part *p)
 			 */
 			w->n.unknown++;
 			int64_t stored = -2;
+			bool mine = false;
 			while (store_ready(w) == 0 &&
 			       fs_store_read_next(w->store, w->cfg.group, w->cfg.topic_intents,
-						  p->id, &stored) < 0)
+						  p->id, &stored, &mine) < 0)
 				sleep_ms(backoff = backoff_next(w, backoff));
-			if (stored == next) {
+			/* The offset at our batch's end is not enough: another worker may have
+			 * committed the same range. The commit token says whose commit it was. */
+			if (stored == next && mine) {
 				w->n.unknown_committed++;
 				rc = FS_COMMIT_OK;
 			} else if (stored == expected) {
@@ -643,6 +646,7 @@ static void part_answer_again(struct worker *w, struct part *p)
 			it->cls = FS_ITEM_INVALID;
 			it->dec.outcome = FS_OUT_REJECTED;
 			it->dec.reason = it->rec.reject_reason;
+			it->dec.decided_at_ms = it->rec.ts_ms; /* as the live answer (batch.c) */
 			continue;
 		}
 		if (!fs_item_has_key(it)) {
@@ -659,8 +663,12 @@ static void part_answer_again(struct worker *w, struct part *p)
 			it->first_partition = s->partition;
 			it->first_offset = s->offset;
 			if (s->body_hash != it->rec.body_hash) {
+				/* As the live answer (batch.c): the record's own qty and time. */
+				memset(&it->dec, 0, sizeof it->dec);
 				it->dec.outcome = FS_OUT_CONFLICT;
 				it->dec.reason = "intent_id_reused";
+				it->dec.qty = it->rec.qty;
+				it->dec.decided_at_ms = it->rec.ts_ms;
 				it->first_partition = it->rec.partition;
 				it->first_offset = it->rec.offset;
 			} else {
