@@ -5,7 +5,6 @@
  *   sim --seed 1234 [--trace]    one seed, with a summary (and every step with --trace)
  *   sim --seed 1234 --seeds 100  seeds 1234..1333
  *   sim --mutate no-cas|no-dedupe   break the simulated store on purpose: the sweep must fail
- *   sim --known-bug NAME         stop stepping around a known bug of src/ (see below)
  *   FS_SIM_SEEDS=N               overrides the seed count of a plain --seeds sweep
  *
  * A failing seed prints itself and the command that replays it; everything a seed does comes
@@ -23,8 +22,9 @@
  *   ids), ticks, and bad input (garbage bytes, broken JSON, duplicate keys, wrong or missing
  *   key, bad fields, oversized payloads). The workers append ticks of their own.
  * - The store (sim_store.c): the tables and statements of src/store.c, with the offset
- *   compare-and-set, the dedupe on (intent id, kind), the guards and CHECK constraints, and
- *   all-or-nothing commits.
+ *   compare-and-set and its commit token, the dedupe on (intent id, kind), the lookup by
+ *   (intent id, kind) pairs, the guards and CHECK constraints, all-or-nothing commits, and
+ *   loads that read one snapshot.
  * - The workers (sim_worker.c): the protocol of src/worker.c as a state machine over the real
  *   pure code (fs_record_parse, fs_batch_*, fs_core_*, fs_reply_*). Batches take random sizes
  *   (as many records as the poll returned before batch.wait.ms passed).
@@ -40,10 +40,13 @@
  * runs (its partitions move and it carries on, so its next commit must be fenced by the
  * compare-and-set); spontaneous rebalances; redelivery (a consumer reads again records it
  * already read); transient store errors on any statement; a commit whose connection dies (it
- * applied or not; the worker reads the offset back); results dropped (delivery fails, replied
- * stops) or doubled. Then the faults stop, every worker comes back, and the world runs until
- * it is quiescent (INV-7: within a step budget); then one more rebalance, so that results
- * whose delivery failed are sent again from the stored replied offset, as a restart does.
+ * applied or not; the worker reads the offset and the commit token back, and only its own
+ * token at its batch's end means committed; cuts aim at commits that are about to be fenced,
+ * which may read back the same range committed by another worker); results dropped (delivery
+ * fails, replied stops) or doubled. Then the faults stop, every worker comes back, and the
+ * world runs until it is quiescent (INV-7: within a step budget); then one more rebalance, so
+ * that results whose delivery failed are sent again from the stored replied offset, as a
+ * restart does.
  *
  * The checker (sim_check.c), on the quiescent world: INV-1 (per SKU available + held + sold =
  * supply, held and sold equal the reservations, per buyer units equal the reservations and
@@ -56,19 +59,15 @@
  * a fresh core and batch in one fault-free pass into a fresh store must give the same rows,
  * column by column, and the same replies, byte for byte. While the world runs: every commit
  * that applies starts at the stored offset and moves it forward (INV-2, INV-5), no CHECK
- * constraint ever refuses a row, and every state a worker loads is consistent with itself.
+ * constraint ever refuses a row, every state a worker loads is consistent with itself (one
+ * snapshot), and every lookup fits its batch (INV-7: the worker would retry it forever).
  *
  * Mutations: --mutate no-cas makes the simulated commit ignore the expected offset, and
  * --mutate no-dedupe makes the store forget intent ids (the lookup finds nothing, the insert
  * adds a second row). The sweep must then fail (tests/sim/meson.build: should_fail).
  *
- * Known bugs of src/ (found by this simulator; tests/sim/meson.build describes each one): the
- * default run steps around them so that it can go on finding others, and counts how often it
- * had to; --known-bug NAME stops doing so. lookup-overflow: the lookup's stored array is
- * widened. again-conflict, again-invalid-at: the checker also accepts exactly the wrong reply
- * the bug makes. load-snapshot: a load's four statements run in one step (every load is
- * checked for a torn state). unknown-same-range: a commit that is about to be fenced is never
- * cut.
+ * Bugs of src/ this simulator found, all fixed (tests/sim/meson.build lists them): the default
+ * sweep runs every path they were on, and the checks above would catch each one again.
  *
  * Left out of the model: the stock topic, shutdown (SIGTERM drain), Kafka's advisory offsets,
  * clock skew between the worker and the broker, and the same intent id on two partitions (a
@@ -735,7 +734,6 @@ struct opts {
 	uint64_t first, count;
 	bool one;
 	enum sim_mutation mutation;
-	unsigned known_bugs;
 	bool trace, keep_going;
 };
 
@@ -777,7 +775,6 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	W->seed = seed;
 	rng_seed(&W->rng, seed);
 	W->mutation = o->mutation;
-	W->known_bugs = o->known_bugs;
 	W->trace = o->trace;
 	W->stats = st;
 	struct rng *r = &W->rng;
@@ -845,6 +842,7 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 		ok = sim_check(W);
 	st->seeds++;
 	st->steps += W->step;
+	st->lookup_kinds_left += W->store->kinds_left;
 	if (o->one) {
 		int64_t recs = 0;
 		for (int p = 0; p < W->n_parts; p++)
@@ -877,23 +875,10 @@ static void on_crash(int sig)
 	raise(sig);
 }
 
-static const struct {
-	const char *name;
-	unsigned bit;
-} known_bug_names[] = {
-	/* clang-format off */
-	{"lookup-overflow", KB_LOOKUP_OVERFLOW},
-	{"again-conflict", KB_AGAIN_CONFLICT},
-	{"again-invalid-at", KB_AGAIN_INVALID_AT},
-	{"load-snapshot", KB_LOAD_SNAPSHOT},
-	{"unknown-same-range", KB_UNKNOWN_SAME_RANGE},
-	/* clang-format on */
-};
-
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sim [--seed N] [--seeds N] [--mutate no-cas|no-dedupe]\n"
-		   "           [--known-bug NAME] [--trace] [--keep-going]\n");
+	fprintf(f, "usage: sim [--seed N] [--seeds N] [--mutate no-cas|no-dedupe] [--trace]\n"
+		   "           [--keep-going]\n");
 }
 
 static void print_stats(const struct sim_stats *s, double secs)
@@ -904,26 +889,23 @@ static void print_stats(const struct sim_stats *s, double secs)
 	       s->commits);
 	printf("sim: faults: %" PRId64 " crashes, %" PRId64 " kicks, %" PRId64
 	       " rebalances, %" PRId64 " redeliveries, %" PRId64 " store errors, %" PRId64
-	       "+%" PRId64 " unknown commits (applied+lost), %" PRId64 " fenced, %" PRId64
+	       "+%" PRId64 " unknown commits (applied+lost; %" PRId64
+	       " found the same range committed by another), %" PRId64 " fenced, %" PRId64
 	       " redo, %" PRId64 " retries\n",
 	       s->crashes, s->kicks, s->rebalances, s->redeliveries, s->store_errors,
-	       s->unknown_applied, s->unknown_lost, s->fenced, s->redo, s->retries);
+	       s->unknown_applied, s->unknown_lost, s->unknown_same_range, s->fenced, s->redo,
+	       s->retries);
 	printf("sim: results: %" PRId64 " delivered, %" PRId64 " failed, %" PRId64
-	       " doubled, %" PRId64 " answered again, %" PRId64 " expiries; %" PRId64
-	       " ticks appended, %" PRId64 " stale skipped, %" PRId64 " in hand after a fence\n",
+	       " doubled, %" PRId64 " answered again (%" PRId64 " conflicts, %" PRId64
+	       " invalid), %" PRId64 " expiries; %" PRId64 " ticks appended, %" PRId64
+	       " stale skipped, %" PRId64 " in hand after a fence\n",
 	       s->delivered, s->deliver_failed, s->deliver_doubled, s->again_answered,
-	       s->expired_replies, s->ticks_appended, s->skipped_stale, s->inhand_after_fence);
-	printf("sim: known bugs stepped around:");
-	for (size_t k = 0; k < sizeof known_bug_names / sizeof known_bug_names[0]; k++) {
-		unsigned bit = known_bug_names[k].bit, i = 0;
-		while (!(bit & (1u << i)))
-			i++;
-		if (bit == KB_LOAD_SNAPSHOT)
-			printf(" %s=(every load)", known_bug_names[k].name);
-		else
-			printf(" %s=%" PRId64, known_bug_names[k].name, s->known_bug_hits[i]);
-	}
-	printf("\nsim: crashes at:");
+	       s->again_conflicts, s->again_invalid, s->expired_replies, s->ticks_appended,
+	       s->skipped_stale, s->inhand_after_fence);
+	printf("sim: lookups: %" PRId64 " stored rows of a batch's intent ids left out (another "
+	       "kind)\n",
+	       s->lookup_kinds_left);
+	printf("sim: crashes at:");
 	static const char *const at[] = {"poll",   "due",     "assign",	 "lookup",
 					 "decide", "commit",  "resolve", "reload",
 					 "fenced", "publish", "again",	 "again-expired"};
@@ -937,7 +919,9 @@ static bool coverage_ok(const struct sim_stats *s)
 {
 	bool ok = s->kicks && s->fenced && s->unknown_applied && s->unknown_lost &&
 		  s->redeliveries && s->store_errors && s->deliver_failed && s->deliver_doubled &&
-		  s->again_answered && s->expired_replies && s->ticks_appended;
+		  s->again_answered && s->expired_replies && s->ticks_appended &&
+		  s->unknown_same_range && s->again_conflicts && s->again_invalid &&
+		  s->lookup_kinds_left;
 	for (int i = 0; i < AT_WHERE_COUNT; i++)
 		ok = ok && s->crash_at[i];
 	return ok;
@@ -967,18 +951,6 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			i++;
-		} else if (strcmp(a, "--known-bug") == 0 && v) {
-			unsigned bit = 0;
-			for (size_t k = 0; k < sizeof known_bug_names / sizeof known_bug_names[0];
-			     k++)
-				if (strcmp(v, known_bug_names[k].name) == 0)
-					bit = known_bug_names[k].bit;
-			if (!bit) {
-				usage(stderr);
-				return 2;
-			}
-			o.known_bugs |= bit;
-			i++;
 		} else if (strcmp(a, "--trace") == 0) {
 			o.trace = true;
 		} else if (strcmp(a, "--keep-going") == 0) {
@@ -988,20 +960,14 @@ int main(int argc, char **argv)
 			return strcmp(a, "--help") == 0 ? 0 : 2;
 		}
 	}
-	/* Only the plain sweep: a mutation or known-bug run must keep its seeds to fail. */
+	/* Only the plain sweep: a mutation run must keep its seeds to fail. */
 	const char *env = getenv("FS_SIM_SEEDS");
-	if (have_seeds && env && *env && !o.mutation && !o.known_bugs)
+	if (have_seeds && env && *env && !o.mutation)
 		o.count = strtoull(env, NULL, 10);
 	o.one = have_seed && !have_seeds;
 	char extra[160] = "";
-	int n = 0;
 	if (o.mutation)
-		n += snprintf(extra + n, sizeof extra - (size_t)n, " --mutate %s",
-			      mutation_names[o.mutation]);
-	for (size_t k = 0; k < sizeof known_bug_names / sizeof known_bug_names[0]; k++)
-		if (o.known_bugs & known_bug_names[k].bit)
-			n += snprintf(extra + n, sizeof extra - (size_t)n, " --known-bug %s",
-				      known_bug_names[k].name);
+		snprintf(extra, sizeof extra, " --mutate %s", mutation_names[o.mutation]);
 	printf("sim: seeds %" PRIu64 "..%" PRIu64 "%s\n", o.first, o.first + o.count - 1, extra);
 	fflush(stdout);
 

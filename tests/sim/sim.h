@@ -88,16 +88,6 @@ enum sim_mutation {
 	MUT_NO_DEDUPE = 2, /* the store forgets intent ids: lookup finds nothing, insert adds */
 };
 
-/* Known bugs of src/ that the default run steps around; `--known-bug NAME` stops stepping
- * around one, so that the sweep reproduces it (tests/sim/meson.build, suite known-bugs). */
-enum sim_known_bug {
-	KB_LOOKUP_OVERFLOW = 1 << 0,  /* fs_store_lookup overflows fs_batch_add_stored */
-	KB_AGAIN_CONFLICT = 1 << 1,   /* part_answer_again: a conflict gets the first's qty, time */
-	KB_AGAIN_INVALID_AT = 1 << 2, /* part_answer_again: an invalid record gets decided_at 0 */
-	KB_LOAD_SNAPSHOT = 1 << 3,    /* fs_store_load reads its tables in separate snapshots */
-	KB_UNKNOWN_SAME_RANGE = 1 << 4, /* unknown outcome: stored == next, but another's commit */
-};
-
 /* Fault rates of one seed, in per mille per opportunity. */
 struct sim_faults {
 	uint32_t crash, kick, rebalance, redeliver;
@@ -110,9 +100,11 @@ struct sim_stats {
 	int64_t seeds, records, steps, commits, batches_published;
 	int64_t crashes, crash_at[16], kicks, rebalances, redeliveries, store_errors;
 	int64_t unknown_applied, unknown_lost, fenced, redo, retries, again_answered;
+	int64_t unknown_same_range; /* unknown outcome, stored == batch end, another's token */
+	int64_t again_conflicts, again_invalid; /* answered again by part_answer_again */
+	int64_t lookup_kinds_left;		/* sim_store.h: kinds_left, summed over the seeds */
 	int64_t delivered, deliver_failed, deliver_doubled, ticks_appended, skipped_stale, gaps;
-	int64_t expired_replies, inhand_after_fence, load_races, again_missing;
-	int64_t known_bug_hits[8]; /* by bit of enum sim_known_bug: stepped around */
+	int64_t expired_replies, inhand_after_fence, again_missing;
 };
 
 /* ---- the world of one seed ------------------------------------------------------------------ */
@@ -124,7 +116,6 @@ struct sim_world {
 	uint64_t seed;
 	struct rng rng;
 	enum sim_mutation mutation;
-	unsigned known_bugs; /* enum sim_known_bug bits that are NOT stepped around */
 	bool trace;
 	int64_t step;
 	bool healing; /* faults off: heal and reach quiescence */
@@ -141,6 +132,7 @@ struct sim_world {
 
 	struct sim_store *store;
 	struct sw_worker *workers[SIM_WORKERS_MAX];
+	uint64_t commit_tokens; /* the last commit token handed out (each attempt gets its own) */
 
 	/* The group coordinator (sim.c). */
 	bool member[SIM_WORKERS_MAX];

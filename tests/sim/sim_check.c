@@ -202,7 +202,7 @@ static bool oracle_run(struct sim_world *W, struct oracle *o)
 		int64_t before;
 		bool applied;
 		int rc = ss_commit(&o->store, &meta, (int64_t)log->recs.len, -1, &o->batch[p],
-				   &o->core[p], SS_FAULT_NONE, &before, &applied);
+				   &o->core[p], 1, SS_FAULT_NONE, &before, &applied);
 		if (rc != FS_COMMIT_OK)
 			return sim_fail(W, "INV-4",
 					"the replay's own commit of partition %d fails "
@@ -437,48 +437,11 @@ static bool check_offsets(struct sim_world *W)
 
 /* ---- replies ------------------------------------------------------------------------------ */
 
-static const struct fs_item *first_of(const struct fs_batch *b, const struct fs_item *it)
-{
-	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *f = &b->items[i];
-		if (f->cls == FS_ITEM_NEW && f->rec.kind == it->rec.kind &&
-		    strcmp(f->rec.intent_id, it->rec.intent_id) == 0)
-			return f;
-	}
-	return NULL;
-}
-
 static bool same_reply(struct fs_buf *buf, const struct fs_item *it, const char *json)
 {
 	fs_buf_clear(buf);
 	fs_reply_result(buf, it);
 	return strcmp(fs_buf_cstr(buf), json) == 0;
-}
-
-/* A reply that differs from the replay's in the way a known bug of src/ makes it differ. */
-static bool known_variant(struct sim_world *W, const struct oracle *o, struct fs_buf *buf,
-			  const struct fs_item *want, const char *json)
-{
-	struct fs_item v = *want;
-	const struct fs_batch *b = &o->batch[want->rec.partition];
-	if (want->cls == FS_ITEM_CONFLICT && !(W->known_bugs & KB_AGAIN_CONFLICT)) {
-		/* part_answer_again copies the first decision, then sets outcome and reason only.
-		 */
-		const struct fs_item *f = first_of(b, want);
-		if (f) {
-			v.dec.qty = f->dec.qty;
-			v.dec.decided_at_ms = f->dec.decided_at_ms;
-			if (same_reply(buf, &v, json))
-				return ++W->stats->known_bug_hits[1];
-		}
-	}
-	if (want->cls == FS_ITEM_INVALID && !(W->known_bugs & KB_AGAIN_INVALID_AT)) {
-		/* part_answer_again rebuilds an invalid record's decision without its clock. */
-		v.dec.decided_at_ms = 0;
-		if (same_reply(buf, &v, json))
-			return ++W->stats->known_bug_hits[2];
-	}
-	return false;
 }
 
 struct buy_reply {
@@ -570,8 +533,7 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 		}
 		const struct fs_item *want = &b->items[r->off];
 		count[r->part][r->off]++;
-		if (!same_reply(&buf, want, r->json) && !known_variant(W, o, &buf, want, r->json)) {
-			same_reply(&buf, want, r->json);
+		if (!same_reply(&buf, want, r->json)) {
 			ok = sim_fail(W, "INV-4",
 				      "the reply to record %d/%" PRId64 " differs from the "
 				      "replay's:\n    got:  %s\n    want: %s",

@@ -81,7 +81,7 @@ static bool decision_exists(const struct sim_store *s, uint64_t h, const char *i
 	return false;
 }
 
-/* ---- load (fs_store_load: no transaction around its statements) ------------------------- */
+/* ---- load (fs_store_load: the row's insert, then one snapshot) ------------------------- */
 
 static const struct sim_store *sort_ctx;
 
@@ -145,87 +145,114 @@ static bool keep_resv(const struct sim_store *s, size_t i, int32_t part)
 	return s->resv.v[i].part == part;
 }
 
+static int load_skus(const struct sim_store *s, int32_t part, struct fs_core *core)
+{
+	/* SELECT ... FROM skus WHERE part = $1 ORDER BY sku */
+	int rc = 0;
+	size_t n, *idx = sorted(s, s->skus.len, cmp_sku, keep_sku, part, &n);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const struct ss_sku *r = &s->skus.v[idx[i]];
+		struct fs_sku k = {0};
+		copy_text(k.sku, sizeof k.sku, r->sku);
+		k.partition = core->partition;
+		k.status = strcmp(r->status, "open") == 0 ? FS_SKU_OPEN : FS_SKU_CLOSED;
+		k.supply = r->supply;
+		k.available = r->available;
+		k.held = r->held;
+		k.sold = r->sold;
+		k.per_buyer_limit = r->per_buyer_limit;
+		k.max_qty = r->max_qty;
+		k.hold_ms = r->hold_ms;
+		k.opens_at_ms = r->opens_at_ms;
+		k.closes_at_ms = r->closes_at_ms;
+		rc = fs_core_load_sku(core, &k);
+	}
+	free(idx);
+	return rc;
+}
+
+static int load_buyers(const struct sim_store *s, int32_t part, struct fs_core *core)
+{
+	/* SELECT b.sku, b.buyer_id, b.units FROM buyers b JOIN skus ... units > 0 */
+	int rc = 0;
+	size_t n, *idx = sorted(s, s->buyers.len, cmp_buyer, keep_buyer, part, &n);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const struct ss_buyer *r = &s->buyers.v[idx[i]];
+		rc = fs_core_load_buyer(core, r->sku, r->buyer, r->units);
+	}
+	free(idx);
+	return rc;
+}
+
+static int load_holds(const struct sim_store *s, int32_t part, struct fs_core *core)
+{
+	/* SELECT ... FROM reservations WHERE part = $1 ORDER BY off */
+	int rc = 0;
+	size_t n, *idx = sorted(s, s->resv.len, cmp_resv_off, keep_resv, part, &n);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const struct ss_resv *r = &s->resv.v[idx[i]];
+		struct fs_hold h = {0};
+		copy_text(h.intent_id, sizeof h.intent_id, r->intent_id);
+		h.qty = r->qty;
+		h.expires_at_ms = r->expires_at_ms;
+		h.offset = r->off;
+		if (fs_hold_status_parse(r->status, &h.status) < 0)
+			rc = -EINVAL;
+		h.late = r->late;
+		h.ended_at_ms = r->has_ended ? r->ended_at_ms : 0;
+		h.ended_offset = r->has_ended ? r->ended_off : -1;
+		if (rc == 0)
+			rc = fs_core_load_hold(core, &h, r->sku, r->buyer);
+	}
+	free(idx);
+	return rc;
+}
+
 int ss_load_step(struct sim_store *s, int step, int32_t part, struct fs_core *core,
 		 struct fs_part_meta *meta)
 {
-	int rc = 0;
-	size_t n, *idx;
+	struct ss_part *p = &s->parts[part];
 	switch (step) {
-	case 0: {
-		/* INSERT INTO partitions ... ON CONFLICT DO NOTHING; SELECT next_offset, ... */
+	case 0:
+		/* INSERT INTO partitions (grp, topic, part) ... ON CONFLICT DO NOTHING */
 		fs_core_reset(core);
 		core->partition = part;
-		struct ss_part *p = &s->parts[part];
 		if (!p->exists) {
 			memset(p, 0, sizeof *p);
 			p->exists = true;
 			p->next_offset = p->first_offset = p->replied_offset = -1;
 		}
+		return 0;
+	case 1: {
+		/* BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT next_offset, ... FROM
+		 * partitions; the SKUs, the buyers, the reservations; COMMIT. One call: every read
+		 * sees the same snapshot. */
+		if (!p->exists)
+			return -EIO; /* "row missing": nothing deletes it */
 		meta->partition = part;
 		meta->next_offset = p->next_offset;
 		meta->first_offset = p->first_offset;
 		meta->replied_offset = p->replied_offset;
 		meta->clock_ms = p->clock_ms;
 		core->clock_ms = meta->clock_ms;
-		return 0;
+		int rc = load_skus(s, part, core);
+		if (rc == 0)
+			rc = load_buyers(s, part, core);
+		if (rc == 0)
+			rc = load_holds(s, part, core);
+		return rc;
 	}
-	case 1: /* SELECT ... FROM skus WHERE part = $1 ORDER BY sku */
-		idx = sorted(s, s->skus.len, cmp_sku, keep_sku, part, &n);
-		for (size_t i = 0; i < n && rc == 0; i++) {
-			const struct ss_sku *r = &s->skus.v[idx[i]];
-			struct fs_sku k = {0};
-			copy_text(k.sku, sizeof k.sku, r->sku);
-			k.partition = core->partition;
-			k.status = strcmp(r->status, "open") == 0 ? FS_SKU_OPEN : FS_SKU_CLOSED;
-			k.supply = r->supply;
-			k.available = r->available;
-			k.held = r->held;
-			k.sold = r->sold;
-			k.per_buyer_limit = r->per_buyer_limit;
-			k.max_qty = r->max_qty;
-			k.hold_ms = r->hold_ms;
-			k.opens_at_ms = r->opens_at_ms;
-			k.closes_at_ms = r->closes_at_ms;
-			rc = fs_core_load_sku(core, &k);
-		}
-		free(idx);
-		return rc;
-	case 2: /* SELECT b.sku, b.buyer_id, b.units FROM buyers b JOIN skus ... units > 0 */
-		idx = sorted(s, s->buyers.len, cmp_buyer, keep_buyer, part, &n);
-		for (size_t i = 0; i < n && rc == 0; i++) {
-			const struct ss_buyer *r = &s->buyers.v[idx[i]];
-			rc = fs_core_load_buyer(core, r->sku, r->buyer, r->units);
-		}
-		free(idx);
-		return rc;
-	case 3: /* SELECT ... FROM reservations WHERE part = $1 ORDER BY off */
-		idx = sorted(s, s->resv.len, cmp_resv_off, keep_resv, part, &n);
-		for (size_t i = 0; i < n && rc == 0; i++) {
-			const struct ss_resv *r = &s->resv.v[idx[i]];
-			struct fs_hold h = {0};
-			copy_text(h.intent_id, sizeof h.intent_id, r->intent_id);
-			h.qty = r->qty;
-			h.expires_at_ms = r->expires_at_ms;
-			h.offset = r->off;
-			if (fs_hold_status_parse(r->status, &h.status) < 0)
-				rc = -EINVAL;
-			h.late = r->late;
-			h.ended_at_ms = r->has_ended ? r->ended_at_ms : 0;
-			h.ended_offset = r->has_ended ? r->ended_off : -1;
-			if (rc == 0)
-				rc = fs_core_load_hold(core, &h, r->sku, r->buyer);
-		}
-		free(idx);
-		return rc;
 	}
 	return -EINVAL;
 }
 
-int ss_read_next(struct sim_store *s, int32_t part, int64_t *next)
+int ss_read_next(struct sim_store *s, int32_t part, int64_t *next, uint64_t *token)
 {
+	/* SELECT next_offset, coalesce(commit_token, '') FROM partitions ... FOR UPDATE */
 	if (!s->parts[part].exists)
 		return -ENOENT;
 	*next = s->parts[part].next_offset;
+	*token = s->parts[part].commit_token;
 	return 0;
 }
 
@@ -281,7 +308,8 @@ int ss_expired(struct sim_store *s, int32_t part, int64_t from, int64_t to, ss_e
 
 int ss_lookup(struct sim_store *s, struct fs_batch *b)
 {
-	/* SELECT ... FROM decisions WHERE intent_id = ANY ($1::uuid[]) */
+	/* SELECT ... FROM decisions d JOIN (SELECT DISTINCT * FROM unnest($1::uuid[],
+	 * $2::int2[])) AS k(id, kind) ON d.intent_id = k.id AND d.kind = k.kind */
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < b->len; i++)
 		n += fs_item_has_key(&b->items[i]);
@@ -290,14 +318,18 @@ int ss_lookup(struct sim_store *s, struct fs_batch *b)
 	int rc = 0;
 	for (size_t r = 0; r < s->decisions.len && rc == 0; r++) {
 		const struct ss_decision *d = &s->decisions.v[r];
-		bool wanted = false;
+		bool wanted = false, same_id = false;
 		for (uint32_t i = 0; i < b->len && !wanted; i++) {
 			const struct fs_item *it = &b->items[i];
-			wanted =
-				fs_item_has_key(it) && strcmp(it->rec.intent_id, d->intent_id) == 0;
+			if (!fs_item_has_key(it) || strcmp(it->rec.intent_id, d->intent_id) != 0)
+				continue;
+			same_id = true;
+			wanted = (int)it->rec.kind == d->kind;
 		}
-		if (!wanted)
+		if (!wanted) {
+			s->kinds_left += same_id;
 			continue;
+		}
 		struct fs_stored st = {0};
 		copy_text(st.intent_id, sizeof st.intent_id, d->intent_id);
 		st.kind = (enum fs_kind)d->kind;
@@ -382,7 +414,8 @@ static bool sku_row_ok(struct sim_store *s, const struct ss_sku *k)
 
 /* The offset compare-and-set with the partition's clock and counters. 1: FSCAS. */
 static int stmt_cas(struct sim_store *s, const struct fs_part_meta *meta, int64_t next,
-		    int64_t replied, const struct fs_batch *b, const struct fs_core *core)
+		    int64_t replied, const struct fs_batch *b, const struct fs_core *core,
+		    uint64_t token)
 {
 	struct ss_part *p = &s->parts[meta->partition];
 	bool match =
@@ -404,6 +437,7 @@ static int stmt_cas(struct sim_store *s, const struct fs_part_meta *meta, int64_
 	p->n_sale += b->counts.sale;
 	p->n_ticks += b->counts.ticks;
 	p->n_batches++;
+	p->commit_token = token;
 	if (!check(s, p->next_offset >= -1 && p->replied_offset <= p->next_offset,
 		   "partitions: CHECK (replied_offset <= next_offset)"))
 		return 2;
@@ -638,7 +672,7 @@ static int stmt_buyers(struct sim_store *s, const struct fs_core *core, int32_t 
 
 int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next_offset,
 	      int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
-	      enum ss_fault fault, int64_t *before, bool *applied)
+	      uint64_t token, enum ss_fault fault, int64_t *before, bool *applied)
 {
 	int32_t part = meta->partition;
 	struct lens l = {s->decisions.len, s->rejects.len, s->sales.len,
@@ -647,7 +681,7 @@ int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next
 	*before = s->parts[part].exists ? s->parts[part].next_offset : -2;
 	/* BEGIN; the statements in the pipeline's order; the first failure aborts the rest. */
 	s->failed_stmt = "offset compare-and-set";
-	int rc = stmt_cas(s, meta, next_offset, replied_offset, b, core);
+	int rc = stmt_cas(s, meta, next_offset, replied_offset, b, core, token);
 	if (rc == 0 && (s->failed_stmt = "decisions"))
 		rc = stmt_decisions(s, b);
 	if (rc == 0 && (s->failed_stmt = "rejects, sale_log"))

@@ -6,8 +6,11 @@
  * upsert, SKU counters guarded by their base values, the buyers upsert joined to the
  * partition's SKUs. A commit is one transaction: every statement runs in order against the
  * tables, and any failure rolls all of them back (an undo log). Each call is atomic, as one
- * statement is; a load is four statements, and other workers may commit between them, as in
- * fs_store_load (no transaction around it).
+ * statement is; a load is two steps, as in fs_store_load: the partition row's insert, then one
+ * REPEATABLE READ transaction that reads the row, the SKUs, the buyers and the reservations
+ * from one snapshot (one call: nothing can commit inside it). Every commit writes its
+ * attempt's token into the partition row (partitions.commit_token), which resolves an unknown
+ * outcome.
  *
  * Faults are the caller's: a call told to fail returns -EIO without touching anything; a
  * commit told that its connection dies returns FS_COMMIT_UNKNOWN, applied or not. */
@@ -20,6 +23,7 @@ struct ss_part {
 	bool exists;
 	int64_t next_offset, first_offset, replied_offset, clock_ms;
 	int64_t n_records, n_fresh, n_repeats, n_conflicts, n_invalid, n_sale, n_ticks, n_batches;
+	uint64_t commit_token; /* the attempt that moved next_offset last; 0: NULL */
 };
 
 struct ss_decision {
@@ -115,6 +119,9 @@ struct sim_store {
 	const char *failed_stmt; /* the statement that failed the last commit (diagnostics) */
 	/* A CHECK constraint refused a row: never in a correct run (the checker fails on it). */
 	char check_failed[160];
+	/* Rows of the batch's intent ids that lookups left out because the batch did not ask for
+	 * their kind (the rows that made lookup-overflow): a coverage counter. */
+	int64_t kinds_left;
 };
 
 enum ss_fault {
@@ -126,21 +133,24 @@ enum ss_fault {
 void ss_init(struct sim_store *s, enum sim_mutation m);
 void ss_free(struct sim_store *s);
 
-/* fs_store_load, one statement per step: 0 creates and reads the partition row (and resets the
- * core), 1 the SKUs, 2 the buyers, 3 the reservations. Returns 0 or -EIO. */
-enum { SS_LOAD_STEPS = 4 };
+/* fs_store_load in two steps: 0 resets the core and inserts the partition row if it is missing;
+ * 1 is the read-only transaction: the partition row, the SKUs, the buyers and the reservations,
+ * all from one snapshot. Returns 0 or what fs_core_load_* returned. */
+enum { SS_LOAD_STEPS = 2 };
 int ss_load_step(struct sim_store *s, int step, int32_t part, struct fs_core *core,
 		 struct fs_part_meta *meta);
-int ss_read_next(struct sim_store *s, int32_t part, int64_t *next);
+/* fs_store_read_next: the stored next offset and commit token (0 for NULL). */
+int ss_read_next(struct sim_store *s, int32_t part, int64_t *next, uint64_t *token);
 int ss_save_replied(struct sim_store *s, int32_t part, int64_t next, int64_t replied);
 typedef void (*ss_expired_fn)(void *ctx, const struct ss_resv *r);
 int ss_expired(struct sim_store *s, int32_t part, int64_t from, int64_t to, ss_expired_fn fn,
 	       void *ctx);
 int ss_lookup(struct sim_store *s, struct fs_batch *b);
-/* fs_store_commit. For the checker: *before is the stored next offset the transaction saw,
- * *applied whether it took effect (whatever the worker was told). */
+/* fs_store_commit; `token` is the attempt's commit token (nonzero, never used twice). For the
+ * checker: *before is the stored next offset the transaction saw, *applied whether it took
+ * effect (whatever the worker was told). */
 int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next_offset,
 	      int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
-	      enum ss_fault fault, int64_t *before, bool *applied);
+	      uint64_t token, enum ss_fault fault, int64_t *before, bool *applied);
 
 #endif

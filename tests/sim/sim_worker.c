@@ -7,6 +7,7 @@
 #include "fs_reply.h"
 #include "sim_store.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,19 +35,6 @@ static bool store_fails(struct sim_world *W)
 	return true;
 }
 
-/* fs_batch_add_stored can hold as many stored rows as the batch has items, but a lookup
- * returns every kind (buy, confirm, cancel) stored for the batch's ids: up to three per item.
- * The default run widens the array so that the sweep goes on past this known bug. */
-static void widen_stored(struct fs_batch *b)
-{
-	uint32_t cap = b->cap * 3;
-	struct fs_stored *s = realloc(b->stored, (size_t)cap * sizeof *s);
-	if (!s)
-		abort();
-	b->stored = s;
-	b->stored_cap = cap;
-}
-
 static struct sw_part *part_get(struct sim_world *W, struct sw_worker *w, int32_t id)
 {
 	struct sw_part *p = &w->parts[id];
@@ -56,10 +44,6 @@ static struct sw_part *part_get(struct sim_world *W, struct sw_worker *w, int32_
 		    fs_batch_init(&p->batch, (uint32_t)W->batch_max * BAD_FACTOR) < 0 ||
 		    fs_batch_init(&p->again, (uint32_t)W->batch_max) < 0)
 			abort();
-		if (!(W->known_bugs & KB_LOOKUP_OVERFLOW)) {
-			widen_stored(&p->batch);
-			widen_stored(&p->again);
-		}
 		p->init = true;
 	}
 	return p;
@@ -252,6 +236,23 @@ static void reap_orphans(struct sw_worker *w)
 	}
 }
 
+/* fs_store_lookup, or a transient fault (-EIO). A lookup that does not fit the batch
+ * (-ENOBUFS: it returned more stored decisions than the batch has items) fails the same way
+ * every time: the real loops (part_process, part_answer_again) would retry it forever. */
+static int lookup(struct sim_world *W, const struct sw_worker *w, const struct sw_part *p,
+		  struct fs_batch *b)
+{
+	if (store_fails(W))
+		return -EIO;
+	int rc = ss_lookup(W->store, b);
+	if (rc < 0)
+		sim_fail(W, "INV-7",
+			 "worker %d partition %d: the lookup returns more stored decisions than "
+			 "the batch of %u items holds (%d)",
+			 w->id, (int)p->id, b->len, rc);
+	return rc;
+}
+
 /* ---- partitions -------------------------------------------------------------------------- */
 
 /* A state loaded from one snapshot of the store is consistent with itself: per SKU, held and
@@ -271,8 +272,7 @@ static void check_loaded(struct sim_world *W, const struct sw_part *p)
 		if (held != c->skus[k].held || sold != c->skus[k].sold)
 			sim_fail(W, "INV-1",
 				 "partition %d loaded sku %s with held %lld sold %lld, but its "
-				 "holds "
-				 "say %lld and %lld (a commit ran between the load's statements)",
+				 "holds say %lld and %lld (a torn snapshot)",
 				 (int)p->id, c->skus[k].sku, (long long)c->skus[k].held,
 				 (long long)c->skus[k].sold, (long long)held, (long long)sold);
 	}
@@ -287,14 +287,14 @@ static void check_loaded(struct sim_world *W, const struct sw_part *p)
 		if (units != c->buyers[b].units)
 			sim_fail(W, "INV-1",
 				 "partition %d loaded buyer %s with %lld units, but its holds say "
-				 "%lld "
-				 "(a commit ran between the load's statements)",
+				 "%lld (a torn snapshot)",
 				 (int)p->id, c->buyers[b].buyer_id, (long long)c->buyers[b].units,
 				 (long long)units);
 	}
 }
 
-/* One statement of part_load (fs_store_load, started again on a failure). True when done. */
+/* One step of part_load (fs_store_load, started again on a failure): the partition row's
+ * insert, then the snapshot. True when done. */
 static bool part_load_step(struct sim_world *W, struct sw_worker *w, struct sw_part *p)
 {
 	if (w->load_step < 0)
@@ -305,18 +305,12 @@ static bool part_load_step(struct sim_world *W, struct sw_worker *w, struct sw_p
 		return false;
 	}
 	int rc = ss_load_step(W->store, w->load_step, p->id, &p->core, &p->meta);
-	/* fs_store_load's statements run without a transaction around them, each in its own
-	 * snapshot: a commit between two of them leaves the core half before, half after it
-	 * (known bug load-snapshot). The default run reads them in one snapshot. */
-	while (rc == 0 && !(W->known_bugs & KB_LOAD_SNAPSHOT) && w->load_step + 1 < SS_LOAD_STEPS)
-		rc = ss_load_step(W->store, ++w->load_step, p->id, &p->core, &p->meta);
 	if (rc < 0) {
-		/* The statements of a load run without a transaction around them: one may see a
-		 * commit that an earlier one did not (a buyer of a SKU not loaded yet). part_load
-		 * starts over; if it never succeeds, the step budget reports INV-7. */
-		TRACE(W, "w%d p%d load statement %d fails (%d): start over", w->id, (int)p->id,
-		      w->load_step, rc);
-		W->stats->load_races++;
+		/* One snapshot of a consistent store loads: part_load would retry forever. */
+		sim_fail(W, "INV-7",
+			 "worker %d partition %d: loading one snapshot fails (%d): the stored "
+			 "state does not load",
+			 w->id, (int)p->id, rc);
 		w->load_step = 0;
 		return false;
 	}
@@ -444,8 +438,7 @@ static void process_step(struct sim_world *W, struct sw_worker *w, struct sw_par
 		 * the last commit found one decided before (need_lookup): then ask the store. */
 		fs_batch_reset_decisions(b);
 		fs_batch_add_seen(b, &p->seen);
-		rc = !p->need_lookup ? 0 : store_fails(W) ? -5 : ss_lookup(W->store, b);
-		W->stats->known_bug_hits[0] += b->stored_len > b->cap;
+		rc = p->need_lookup ? lookup(W, w, p, b) : 0;
 		if (rc < 0) {
 			W->stats->retries++; /* rc = FS_COMMIT_RETRY: reload, redo */
 			TRACE(W, "w%d p%d lookup failed (%d): reload", w->id, (int)p->id, rc);
@@ -464,22 +457,18 @@ static void process_step(struct sim_world *W, struct sw_worker *w, struct sw_par
 		w->state = PS_COMMIT;
 		return;
 	case PS_COMMIT: {
+		/* A cut commit that is going to be fenced reads back another worker's offset, maybe
+		 * its own batch's end (the same range committed by another): aim at it. */
 		enum ss_fault fault = SS_FAULT_NONE;
-		if (!W->healing && rng_chance(&W->rng, W->f.commit_unknown))
+		bool stale = W->store->parts[p->id].next_offset != p->meta.next_offset;
+		if (!W->healing && rng_chance(&W->rng, W->f.commit_unknown * (stale ? 3 : 1)))
 			fault = rng_below(&W->rng, 2) ? SS_FAULT_CUT_APPLIED : SS_FAULT_CUT_LOST;
-		/* Known bug unknown-same-range: a commit that is going to be fenced, cut, may read
-		 * back an offset equal to its own end (another worker committed the same range)
-		 * and be taken for committed. The default run does not cut those. */
-		if (fault && !(W->known_bugs & KB_UNKNOWN_SAME_RANGE) &&
-		    W->store->parts[p->id].next_offset != p->meta.next_offset &&
-		    W->mutation == MUT_NONE) {
-			W->stats->known_bug_hits[4]++;
-			fault = SS_FAULT_NONE;
-		}
+		/* A token per attempt (the store's random id and a counter in add_cas). */
+		w->token = ++W->commit_tokens;
 		int64_t before;
 		bool applied;
 		rc = ss_commit(W->store, &p->meta, w->next, p->replied < 0 ? -1 : p->replied, b,
-			       &p->core, fault, &before, &applied);
+			       &p->core, w->token, fault, &before, &applied);
 		W->stats->commits++;
 		TRACE(W, "w%d p%d commit [%lld..%lld) expected %lld stored %lld -> rc %d%s", w->id,
 		      (int)p->id, (long long)b->items[0].rec.offset, (long long)w->next,
@@ -517,13 +506,22 @@ static void process_step(struct sim_world *W, struct sw_worker *w, struct sw_par
 		}
 	}
 	case PS_RESOLVE: {
-		/* The connection died with COMMIT in flight: only the stored offset knows. */
+		/* The connection died with COMMIT in flight: the stored offset and commit token
+		 * know. The offset at the batch's end is not enough: another worker may have
+		 * committed the same range. */
 		int64_t stored;
-		if (store_fails(W) || ss_read_next(W->store, p->id, &stored) < 0)
+		uint64_t token;
+		if (store_fails(W) || ss_read_next(W->store, p->id, &stored, &token) < 0)
 			return;
-		TRACE(W, "w%d p%d unknown outcome: stored %lld, next %lld, expected %lld", w->id,
-		      (int)p->id, (long long)stored, (long long)w->next, (long long)w->expected);
-		if (stored == w->next) {
+		bool mine = w->token && token == w->token;
+		TRACE(W,
+		      "w%d p%d unknown outcome: stored %lld (token %llu, %s), next %lld, expected "
+		      "%lld",
+		      w->id, (int)p->id, (long long)stored, (unsigned long long)token,
+		      mine ? "mine" : "not mine", (long long)w->next, (long long)w->expected);
+		if (stored == w->next && !mine)
+			W->stats->unknown_same_range++;
+		if (stored == w->next && mine) {
 			w->state = PS_PUBLISH;
 		} else if (stored == w->expected) {
 			W->stats->retries++;
@@ -603,9 +601,8 @@ static void again_step(struct sim_world *W, struct sw_worker *w, struct sw_part 
 	struct fs_batch *b = &p->again;
 	if (w->state == AG_LOOKUP) {
 		fs_batch_reset_decisions(b);
-		if (store_fails(W) || ss_lookup(W->store, b) < 0)
+		if (lookup(W, w, p, b) < 0)
 			return; /* the real loop retries until it succeeds */
-		W->stats->known_bug_hits[0] += b->stored_len > b->cap;
 		for (uint32_t i = 0; i < b->len; i++) {
 			struct fs_item *it = &b->items[i];
 			it->first_partition = it->rec.partition;
@@ -614,6 +611,8 @@ static void again_step(struct sim_world *W, struct sw_worker *w, struct sw_part 
 				it->cls = FS_ITEM_INVALID;
 				it->dec.outcome = FS_OUT_REJECTED;
 				it->dec.reason = it->rec.reject_reason;
+				it->dec.decided_at_ms = it->rec.ts_ms; /* as the live answer */
+				W->stats->again_invalid++;
 				continue;
 			}
 			if (!fs_item_has_key(it)) {
@@ -631,8 +630,13 @@ static void again_step(struct sim_world *W, struct sw_worker *w, struct sw_part 
 				it->first_partition = s->partition;
 				it->first_offset = s->offset;
 				if (s->body_hash != it->rec.body_hash) {
+					/* As the live answer: the record's own qty and time. */
+					memset(&it->dec, 0, sizeof it->dec);
 					it->dec.outcome = FS_OUT_CONFLICT;
 					it->dec.reason = "intent_id_reused";
+					it->dec.qty = it->rec.qty;
+					it->dec.decided_at_ms = it->rec.ts_ms;
+					W->stats->again_conflicts++;
 					it->first_partition = it->rec.partition;
 					it->first_offset = it->rec.offset;
 				} else {

@@ -87,8 +87,9 @@ struct sw_worker {
 	enum sw_act act;
 	int act_part;
 	int state;     /* PS_* or AG_* */
-	int load_step; /* part_load in progress: next statement, or -1 */
+	int load_step; /* part_load in progress: its next step (ss_load_step), or -1 */
 	int64_t expected, next;
+	uint64_t token; /* the commit token of the store's last attempt (fs_store's s->token) */
 	/* on_message found its batch full and ran it first: the message still in hand. */
 	bool inhand, inhand_again;
 	struct fs_record inhand_rec;
