@@ -33,7 +33,7 @@ static const char usage_main[] =
 	"                                      the load generator\n"
 	"  wait [--timeout SECONDS]            until every published record is decided\n"
 	"  summary [--sku SKU] [--json]        outcome counts and stock\n"
-	"  audit [--json] [--allow-lag]        check the invariants; non-zero exit on violation\n"
+	"  audit [--json] [--allow-lag] [--no-replay]  check the invariants (and replay the log)\n"
 	"  topics create [--partitions N]      create the three topics (admin API)\n"
 	"  topics delete                       delete the three topics\n"
 	"  publish --key KEY [--file FILE]     publish one raw record (tests, operators)\n"

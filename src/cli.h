@@ -12,6 +12,10 @@
 int cli_load(flashsale_t *fs, int argc, char **argv);
 int cli_audit(flashsale_t *fs, int argc, char **argv);
 int cli_replay(flashsale_t *fs, int argc, char **argv);
+/* Replays the intents log through the pure core in memory and compares with Postgres (see
+ * replay.c). Returns 0 when it all matches, 1 on a difference or an error (counted in diffs);
+ * quiet: print no DIFF lines. */
+int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *diffs);
 
 /* The global options as given (for commands that start another program with them). */
 extern const char *cli_config_file;
