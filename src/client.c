@@ -305,6 +305,26 @@ int flashsale_sale_close(flashsale_t *fs, const char *sku)
 
 /* ---- reading results --------------------------------------------------------------------- */
 
+/* Runs a query that answers one row: the result, or NULL with *rc = -EIO (error, message in
+ * fs->err) or -ENOENT (no row). */
+static PGresult *query_row(flashsale_t *fs, PGconn *c, const char *sql, int n,
+			   const char *const *params, int *rc)
+{
+	PGresult *r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		*rc = fail(fs, -EIO, "postgres: %s", PQerrorMessage(c));
+		PQclear(r);
+		return NULL;
+	}
+	if (PQntuples(r) == 0) {
+		*rc = -ENOENT;
+		PQclear(r);
+		return NULL;
+	}
+	*rc = 0;
+	return r;
+}
+
 static void copy_field(char *dst, size_t n, const PGresult *r, int col)
 {
 	snprintf(dst, n, "%s", PQgetisnull(r, 0, col) ? "" : PQgetvalue(r, 0, col));
@@ -341,8 +361,9 @@ int flashsale_decision_get(flashsale_t *fs, const char *intent_id, const char *t
 	const char *p[] = {id, kind};
 	/* The decision, with what became of the hold; or, for a record that was rejected before
 	 * it could be read, the reject row that carries its id. */
-	PGresult *r = PQexecParams(
-		c,
+	int rc;
+	PGresult *r = query_row(
+		fs, c,
 		"SELECT d.intent_id, d.sku, d.outcome, coalesce(d.reason, ''), d.qty, "
 		"coalesce(d.expires_at_ms, 0), d.part, d.off, coalesce(r.status, '') FROM "
 		"decisions d "
@@ -351,16 +372,9 @@ int flashsale_decision_get(flashsale_t *fs, const char *intent_id, const char *t
 		"UNION ALL (SELECT intent_id, '', 'rejected', reason, 0, 0, part, off, '' FROM "
 		"rejects "
 		"WHERE intent_id = $1::uuid AND $2::int = 1 ORDER BY off LIMIT 1) LIMIT 1",
-		2, NULL, p, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fail(fs, -EIO, "postgres: %s", PQerrorMessage(c));
-		PQclear(r);
-		return -EIO;
-	}
-	if (PQntuples(r) == 0) {
-		PQclear(r);
-		return -ENOENT;
-	}
+		2, p, &rc);
+	if (!r)
+		return rc;
 	memset(out, 0, sizeof *out);
 	copy_field(out->intent_id, sizeof out->intent_id, r, 0);
 	copy_field(out->sku, sizeof out->sku, r, 1);
@@ -570,21 +584,15 @@ int flashsale_stock_get(flashsale_t *fs, const char *sku, struct flashsale_stock
 	if (!c)
 		return -EIO;
 	const char *p[] = {sku};
-	PGresult *r = PQexecParams(c,
-				   "SELECT sku, CASE WHEN status = 'closed' THEN 'closed' WHEN "
-				   "available = 0 THEN 'sold_out' ELSE 'open' END, supply, "
-				   "available, held, sold, per_buyer_limit, max_qty, hold_ms "
-				   "FROM skus WHERE sku = $1",
-				   1, NULL, p, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		fail(fs, -EIO, "postgres: %s", PQerrorMessage(c));
-		PQclear(r);
-		return -EIO;
-	}
-	if (PQntuples(r) == 0) {
-		PQclear(r);
-		return -ENOENT;
-	}
+	int rc;
+	PGresult *r = query_row(fs, c,
+				"SELECT sku, CASE WHEN status = 'closed' THEN 'closed' WHEN "
+				"available = 0 THEN 'sold_out' ELSE 'open' END, supply, "
+				"available, held, sold, per_buyer_limit, max_qty, hold_ms "
+				"FROM skus WHERE sku = $1",
+				1, p, &rc);
+	if (!r)
+		return rc;
 	memset(out, 0, sizeof *out);
 	copy_field(out->sku, sizeof out->sku, r, 0);
 	copy_field(out->status, sizeof out->status, r, 1);
