@@ -1121,6 +1121,9 @@ static int setup(struct worker *w)
 		"session.timeout.ms", "10000",
 		"heartbeat.interval.ms", "1000",
 		"fetch.wait.max.ms", "10",
+		/* Larger fetches keep the local queue from running dry under a backlog, so that
+		 * batches fill (a partial batch goes when the queue is empty). */
+		"max.partition.fetch.bytes", "8388608",
 		NULL,
 	};
 	/* clang-format on */
