@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 enum { CHECK_PRINT_MAX = 40 };
 
@@ -106,6 +108,18 @@ __attribute__((unused)) static struct check_args check_parse_args(int argc, char
 		}
 	}
 	return a;
+}
+
+/* The seed of a randomised test: --seed N, else FS_TEST_SEED, else the time and the pid (the
+ * test prints the seed it used, so any run can be repeated). */
+__attribute__((unused)) static uint64_t check_seed(const struct check_args *a)
+{
+	const char *env = getenv("FS_TEST_SEED");
+	if (a->has_seed)
+		return a->seed;
+	if (env && *env)
+		return strtoull(env, NULL, 0);
+	return (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }
 
 #endif

@@ -1010,12 +1010,7 @@ int main(int argc, char **argv)
 		CHECK(!"unknown --known-bug name");
 		return check_done("test_core");
 	}
-	uint64_t seed = a.seed;
-	const char *env = getenv("FS_TEST_SEED");
-	if (!a.has_seed && env && *env)
-		seed = strtoull(env, NULL, 0);
-	else if (!a.has_seed)
-		seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	uint64_t seed = check_seed(&a);
 
 	test_timelines();
 	test_sale_state();
