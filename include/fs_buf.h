@@ -19,6 +19,7 @@ void fs_buf_free(struct fs_buf *b);
 bool fs_buf_ok(const struct fs_buf *b);
 void fs_buf_add(struct fs_buf *b, const void *data, size_t n);
 void fs_buf_str(struct fs_buf *b, const char *s);
+void fs_buf_int(struct fs_buf *b, int64_t v); /* decimal, no printf */
 void fs_buf_printf(struct fs_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *fs_buf_cstr(struct fs_buf *b);
 

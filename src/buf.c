@@ -74,6 +74,21 @@ void fs_buf_printf(struct fs_buf *b, const char *fmt, ...)
 	b->len += (size_t)n;
 }
 
+void fs_buf_int(struct fs_buf *b, int64_t v)
+{
+	/* Hot path (every array element and reply field): no printf. */
+	char tmp[24];
+	char *e = tmp + sizeof tmp, *p = e;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--p = '-';
+	fs_buf_add(b, p, (size_t)(e - p));
+}
+
 const char *fs_buf_cstr(struct fs_buf *b)
 {
 	if (!grow(b, 0))
@@ -95,7 +110,7 @@ static void comma(struct fs_buf *b)
 void fs_arr_int(struct fs_buf *b, int64_t v)
 {
 	comma(b);
-	fs_buf_printf(b, "%" PRId64, v);
+	fs_buf_int(b, v);
 }
 
 void fs_arr_text(struct fs_buf *b, const char *s)
@@ -105,12 +120,17 @@ void fs_arr_text(struct fs_buf *b, const char *s)
 		fs_buf_add(b, "NULL", 4);
 		return;
 	}
-	/* Quoted element: only '"' and '\' need escaping inside quotes. */
+	/* Quoted element: only '"' and '\' need escaping inside quotes; the spans between
+	 * them are copied whole. */
 	fs_buf_add(b, "\"", 1);
-	for (const char *p = s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fs_buf_add(b, "\\", 1);
-		fs_buf_add(b, p, 1);
+	for (;;) {
+		size_t n = strcspn(s, "\"\\");
+		fs_buf_add(b, s, n);
+		if (!s[n])
+			break;
+		fs_buf_add(b, "\\", 1);
+		fs_buf_add(b, s + n, 1);
+		s += n + 1;
 	}
 	fs_buf_add(b, "\"", 1);
 }

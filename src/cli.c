@@ -39,6 +39,7 @@ static const char usage_main[] =
 	"  publish --key KEY [--file FILE]     publish one raw record (tests, operators)\n"
 	"  replay [--dry-run]                  rebuild the database from the log, or diff against "
 	"it\n"
+	"  timing [--since MS] [--timeout S]   end-to-end rate and latency, on the broker's clock\n"
 	"\n"
 	"Global options:\n"
 	"  -c, --config FILE   configuration file (see config/flashsale.conf)\n"
@@ -379,6 +380,39 @@ int cli_topic_ends(flashsale_t *fs, const char *topic, int64_t **ends)
 	return n;
 }
 
+rd_kafka_t *cli_topic_reader(flashsale_t *fs, const char *topic, int nparts, const char *group,
+			     int64_t *lo)
+{
+	const struct fs_config *cfg = flashsale_config(fs);
+	char err[512];
+	static const char *const defaults[] = {"enable.auto.commit", "false", NULL, NULL};
+	rd_kafka_conf_t *conf = fs_kafka_conf(cfg, RD_KAFKA_CONSUMER, defaults, err, sizeof err);
+	if (!conf ||
+	    rd_kafka_conf_set(conf, "group.id", group, err, sizeof err) != RD_KAFKA_CONF_OK) {
+		if (conf)
+			rd_kafka_conf_destroy(conf);
+		cli_err("kafka config: %s", err);
+		return NULL;
+	}
+	rd_kafka_t *rk = fs_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+	if (!rk) {
+		cli_err("%s", err);
+		return NULL;
+	}
+	rd_kafka_poll_set_consumer(rk);
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(nparts);
+	for (int i = 0; i < nparts; i++) {
+		int64_t low = 0, hi;
+		rd_kafka_query_watermark_offsets(rk, topic, i, &low, &hi, 10000);
+		if (lo)
+			lo[i] = low;
+		rd_kafka_topic_partition_list_add(l, topic, i)->offset = RD_KAFKA_OFFSET_BEGINNING;
+	}
+	rd_kafka_assign(rk, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	return rk;
+}
+
 /* Records still to decide: sum over partitions of log end - stored next offset. */
 static int64_t undecided(flashsale_t *fs, const int64_t *ends, int n)
 {
@@ -556,9 +590,10 @@ static int cmd_summary(flashsale_t *fs, int argc, char **argv)
 static const char usage_topics[] =
 	"usage: flashsale topics create [--partitions N] [--replication N]\n"
 	"\n"
-	"Creates the intents topic (LogAppendTime, unlimited retention), the results topic and\n"
-	"the compacted stock topic with the names of the configuration. Existing topics are\n"
-	"left as they are.\n";
+	"Creates the intents topic (LogAppendTime, unlimited retention), the results topic\n"
+	"(LogAppendTime, so that `flashsale timing` reads both on the broker's clock) and the\n"
+	"compacted stock topic with the names of the configuration. Existing topics are left as\n"
+	"they are.\n";
 
 /* Deletes the three topics; a missing one is not an error. */
 static int topics_delete(rd_kafka_t *rk, const char *const names[3])
@@ -631,6 +666,8 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 		}
 	}
 	rd_kafka_NewTopic_set_config(nt[0], "message.timestamp.type", "LogAppendTime");
+	/* The results too: `flashsale timing` reads both on the broker's one clock. */
+	rd_kafka_NewTopic_set_config(nt[1], "message.timestamp.type", "LogAppendTime");
 	rd_kafka_NewTopic_set_config(nt[0], "retention.ms", "-1");
 	rd_kafka_NewTopic_set_config(nt[0], "retention.bytes", "-1");
 	rd_kafka_NewTopic_set_config(nt[2], "cleanup.policy", "compact");
@@ -726,7 +763,7 @@ static const struct {
 	{"stock", cmd_stock},	  {"wait", cmd_wait},	     {"summary", cmd_summary},
 	{"topics", cmd_topics},	  {"load", cli_load},	     {"audit", cli_audit},
 	{"publish", cmd_publish}, {"confirm", cmd_followup}, {"cancel", cmd_followup},
-	{"replay", cli_replay},
+	{"replay", cli_replay},	  {"timing", cli_timing},
 };
 
 const char *cli_config_file;

@@ -4,6 +4,8 @@
 
 #include "flashsale.h"
 
+#include <librdkafka/rdkafka.h>
+
 #include <getopt.h> /* optind: cli_parse leaves the positional arguments at argv[optind] */
 #include <stdbool.h>
 #include <stdint.h>
@@ -58,5 +60,12 @@ int cli_parse(int argc, char **argv, const char *usage, const struct cli_opt *sp
 /* Log end offsets of every partition of a topic (index = partition). Returns the number of
  * partitions, or -1 with a message printed. *ends is malloc'd. */
 int cli_topic_ends(flashsale_t *fs, const char *topic, int64_t **ends);
+/* A consumer (no group membership: partitions assigned, no offsets committed) reading every
+ * partition of topic from its beginning; lo (if not NULL, nparts long) gets each partition's
+ * first offset. NULL with a message printed. rd_kafka_consumer_poll() it, then close and
+ * destroy it. */
+rd_kafka_t *cli_topic_reader(flashsale_t *fs, const char *topic, int nparts, const char *group,
+			     int64_t *lo);
+int cli_timing(flashsale_t *fs, int argc, char **argv);
 
 #endif

@@ -327,39 +327,6 @@ static int load_rows(struct rp *rp, int part, struct rp_part *p)
 	return 0;
 }
 
-static rd_kafka_t *log_consumer(struct rp *rp, int64_t **lo_out)
-{
-	const struct fs_config *cfg = flashsale_config(rp->fs);
-	char err[512];
-	static const char *const defaults[] = {"enable.auto.commit", "false", NULL, NULL};
-	rd_kafka_conf_t *conf = fs_kafka_conf(cfg, RD_KAFKA_CONSUMER, defaults, err, sizeof err);
-	if (!conf || rd_kafka_conf_set(conf, "group.id", "flashsale-replay-check", err,
-				       sizeof err) != RD_KAFKA_CONF_OK) {
-		if (conf)
-			rd_kafka_conf_destroy(conf);
-		cli_err("replay: kafka config: %s", err);
-		return NULL;
-	}
-	rd_kafka_t *rk = fs_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
-	if (!rk) {
-		cli_err("replay: %s", err);
-		return NULL;
-	}
-	rd_kafka_poll_set_consumer(rk);
-	int64_t *lo = calloc((size_t)rp->nparts, sizeof *lo);
-	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(rp->nparts);
-	for (int i = 0; i < rp->nparts && lo; i++) {
-		int64_t hi;
-		rd_kafka_query_watermark_offsets(rk, cfg->topic_intents, i, &lo[i], &hi, 10000);
-		rd_kafka_topic_partition_list_add(l, cfg->topic_intents, i)->offset =
-			RD_KAFKA_OFFSET_BEGINNING;
-	}
-	rd_kafka_assign(rk, l);
-	rd_kafka_topic_partition_list_destroy(l);
-	*lo_out = lo;
-	return rk;
-}
-
 static int setup_parts(struct rp *rp, const int64_t *ends)
 {
 	const struct fs_config *cfg = flashsale_config(rp->fs);
@@ -444,8 +411,12 @@ int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *dif
 		free(ends);
 		return 1;
 	}
-	rd_kafka_t *rk = log_consumer(&rp, &lo);
-	if (!rk || !lo) {
+	lo = calloc((size_t)rp.nparts, sizeof *lo);
+	rd_kafka_t *rk = lo ? cli_topic_reader(fs, cfg->topic_intents, rp.nparts,
+					       "flashsale-replay-check", lo)
+			    : NULL;
+	if (!rk) {
+		free(lo);
 		free(ends);
 		return 1;
 	}

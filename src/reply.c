@@ -7,27 +7,45 @@
  * no JSON escaping is needed; buyer ids, which may hold quotes, are never echoed. */
 void fs_reply_result(struct fs_buf *out, const struct fs_item *it)
 {
+	/* One per record, floods included: appends only, no printf. */
 	const struct fs_record *r = &it->rec;
 	const struct fs_decision *d = &it->dec;
 	fs_buf_str(out, "{\"v\":1,\"type\":\"");
 	fs_buf_str(out, r->kind == FS_KIND_INVALID ? "invalid" : fs_kind_name(r->kind));
 	fs_buf_str(out, "\",\"intent_id\":");
-	if (r->has_intent)
-		fs_buf_printf(out, "\"%s\"", r->intent_id);
-	else
+	if (r->has_intent) {
+		fs_buf_str(out, "\"");
+		fs_buf_str(out, r->intent_id);
+		fs_buf_str(out, "\"");
+	} else {
 		fs_buf_str(out, "null");
+	}
 	/* Defence in depth: only a SKU that passed validation is echoed. */
-	if (r->sku[0] && fs_sku_valid(r->sku))
-		fs_buf_printf(out, ",\"sku\":\"%s\"", r->sku);
-	fs_buf_printf(out, ",\"outcome\":\"%s\"", fs_outcome_name(d->outcome));
-	if (d->reason)
-		fs_buf_printf(out, ",\"reason\":\"%s\"", d->reason);
-	fs_buf_printf(out, ",\"qty\":%" PRId64, d->qty);
-	if (d->outcome == FS_OUT_HELD)
-		fs_buf_printf(out, ",\"expires_at\":%" PRId64, d->expires_at_ms);
-	fs_buf_printf(out,
-		      ",\"decided_at\":%" PRId64 ",\"partition\":%" PRId32 ",\"offset\":%" PRId64,
-		      d->decided_at_ms, it->first_partition, it->first_offset);
+	if (r->sku[0] && fs_sku_valid(r->sku)) {
+		fs_buf_str(out, ",\"sku\":\"");
+		fs_buf_str(out, r->sku);
+		fs_buf_str(out, "\"");
+	}
+	fs_buf_str(out, ",\"outcome\":\"");
+	fs_buf_str(out, fs_outcome_name(d->outcome));
+	fs_buf_str(out, "\"");
+	if (d->reason) {
+		fs_buf_str(out, ",\"reason\":\"");
+		fs_buf_str(out, d->reason);
+		fs_buf_str(out, "\"");
+	}
+	fs_buf_str(out, ",\"qty\":");
+	fs_buf_int(out, d->qty);
+	if (d->outcome == FS_OUT_HELD) {
+		fs_buf_str(out, ",\"expires_at\":");
+		fs_buf_int(out, d->expires_at_ms);
+	}
+	fs_buf_str(out, ",\"decided_at\":");
+	fs_buf_int(out, d->decided_at_ms);
+	fs_buf_str(out, ",\"partition\":");
+	fs_buf_int(out, it->first_partition);
+	fs_buf_str(out, ",\"offset\":");
+	fs_buf_int(out, it->first_offset);
 	if (d->duplicate)
 		fs_buf_str(out, ",\"duplicate\":true");
 	fs_buf_str(out, "}");

@@ -444,7 +444,7 @@ static struct fs_buf *buf(struct fs_store *s, int i)
 static const char *int_str(struct fs_buf *b, int64_t v)
 {
 	fs_buf_clear(b);
-	fs_buf_printf(b, "%" PRId64, v);
+	fs_buf_int(b, v);
 	return fs_buf_cstr(b);
 }
 

@@ -74,6 +74,10 @@ struct worker {
 	rd_kafka_queue_t *consumer_queue; /* to see whether more records are already here */
 	struct fs_store *store;
 	struct part *parts[PARTITIONS_MAX];
+	/* The ids of the partitions in parts[] that exist, ascending: the loop runs once per
+	 * record, and walking all PARTITIONS_MAX slots cost microseconds each time. */
+	int32_t part_ids[PARTITIONS_MAX];
+	int n_parts;
 	struct fs_buf out;
 	struct counters n;
 	struct inflight *orphans;
@@ -384,6 +388,10 @@ static struct part *part_get(struct worker *w, int32_t id)
 			return NULL;
 		}
 		w->parts[id] = p;
+		int j = w->n_parts++;
+		for (; j > 0 && w->part_ids[j - 1] > id; j--)
+			w->part_ids[j] = w->part_ids[j - 1];
+		w->part_ids[j] = id;
 	}
 	return w->parts[id];
 }
@@ -786,9 +794,9 @@ static void maybe_tick(struct worker *w, struct part *p, int64_t now)
 static void process_due(struct worker *w, bool all)
 {
 	int64_t now = now_ms();
-	for (int i = 0; i < PARTITIONS_MAX; i++) {
-		struct part *p = w->parts[i];
-		if (!p || !p->assigned)
+	for (int j = 0; j < w->n_parts; j++) {
+		struct part *p = w->parts[w->part_ids[j]];
+		if (!p->assigned)
 			continue;
 		if (p->again.len)
 			part_answer_again(w, p);
@@ -802,9 +810,9 @@ static void process_due(struct worker *w, bool all)
 static int64_t next_due_ms(const struct worker *w)
 {
 	int64_t wait = w->cfg.poll_timeout_ms, now = now_ms();
-	for (int i = 0; i < PARTITIONS_MAX; i++) {
-		const struct part *p = w->parts[i];
-		if (!p || !p->assigned || p->batch.len == 0)
+	for (int j = 0; j < w->n_parts; j++) {
+		const struct part *p = w->parts[w->part_ids[j]];
+		if (!p->assigned || p->batch.len == 0)
 			continue;
 		int64_t left = p->first_ms + w->cfg.batch_wait_ms - now;
 		if (left < wait)
@@ -951,9 +959,9 @@ static int run(struct worker *w)
 		}
 		rd_kafka_poll(w->producer, 0);
 		process_due(w, m == NULL);
-		for (int i = 0; i < PARTITIONS_MAX; i++)
-			if (w->parts[i] && w->parts[i]->assigned)
-				advance_replied(w, w->parts[i]);
+		for (int j = 0; j < w->n_parts; j++)
+			if (w->parts[w->part_ids[j]]->assigned)
+				advance_replied(w, w->parts[w->part_ids[j]]);
 		reap_orphans(w);
 		int64_t now = now_ms();
 		if (w->cfg.stats_interval_ms &&

@@ -4,6 +4,7 @@
 # random suffix), so tests never see each other's records and can be rerun at will. The
 # services themselves are the ones `scripts/services up` started (or FLASHSALE_KAFKA /
 # FLASHSALE_PG). Nothing sleeps and hopes: every wait is a condition with a deadline.
+# IT_KEEP=1 keeps the database and the logs of a passing test too.
 set -euo pipefail
 
 IT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -153,7 +154,7 @@ it_cleanup() {
 		kill -KILL "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
-	if [ "$rc" -eq 0 ] && [ "$IT_FAILED" -eq 0 ]; then
+	if [ "$rc" -eq 0 ] && [ "$IT_FAILED" -eq 0 ] && [ -z "${IT_KEEP:-}" ]; then
 		psql "$IT_ADMIN_PG" -X -q -c "DROP DATABASE IF EXISTS $IT_DB" >/dev/null 2>&1 || true
 		rm -rf "$IT_DIR"
 	else

@@ -352,6 +352,39 @@ static void test_arrays(void)
 	fs_buf_free(&b);
 }
 
+/* fs_buf_int (no printf) writes what printf("%" PRId64) writes: the edges, then a sweep of
+ * magnitudes and signs. */
+static void test_buf_int(void)
+{
+	int64_t edges[] = {0, 1, -1, 9, 10, -10, 99, 100, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+	struct fs_buf b = {0};
+	char want[32];
+	for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+		fs_buf_clear(&b);
+		fs_buf_int(&b, edges[i]);
+		snprintf(want, sizeof want, "%" PRId64, edges[i]);
+		CHECK_CTX("edge %" PRId64, edges[i]);
+		CHECK_STR(fs_buf_cstr(&b), want);
+	}
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+	for (int i = 0; i < 100000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		int64_t v = (int64_t)(x >> (x % 64));
+		if (x & 1)
+			v = -v;
+		fs_buf_clear(&b);
+		fs_buf_str(&b, "[");
+		fs_buf_int(&b, v);
+		fs_buf_str(&b, "]");
+		snprintf(want, sizeof want, "[%" PRId64 "]", v);
+		CHECK_CTX("value %" PRId64, v);
+		CHECK_STR(fs_buf_cstr(&b), want);
+	}
+	fs_buf_free(&b);
+}
+
 /* ---- known bugs ------------------------------------------------------------------------- */
 
 /* BUG cstr_fresh_buffer: fs_buf_cstr (src/buf.c) on a buffer that was never written calls
@@ -387,6 +420,7 @@ int main(int argc, char **argv)
 	test_map_collisions();
 	test_hash_bytes();
 	test_buf();
+	test_buf_int();
 	test_arrays();
 	return check_done("test_map_buf");
 }
