@@ -43,7 +43,7 @@ static const struct key keys[] = {
 	STR(topic_stock, "stock", "Compacted topic of per-SKU stock (the web tier's flag)."),
 	STR(log_level, "info", "error, warn, info or debug."),
 	INT(batch_max, 1, 10000, "2000", "Records per partition batch (one transaction each)."),
-	INT(batch_wait_ms, 0, 1000, "20",
+	INT(batch_wait_ms, 0, 1000, "5",
 	    "How long a partial batch may wait for more records while they keep coming (with "
 	    "nothing more pending it is decided at once)."),
 	INT(poll_timeout_ms, 1, 1000, "100", "Consumer poll timeout when nothing is pending."),

@@ -8,6 +8,7 @@
 #   fs ARGS...                  the CLI on the current run's configuration
 #   start_run_worker LOG        a worker on it in the background; its pid in $run_worker_pid
 #
+# FLASHSALE_RUN_CONF: more configuration lines for the run (e.g. "batch.wait.ms = 5").
 # FLASHSALE_PG and FLASHSALE_KAFKA (from .local/env) would override the configuration file, so
 # the CLI and the workers run without them.
 
@@ -29,6 +30,7 @@ group = $name-workers
 topic.intents = $name.intents
 topic.results = $name.results
 topic.stock = $name.stock
+${FLASHSALE_RUN_CONF:-}
 CONF
 	fs topics delete >/dev/null
 	# Deletion is asynchronous in Kafka: retry the creation until the old topics are gone.

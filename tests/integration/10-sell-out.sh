@@ -19,6 +19,15 @@ assert_eq 0 "$(sort -u "$IT_DIR/ids" | comm -3 - "$IT_DIR/decided" | wc -l)" "id
 # At least one reply per intent on the results topic (INV-2).
 wait_until 60 "5000 distinct results" "[ \$(results_keys | wc -l) -ge 5000 ]"
 assert_eq 5000 "$(results_keys | sort -u | wc -l)" "distinct intents answered"
+# flashsale timing: every record has its answer, both topics on the broker's clock (no
+# warning), latencies in order; a window that starts in the future holds no record.
+t=$(fs timing --timeout 60 2>"$IT_DIR/timing.err") || fail "timing: exit $? ($(cat "$IT_DIR/timing.err"))"
+case "$t" in "TIMING records=5001 answered=5001 "*) say "ok: ${t#TIMING }" ;; *) fail "timing: $t" ;; esac
+[ -s "$IT_DIR/timing.err" ] && fail "timing said: $(cat "$IT_DIR/timing.err")"
+awk -v t="$t" 'BEGIN { n = split(t, kv, " "); for (i = 1; i <= n; i++) { split(kv[i], p, "="); f[p[1]] = p[2] }
+	exit !(f["p50_ms"] <= f["p99_ms"] && f["p99_ms"] <= f["p999_ms"] && f["p999_ms"] <= f["max_ms"] && f["per_s"] > 0) }' &&
+	say "ok: timing percentiles in order" || fail "timing percentiles: $t"
+assert_eq "TIMING records=0 answered=0" "$(fs timing --since $(($(date +%s%3N) + 3600000)) | cut -d' ' -f1-3)" "timing, empty window"
 # The web tier's flag: the compacted stock topic says sold_out.
 stock=$(kcat -b "$(grep '^brokers' "$IT_DIR/flashsale.conf" | cut -d' ' -f3)" -C -q -e -t "it.$IT_ID.stock" -o beginning -f '%s\n' | tail -n 1)
 case "$stock" in *'"status":"sold_out"'*'"available":0'*) say "ok: stock topic says sold_out" ;; *) fail "stock topic: $stock" ;; esac
