@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,8 @@ enum {
 
 struct tm_part {
 	int64_t end;
-	int64_t *ts; /* by offset, 0..end-1: the record's timestamp | UNANSWERED_BIT, or NOT_TIMED */
+	int64_t *
+		ts; /* by offset, 0..end-1: the record's timestamp | UNANSWERED_BIT, or NOT_TIMED */
 };
 
 struct timing {
@@ -164,12 +166,14 @@ static int cmp_i64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Nearest rank, as bench/peers.c reports its peers' percentiles: the smallest value with at
+ * least q of them at or below it. */
 static double pct(const int64_t *v, int64_t n, double q)
 {
 	if (n == 0)
 		return 0;
-	int64_t i = (int64_t)(q * (double)(n - 1) + 0.5);
-	return (double)v[i];
+	int64_t k = (int64_t)ceil(q * (double)n);
+	return (double)v[k > 0 ? k - 1 : 0];
 }
 
 int cli_timing(flashsale_t *fs, int argc, char **argv)
