@@ -466,7 +466,10 @@ static void copy_text(struct fs_buf *b, const char *v)
 		fs_buf_add(b, v, n);
 		if (!v[n])
 			return;
-		char esc[2] = {'\\', v[n] == '\\' ? '\\' : v[n] == '\t' ? 't' : v[n] == '\n' ? 'n' : 'r'};
+		char esc[2] = {'\\', v[n] == '\\'   ? '\\'
+				     : v[n] == '\t' ? 't'
+				     : v[n] == '\n' ? 'n'
+						    : 'r'};
 		fs_buf_add(b, esc, 2);
 		v += n + 1;
 	}
@@ -520,9 +523,9 @@ static int64_t decisions_copy(struct fs_buf *d, const struct fs_batch *b, int32_
  * refused: sqlstate says why), or -EPIPE (the connection failed). */
 static int copy_decisions(struct fs_store *s, const struct fs_buf *d, char sqlstate[6])
 {
-	PGresult *r = PQexec(s->conn,
-			     "COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, "
-			     "qty, outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN");
+	PGresult *r = PQexec(
+		s->conn, "COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, "
+			 "qty, outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN");
 	int rc = 0;
 	if (PQresultStatus(r) != PGRES_COPY_IN) {
 		rc = -EIO;
@@ -544,7 +547,8 @@ static int copy_decisions(struct fs_store *s, const struct fs_buf *d, char sqlst
 	if (rc < 0) {
 		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 		snprintf(sqlstate, 6, "%s", state ? state : "");
-		set_err(s, "batch decisions", r ? PQresultErrorMessage(r) : PQerrorMessage(s->conn));
+		set_err(s, "batch decisions",
+			r ? PQresultErrorMessage(r) : PQerrorMessage(s->conn));
 	}
 	PQclear(r);
 	while ((r = PQgetResult(s->conn)) != NULL)
@@ -847,8 +851,8 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 
 /* Sends st[0..n-1] as one pipeline and collects every result. The crash points around
  * COMMIT fire only for the pipeline that carries it (commit). */
-static int run_pipeline(struct fs_store *s, struct step *st, int n, bool commit,
-			int *failed_step, char sqlstate[6])
+static int run_pipeline(struct fs_store *s, struct step *st, int n, bool commit, int *failed_step,
+			char sqlstate[6])
 {
 	*failed_step = -1;
 	sqlstate[0] = '\0';
