@@ -70,6 +70,7 @@ struct fs_buyer {
 	int64_t units; /* held + confirmed */
 	int64_t base_units;
 	bool dirty;
+	bool stored; /* its row may exist in Postgres (loaded, or committed since): upsert it */
 };
 
 enum fs_hold_status {
@@ -97,6 +98,7 @@ struct fs_hold {
 	int64_t ended_offset; /* the record whose arrival ended it (-1 while held) */
 	uint32_t heap_pos;    /* position in the expiry heap, FS_MAP_NONE when not in it */
 	bool dirty;
+	bool stored; /* its row exists in Postgres (loaded, or committed since) */
 };
 
 struct fs_decision {

@@ -70,9 +70,11 @@ int fs_store_lookup(struct fs_store *s, struct fs_batch *b);
 
 /* Commits a decided batch: offset compare-and-set (expected -> next), decisions, rejects, sale
  * log, reservations, SKU counters (guarded by the committed base values), buyer totals, in one
- * transaction. Returns an enum fs_commit_result. */
+ * transaction. Rows that are new by the core's account (decisions, holds and buyers it has not
+ * stored) go by COPY; careful (a batch redone after a failed attempt) sends holds and buyers
+ * by upsert whatever the core says. Returns an enum fs_commit_result. */
 int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 		    const struct fs_part_meta *meta, int64_t next_offset, int64_t replied_offset,
-		    const struct fs_batch *b, const struct fs_core *core);
+		    const struct fs_batch *b, const struct fs_core *core, bool careful);
 
 #endif

@@ -245,7 +245,10 @@ int fs_core_load_buyer(struct fs_core *c, const char *sku, const char *buyer_id,
 	if (si == FS_MAP_NONE || find_buyer(c, si, buyer_id) != FS_MAP_NONE)
 		return -EINVAL;
 	uint32_t i;
-	return add_buyer(c, si, buyer_id, units, &i);
+	int rc = add_buyer(c, si, buyer_id, units, &i);
+	if (rc == 0)
+		c->buyers[i].stored = true;
+	return rc;
 }
 
 /* ---- holds and their expiry heap -------------------------------------------------------- */
@@ -415,14 +418,17 @@ int fs_core_load_hold(struct fs_core *c, const struct fs_hold *h, const char *sk
 		return -EINVAL;
 	uint32_t bi = find_buyer(c, si, buyer_id);
 	if (bi == FS_MAP_NONE) {
-		/* A buyer whose units went back to 0 (cancel, expiry) has no loaded row. */
+		/* A buyer whose units went back to 0 (cancel, expiry) has no loaded row, but
+		 * has one in Postgres. */
 		int rc = add_buyer(c, si, buyer_id, 0, &bi);
 		if (rc < 0)
 			return rc;
+		c->buyers[bi].stored = true;
 	}
 	struct fs_hold v = *h;
 	v.sku_index = si;
 	v.buyer_index = bi;
+	v.stored = true;
 	uint32_t i;
 	return add_hold(c, &v, &i);
 }
@@ -467,8 +473,10 @@ void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset)
 
 void fs_core_commit(struct fs_core *c)
 {
-	for (uint32_t k = 0; k < c->dirty_holds_len; k++)
+	for (uint32_t k = 0; k < c->dirty_holds_len; k++) {
 		c->holds[c->dirty_holds[k]].dirty = false;
+		c->holds[c->dirty_holds[k]].stored = true;
+	}
 	c->dirty_holds_len = 0;
 	c->expired_len = 0;
 	for (uint32_t k = 0; k < c->dirty_skus_len; k++) {
@@ -483,6 +491,7 @@ void fs_core_commit(struct fs_core *c)
 	for (uint32_t k = 0; k < c->dirty_buyers_len; k++) {
 		struct fs_buyer *b = &c->buyers[c->dirty_buyers[k]];
 		b->dirty = false;
+		b->stored = true;
 		b->base_units = b->units;
 	}
 	c->dirty_skus_len = 0;

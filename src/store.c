@@ -519,13 +519,12 @@ static int64_t decisions_copy(struct fs_buf *d, const struct fs_batch *b, int32_
 	return n;
 }
 
-/* Sends the batch's decision rows with COPY (the transaction is open). 0, -EIO (the server
- * refused: sqlstate says why), or -EPIPE (the connection failed). */
-static int copy_decisions(struct fs_store *s, const struct fs_buf *d, char sqlstate[6])
+/* Sends rows with one COPY (sql; the transaction is open). 0, -EIO (the server refused:
+ * sqlstate says why), or -EPIPE (the connection failed). */
+static int copy_rows(struct fs_store *s, const char *what, const char *sql, const struct fs_buf *d,
+		     char sqlstate[6])
 {
-	PGresult *r = PQexec(
-		s->conn, "COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, "
-			 "qty, outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN");
+	PGresult *r = PQexec(s->conn, sql);
 	int rc = 0;
 	if (PQresultStatus(r) != PGRES_COPY_IN) {
 		rc = -EIO;
@@ -537,7 +536,7 @@ static int copy_decisions(struct fs_store *s, const struct fs_buf *d, char sqlst
 		if (sent)
 			crash_point(s, "in_copy");
 		if (!sent || PQputCopyEnd(s->conn, NULL) != 1) {
-			set_err(s, "batch decisions copy", PQerrorMessage(s->conn));
+			set_err(s, what, PQerrorMessage(s->conn));
 			return -EPIPE;
 		}
 		r = PQgetResult(s->conn);
@@ -547,8 +546,7 @@ static int copy_decisions(struct fs_store *s, const struct fs_buf *d, char sqlst
 	if (rc < 0) {
 		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 		snprintf(sqlstate, 6, "%s", state ? state : "");
-		set_err(s, "batch decisions",
-			r ? PQresultErrorMessage(r) : PQerrorMessage(s->conn));
+		set_err(s, what, r ? PQresultErrorMessage(r) : PQerrorMessage(s->conn));
 	}
 	PQclear(r);
 	while ((r = PQgetResult(s->conn)) != NULL)
@@ -651,11 +649,42 @@ static void add_sale_log(struct fs_store *s, const struct fs_batch *b, struct st
 }
 
 /* reservations: every hold that was created or changed in the batch, written as it is now. */
-static void add_reservations(struct fs_store *s, const struct fs_core *core, struct step *st,
-			     int *k)
+/* reservations: the holds created by this batch as COPY rows into copy (their row cannot
+ * exist: the decisions COPY of the same intent would fail first), the others (or all, when
+ * careful) by one upsert. Returns the number of COPY rows. */
+static int64_t add_reservations(struct fs_store *s, const struct fs_core *core, struct step *st,
+				int *k, bool careful, struct fs_buf *copy, int32_t partition)
 {
-	if (core->dirty_holds_len == 0)
-		return;
+	fs_buf_clear(copy);
+	int64_t ncopy = 0, nup = 0;
+	for (uint32_t d = 0; d < core->dirty_holds_len; d++) {
+		const struct fs_hold *h = &core->holds[core->dirty_holds[d]];
+		if (h->stored || careful) {
+			nup++;
+			continue;
+		}
+		ncopy++;
+		fs_buf_str(copy, h->intent_id);
+		fs_buf_add(copy, "\t", 1);
+		copy_text(copy, core->skus[h->sku_index].sku);
+		fs_buf_add(copy, "\t", 1);
+		copy_text(copy, core->buyers[h->buyer_index].buyer_id);
+		fs_buf_add(copy, "\t", 1);
+		copy_int(copy, h->qty, '\t');
+		copy_int(copy, h->expires_at_ms, '\t');
+		copy_int(copy, partition, '\t');
+		copy_int(copy, h->offset, '\t');
+		copy_text(copy, fs_hold_status_name(h->status));
+		fs_buf_add(copy, h->late ? "\tt\t" : "\tf\t", 3);
+		if (h->status == FS_HOLD_HELD) {
+			fs_buf_add(copy, "\\N\t\\N\n", 6);
+		} else {
+			copy_int(copy, h->ended_at_ms, '\t');
+			copy_int(copy, h->ended_offset, '\n');
+		}
+	}
+	if (nup == 0)
+		return ncopy;
 	struct fs_buf *id = buf(s, 22), *sku = buf(s, 23), *buyer = buf(s, 24), *qty = buf(s, 25),
 		      *exp = buf(s, 26), *off = buf(s, 27), *status = buf(s, 40),
 		      *late = buf(s, 41), *ended_at = buf(s, 42), *ended_off = buf(s, 43);
@@ -665,6 +694,8 @@ static void add_reservations(struct fs_store *s, const struct fs_core *core, str
 		fs_arr_begin(all[i]);
 	for (uint32_t d = 0; d < core->dirty_holds_len; d++) {
 		const struct fs_hold *h = &core->holds[core->dirty_holds[d]];
+		if (!h->stored && !careful)
+			continue;
 		fs_arr_text(id, h->intent_id);
 		fs_arr_text(sku, core->skus[h->sku_index].sku);
 		fs_arr_text(buyer, core->buyers[h->buyer_index].buyer_id);
@@ -698,6 +729,7 @@ static void add_reservations(struct fs_store *s, const struct fs_core *core, str
 	x->nparams = 11;
 	for (size_t i = 0; i < N; i++)
 		x->params[i + 1] = fs_buf_cstr(all[i]);
+	return ncopy;
 }
 
 static const char *status_name(int status)
@@ -780,16 +812,38 @@ static void add_skus(struct fs_store *s, const struct fs_core *core, struct step
 	}
 }
 
-static void add_buyers(struct fs_store *s, const struct fs_core *core, struct step *st, int *k)
+/* buyers: the buyers this batch saw first as COPY rows into copy (no row of theirs exists:
+ * every buyer with a row has a reservation, and every reservation is loaded), the others (or
+ * all, when careful) by one upsert. If that reasoning ever failed, the COPY's unique
+ * violation redoes the batch, carefully. Returns the number of COPY rows. */
+static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct step *st, int *k,
+			  bool careful, struct fs_buf *copy)
 {
-	if (core->dirty_buyers_len == 0)
-		return;
+	fs_buf_clear(copy);
+	int64_t ncopy = 0, nup = 0;
+	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
+		const struct fs_buyer *v = &core->buyers[core->dirty_buyers[d]];
+		if (v->stored || careful) {
+			nup++;
+			continue;
+		}
+		ncopy++;
+		copy_text(copy, core->skus[v->sku_index].sku);
+		fs_buf_add(copy, "\t", 1);
+		copy_text(copy, v->buyer_id);
+		fs_buf_add(copy, "\t", 1);
+		copy_int(copy, v->units, '\n');
+	}
+	if (nup == 0)
+		return ncopy;
 	struct fs_buf *sku = buf(s, 33), *buyer = buf(s, 34), *units = buf(s, 35);
 	fs_arr_begin(sku);
 	fs_arr_begin(buyer);
 	fs_arr_begin(units);
 	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
 		const struct fs_buyer *v = &core->buyers[core->dirty_buyers[d]];
+		if (!v->stored && !careful)
+			continue;
 		fs_arr_text(sku, core->skus[v->sku_index].sku);
 		fs_arr_text(buyer, v->buyer_id);
 		fs_arr_int(units, v->units);
@@ -808,6 +862,7 @@ static void add_buyers(struct fs_store *s, const struct fs_core *core, struct st
 	x->params[1] = fs_buf_cstr(sku);
 	x->params[2] = fs_buf_cstr(buyer);
 	x->params[3] = fs_buf_cstr(units);
+	return ncopy;
 }
 
 /* The offset compare-and-set, with the partition's clock and counters. */
@@ -922,7 +977,7 @@ static int run_pipeline(struct fs_store *s, struct step *st, int n, bool commit,
 
 int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 		    const struct fs_part_meta *meta, int64_t next_offset, int64_t replied_offset,
-		    const struct fs_batch *b, const struct fs_core *core)
+		    const struct fs_batch *b, const struct fs_core *core, bool careful)
 {
 	struct step st[STEPS_MAX];
 	memset(st, 0, sizeof st);
@@ -933,9 +988,10 @@ int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 	int64_t ndec = decisions_copy(copy, b, meta->partition);
 	add_rejects(s, b, st, &k);
 	add_sale_log(s, b, st, &k);
-	add_reservations(s, core, st, &k);
+	struct fs_buf *copy_res = buf(s, 2), *copy_buy = buf(s, 3);
+	int64_t nres = add_reservations(s, core, st, &k, careful, copy_res, meta->partition);
 	add_skus(s, core, st, &k);
-	add_buyers(s, core, st, &k);
+	int64_t nbuy = add_buyers(s, core, st, &k, careful, copy_buy);
 	char part[16];
 	snprintf(part, sizeof part, "%" PRId32, meta->partition);
 	for (int i = 1; i < k; i++)
@@ -953,7 +1009,18 @@ int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 	char state[6];
 	int rc = run_pipeline(s, st, k, false, &failed, state);
 	if (rc == 0 && ndec > 0)
-		rc = copy_decisions(s, copy, state);
+		rc = copy_rows(s, "batch decisions",
+			       "COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, "
+			       "qty, outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN",
+			       copy, state);
+	if (rc == 0 && nres > 0)
+		rc = copy_rows(s, "batch reservations",
+			       "COPY reservations (intent_id, sku, buyer_id, qty, expires_at_ms, part, "
+			       "off, status, late, ended_at_ms, ended_off) FROM STDIN",
+			       copy_res, state);
+	if (rc == 0 && nbuy > 0)
+		rc = copy_rows(s, "batch buyers", "COPY buyers (sku, buyer_id, units) FROM STDIN",
+			       copy_buy, state);
 	if (rc == 0) {
 		struct step commit = {.sql = "COMMIT", .what = "commit"};
 		rc = run_pipeline(s, &commit, 1, true, &failed, state);

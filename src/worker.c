@@ -518,7 +518,8 @@ static void part_process(struct worker *w, struct part *p)
 		int64_t t2 = now_us();
 		if (rc == 0)
 			rc = fs_store_commit(w->store, w->cfg.group, w->cfg.topic_intents, &p->meta,
-					     next, p->replied < 0 ? -1 : p->replied, b, &p->core);
+					     next, p->replied < 0 ? -1 : p->replied, b, &p->core,
+					     p->need_lookup);
 		else
 			rc = FS_COMMIT_RETRY;
 		int64_t t3 = now_us();

@@ -27,4 +27,23 @@ assert_eq 100 "$(wc -l <"$IT_DIR/unique")" "distinct replies after removing the 
 assert_eq 100 "$(grep -c '"outcome":"held"' "$IT_DIR/unique")" "all replies held"
 audit_ok
 stop_worker w1
+
+# A retry that reaches a restarted worker, whose memory of decided ids is empty, in one batch
+# with a first-time buyer: the repeat is taken for new, the batch's rows go by COPY and the
+# decisions COPY fails on the stored id; the batch is redone with a lookup (and every row by
+# upsert), the repeat answered with its first decision, the new buy held once.
+kcat -b "$(grep '^brokers' "$IT_DIR/flashsale.conf" | cut -d' ' -f3)" -C -q -e -t "it.$IT_ID.intents" \
+	-o 1 -c 1 -f '%s' >"$IT_DIR/first-buy.json"
+grep -q '"type":"buy"' "$IT_DIR/first-buy.json" || die "offset 1 is not a buy: $(cat "$IT_DIR/first-buy.json")"
+fs publish --key R1 --file "$IT_DIR/first-buy.json" >/dev/null
+fresh=$(fs buy R1 --buyer after-restart)
+start_worker w2
+fs wait --timeout 60 --quiet || die "records after the restart not decided in time"
+stop_worker w2
+grep -q ' redo=1 .* lookups_forced=1' "$IT_DIR/w2.log" && say "ok: the batch was redone once, with a lookup" ||
+	fail "no redo with a lookup: $(grep -o 'redo=[0-9]*.*lookups_forced=[0-9]*' "$IT_DIR/w2.log" | tail -n 1)"
+assert_eq 26 "$(sql "SELECT sum(n_repeats) FROM partitions")" "repeats counted after the restart"
+assert_eq "101|101|101" "$(sql "SELECT (SELECT count(*) FROM decisions WHERE outcome = 'held'), (SELECT count(*) FROM reservations), (SELECT count(*) FROM buyers)")" "held decisions|reservations|buyers"
+assert_eq "held|1" "$(sql "SELECT d.outcome, b.units FROM decisions d JOIN buyers b ON b.buyer_id = d.buyer_id WHERE d.intent_id = '$fresh'")" "the new buy|its buyer's units"
+audit_ok
 it_done
