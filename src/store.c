@@ -1009,15 +1009,17 @@ int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 	char state[6];
 	int rc = run_pipeline(s, st, k, false, &failed, state);
 	if (rc == 0 && ndec > 0)
-		rc = copy_rows(s, "batch decisions",
-			       "COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, "
-			       "qty, outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN",
-			       copy, state);
+		rc = copy_rows(
+			s, "batch decisions",
+			"COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, "
+			"qty, outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN",
+			copy, state);
 	if (rc == 0 && nres > 0)
-		rc = copy_rows(s, "batch reservations",
-			       "COPY reservations (intent_id, sku, buyer_id, qty, expires_at_ms, part, "
-			       "off, status, late, ended_at_ms, ended_off) FROM STDIN",
-			       copy_res, state);
+		rc = copy_rows(
+			s, "batch reservations",
+			"COPY reservations (intent_id, sku, buyer_id, qty, expires_at_ms, part, "
+			"off, status, late, ended_at_ms, ended_off) FROM STDIN",
+			copy_res, state);
 	if (rc == 0 && nbuy > 0)
 		rc = copy_rows(s, "batch buyers", "COPY buyers (sku, buyer_id, units) FROM STDIN",
 			       copy_buy, state);
