@@ -25,6 +25,7 @@ struct fs_config {
 	char log_level[16];
 	int64_t batch_max;
 	int64_t batch_wait_ms;
+	int64_t commit_overlap;
 	int64_t poll_timeout_ms;
 	int64_t record_max_bytes;
 	int64_t stats_interval_ms;

@@ -46,6 +46,9 @@ static const struct key keys[] = {
 	INT(batch_wait_ms, 0, 1000, "5",
 	    "How long a partial batch may wait for more records while they keep coming (with "
 	    "nothing more pending it is decided at once)."),
+	INT(commit_overlap, 0, 1, "1",
+	    "1: a batch's transaction runs on a second thread while the next records are read and "
+	    "parsed; 0: in line."),
 	INT(poll_timeout_ms, 1, 1000, "100", "Consumer poll timeout when nothing is pending."),
 	INT(record_max_bytes, 64, 65536, "4096",
 	    "Payload size cap, checked before parsing; larger records are rejected."),

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,21 @@ struct part {
 	struct fs_seen seen;  /* decisions committed here, to answer repeats without a lookup */
 	int64_t batch_costly; /* records of the batch that are not invalid */
 	bool need_lookup;     /* the last commit found an id decided elsewhere: look them up */
+	/* commit.overlap: records read while `batch` is being committed by the committer thread
+	 * (parsed, not decided); they become the batch once it is committed. */
+	struct fs_batch next;
+	int64_t next_first_ms, next_costly;
+};
+
+/* One batch commit handed to the committer thread (commit.overlap). */
+struct commit_job {
+	bool ready, done, quit; /* guarded by worker.mu */
+	struct part *p;
+	struct fs_part_meta meta;
+	int64_t next, replied;
+	bool careful;
+	int rc;
+	int64_t us; /* time the commit took, on the committer thread */
 };
 
 struct counters {
@@ -82,6 +98,17 @@ struct worker {
 	struct counters n;
 	struct inflight *orphans;
 	int64_t last_stats_ms;
+
+	/* commit.overlap: a committer thread runs fs_store_commit for one batch at a time while
+	 * this thread goes on reading and parsing. Only one of the two uses the store at a time:
+	 * every other store call here first waits for the commit in flight (commit_wait). */
+	bool overlap;
+	bool committer_up;
+	pthread_t committer;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct commit_job job;
+	struct part *inflight; /* whose batch the committer has; this thread's own field */
 
 	/* --replay: decide the log into the database from the stored offsets to the log end
 	 * (read at start), as the live worker would, but publish nothing; then exit. */
@@ -383,8 +410,10 @@ static struct part *part_get(struct worker *w, int32_t id)
 		fs_seen_init(&p->seen, (uint32_t)w->cfg.dedupe_cache_max);
 		if (fs_core_init(&p->core, id) < 0 ||
 		    fs_batch_init(&p->batch, (uint32_t)w->cfg.batch_max * BAD_FACTOR) < 0 ||
-		    fs_batch_init(&p->again, (uint32_t)w->cfg.batch_max) < 0) {
+		    fs_batch_init(&p->again, (uint32_t)w->cfg.batch_max) < 0 ||
+		    fs_batch_init(&p->next, (uint32_t)w->cfg.batch_max * BAD_FACTOR) < 0) {
 			fs_batch_free(&p->batch);
+			fs_batch_free(&p->again);
 			free(p);
 			return NULL;
 		}
@@ -418,15 +447,29 @@ static bool batch_waited(const struct worker *w, const struct part *p, int64_t n
 	       (!w->consumer_queue || rd_kafka_queue_length(w->consumer_queue) == 0);
 }
 
+/* Full: no room, or batch.max costly records (t: the partition's batch or next). */
+static bool part_full(const struct worker *w, const struct part *p, const struct fs_batch *t)
+{
+	int64_t costly = t == &p->next ? p->next_costly : p->batch_costly;
+	return t->len == t->cap || costly >= w->cfg.batch_max;
+}
+
 static bool batch_full(const struct worker *w, const struct part *p)
 {
-	return p->batch.len == p->batch.cap || p->batch_costly >= w->cfg.batch_max;
+	return part_full(w, p, &p->batch);
+}
+
+static void next_clear(struct part *p)
+{
+	fs_batch_clear(&p->next);
+	p->next_costly = 0;
 }
 
 /* Drops what is pending and forgets the state; deliveries still in flight become orphans. */
 static void part_drop(struct worker *w, struct part *p)
 {
 	batch_clear(p);
+	next_clear(p);
 	fs_batch_clear(&p->again);
 	fs_core_reset(&p->core);
 	fs_seen_clear(&p->seen);
@@ -473,6 +516,7 @@ static void part_fenced(struct worker *w, struct part *p)
 	w->n.fenced++;
 	int64_t old = p->meta.next_offset;
 	batch_clear(p);
+	next_clear(p); /* read past a batch that was not ours: the seek below reads again */
 	fs_batch_clear(&p->again);
 	if (part_load(w, p) < 0)
 		return;
@@ -490,45 +534,63 @@ static void part_fenced(struct worker *w, struct part *p)
 		fs_warn("partition %" PRId32 ": seek: %s", p->id, rd_kafka_err2str(err));
 }
 
-/* Decides and commits p->batch. Returns when it is committed, fenced, or on shutdown. */
-static void part_process(struct worker *w, struct part *p)
+/* The part of a commit attempt before the commit: repeats from memory (or a lookup), then
+ * the decisions. 0, or FS_COMMIT_RETRY (the core's state must be reloaded). */
+static int part_decide(struct worker *w, struct part *p)
+{
+	struct fs_batch *b = &p->batch;
+	fs_batch_reset_decisions(b);
+	int64_t t0 = now_us();
+	/* Repeats are answered from memory. Ids not in memory are taken for new: the decisions
+	 * insert asserts it, and if one was decided before (another run, another worker), the
+	 * transaction aborts and the batch is redone with a lookup. */
+	fs_batch_add_seen(b, &p->seen);
+	int rc = p->need_lookup ? fs_store_lookup(w->store, b) : 0;
+	crash_at("after_lookup");
+	int64_t t1 = now_us();
+	if (rc == 0)
+		rc = fs_batch_decide(b, &p->core);
+	w->n.us_lookup += t1 - t0;
+	w->n.us_decide += now_us() - t1;
+	return rc == 0 ? 0 : FS_COMMIT_RETRY;
+}
+
+static int64_t batch_end(const struct part *p)
+{
+	return p->batch.items[p->batch.len - 1].rec.offset + 1;
+}
+
+/* Decides and commits p->batch. Returns when it is committed, fenced, or on shutdown. rc0 is
+ * the outcome of a first attempt already made (decided, and committed by the committer
+ * thread), or -1 to make it here. */
+static void part_process_from(struct worker *w, struct part *p, int rc0)
 {
 	struct fs_batch *b = &p->batch;
 	if (b->len == 0)
 		return;
 	int64_t expected = p->meta.next_offset;
-	int64_t next = b->items[b->len - 1].rec.offset + 1;
+	int64_t next = batch_end(p);
 	int64_t backoff = 0;
 	if (p->replied < 0)
 		p->replied = b->items[0].rec.offset; /* nothing below the first record to answer */
 	for (;;) {
-		if (store_ready(w) < 0)
-			return;
-		fs_batch_reset_decisions(b);
-		int64_t t0 = now_us();
-		/* Repeats are answered from memory. Ids not in memory are taken for new: the
-		 * decisions insert asserts it, and if one was decided before (another run, another
-		 * worker), the transaction aborts and the batch is redone with a lookup. */
-		fs_batch_add_seen(b, &p->seen);
-		int rc = p->need_lookup ? fs_store_lookup(w->store, b) : 0;
-		crash_at("after_lookup");
-		int64_t t1 = now_us();
-		if (rc == 0)
-			rc = fs_batch_decide(b, &p->core);
-		int64_t t2 = now_us();
-		if (rc == 0)
-			rc = fs_store_commit(w->store, w->cfg.group, w->cfg.topic_intents, &p->meta,
-					     next, p->replied < 0 ? -1 : p->replied, b, &p->core,
-					     p->need_lookup);
-		else
-			rc = FS_COMMIT_RETRY;
-		int64_t t3 = now_us();
-		w->n.us_lookup += t1 - t0;
-		w->n.us_decide += t2 - t1;
-		w->n.us_commit += t3 - t2;
-		fs_debug("partition %" PRId32 ": batch of %u at %" PRId64 ": lookup %" PRId64
-			 " us, decide %" PRId64 " us, commit %" PRId64 " us",
-			 p->id, b->len, expected, t1 - t0, t2 - t1, t3 - t2);
+		int rc = rc0;
+		rc0 = -1;
+		if (rc < 0) {
+			if (store_ready(w) < 0)
+				return;
+			rc = part_decide(w, p);
+			if (rc == 0) {
+				int64_t t = now_us();
+				rc = fs_store_commit(w->store, w->cfg.group, w->cfg.topic_intents,
+						     &p->meta, next,
+						     p->replied < 0 ? -1 : p->replied, b, &p->core,
+						     p->need_lookup);
+				w->n.us_commit += now_us() - t;
+			}
+		}
+		fs_debug("partition %" PRId32 ": batch of %u at %" PRId64 ": %d", p->id, b->len,
+			 expected, rc);
 
 		if (rc == FS_COMMIT_UNKNOWN) {
 			/* The connection died with COMMIT in flight: only the stored offset knows.
@@ -614,6 +676,111 @@ static void part_process(struct worker *w, struct part *p)
 	batch_clear(p);
 }
 
+static void part_process(struct worker *w, struct part *p)
+{
+	part_process_from(w, p, -1);
+}
+
+/* ---- the committer thread (commit.overlap) ------------------------------------------------ */
+
+static void *committer_main(void *arg)
+{
+	struct worker *w = arg;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (!w->job.ready && !w->job.quit)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (w->job.quit)
+			break;
+		w->job.ready = false;
+		struct commit_job j = w->job;
+		pthread_mutex_unlock(&w->mu);
+		int64_t t = now_us();
+		int rc = fs_store_commit(w->store, w->cfg.group, w->cfg.topic_intents, &j.meta,
+					 j.next, j.replied, &j.p->batch, &j.p->core, j.careful);
+		t = now_us() - t;
+		pthread_mutex_lock(&w->mu);
+		w->job.rc = rc;
+		w->job.us = t;
+		w->job.done = true;
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* Moves the records read during the commit into the (now empty) batch. */
+static void take_next(struct part *p)
+{
+	if (p->batch.len || !p->next.len)
+		return;
+	struct fs_batch t = p->batch;
+	p->batch = p->next;
+	p->next = t;
+	p->first_ms = p->next_first_ms;
+	p->batch_costly = p->next_costly;
+	next_clear(p);
+}
+
+/* The commit in flight is done (or block == true: wait for it): finish its batch as
+ * part_process would (answers, or the retry and fencing paths), then take up the records read
+ * meanwhile. */
+static void commit_finish(struct worker *w, bool block)
+{
+	struct part *p = w->inflight;
+	if (!p)
+		return;
+	pthread_mutex_lock(&w->mu);
+	while (block && !w->job.done)
+		pthread_cond_wait(&w->cv, &w->mu);
+	bool done = w->job.done;
+	int rc = w->job.rc;
+	w->n.us_commit += done ? w->job.us : 0;
+	w->job.done = false;
+	pthread_mutex_unlock(&w->mu);
+	if (!done)
+		return;
+	w->inflight = NULL;
+	part_process_from(w, p, rc);
+	take_next(p);
+}
+
+static void commit_wait(struct worker *w)
+{
+	commit_finish(w, true);
+}
+
+/* Decides p->batch and, with commit.overlap, hands its commit to the committer thread and
+ * returns; otherwise (or when the first attempt fails before the commit) part_process. */
+static void part_process_start(struct worker *w, struct part *p)
+{
+	commit_wait(w); /* one commit in flight at most: the store is one connection */
+	if (!w->committer_up || p->batch.len == 0) {
+		part_process(w, p);
+		return;
+	}
+	if (store_ready(w) < 0)
+		return;
+	if (p->replied < 0)
+		p->replied = p->batch.items[0].rec.offset;
+	int rc = part_decide(w, p);
+	if (rc != 0) {
+		part_process_from(w, p, rc);
+		return;
+	}
+	pthread_mutex_lock(&w->mu);
+	w->job.p = p;
+	w->job.meta = p->meta;
+	w->job.next = batch_end(p);
+	w->job.replied = p->replied;
+	w->job.careful = p->need_lookup;
+	w->job.done = false;
+	w->job.ready = true;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	w->inflight = p;
+}
+
 struct again_ctx {
 	struct worker *w;
 	struct part *p;
@@ -638,6 +805,7 @@ static void part_answer_again(struct worker *w, struct part *p)
 	struct fs_batch *b = &p->again;
 	if (b->len == 0)
 		return;
+	commit_wait(w); /* it asks the store */
 	int64_t backoff = 0;
 	while (store_ready(w) == 0) {
 		fs_batch_reset_decisions(b);
@@ -715,13 +883,17 @@ static void on_message(struct worker *w, rd_kafka_message_t *m)
 	if (!p || !p->assigned || !p->loaded)
 		return; /* not ours (any more) */
 	int64_t off = m->offset;
+	/* While p's batch is being committed, its records go to p->next. */
+	struct fs_batch *fresh = w->inflight == p ? &p->next : &p->batch;
 	int64_t expected = p->meta.next_offset;
 	if (expected >= 0)
-		expected += p->batch.len;
+		expected += p->batch.len + (fresh == &p->next ? p->next.len : 0);
+	else if (fresh->len)
+		expected = fresh->items[fresh->len - 1].rec.offset + 1;
 	else if (p->batch.len)
-		expected = p->batch.items[p->batch.len - 1].rec.offset + 1;
+		expected = batch_end(p);
 
-	struct fs_batch *target = &p->batch;
+	struct fs_batch *target = fresh;
 	if (p->meta.next_offset >= 0 && off < p->meta.next_offset) {
 		if (off < p->replied) {
 			w->n.skipped_stale++;
@@ -737,17 +909,30 @@ static void on_message(struct worker *w, rd_kafka_message_t *m)
 		fs_warn("partition %" PRId32 ": offset gap %" PRId64 " -> %" PRId64, p->id,
 			expected, off);
 	}
-	if (target->len == target->cap || (target == &p->batch && batch_full(w, p))) {
-		if (target == &p->batch)
-			part_process(w, p);
-		else
-			part_answer_again(w, p);
-		if (!p->loaded || target->len == target->cap ||
-		    (target == &p->batch && batch_full(w, p)))
+	if (target == &p->again && target->len == target->cap) {
+		part_answer_again(w, p);
+		if (!p->loaded || target->len == target->cap)
 			return;
 	}
-	if (target == &p->batch && target->len == 0)
-		p->first_ms = now_ms();
+	/* A full batch is decided and committed (handed to the committer); a full next waits for
+	 * the commit in flight, and becomes the batch. */
+	for (int n = 0; target != &p->again && part_full(w, p, target); n++) {
+		if (n == 3)
+			return; /* could not make room (shutting down): read again later */
+		if (target == &p->next)
+			commit_wait(w);
+		else
+			part_process_start(w, p);
+		if (!p->loaded)
+			return;
+		target = w->inflight == p ? &p->next : &p->batch;
+	}
+	if (target != &p->again && target->len == 0) {
+		if (target == &p->next)
+			p->next_first_ms = now_ms();
+		else
+			p->first_ms = now_ms();
+	}
 	p->last_record_ms = now_ms();
 	struct fs_item *it = fs_batch_push(target);
 	rd_kafka_timestamp_type_t tstype;
@@ -756,8 +941,12 @@ static void on_message(struct worker *w, rd_kafka_message_t *m)
 			ts < 0 ? 0 : ts, &it->rec);
 	if (it->rec.kind == FS_KIND_TICK)
 		p->tick_pending = false;
-	if (target == &p->batch && it->rec.kind != FS_KIND_INVALID)
-		p->batch_costly++;
+	if (target != &p->again && it->rec.kind != FS_KIND_INVALID) {
+		if (target == &p->next)
+			p->next_costly++;
+		else
+			p->batch_costly++;
+	}
 }
 
 static int64_t wall_ms(void)
@@ -802,8 +991,9 @@ static void process_due(struct worker *w, bool all)
 			continue;
 		if (p->again.len)
 			part_answer_again(w, p);
-		if (p->batch.len && (all || batch_full(w, p) || batch_waited(w, p, now)))
-			part_process(w, p);
+		if (w->inflight != p && p->batch.len &&
+		    (all || batch_full(w, p) || batch_waited(w, p, now)))
+			part_process_start(w, p);
 		if (p->loaded && !stop_requested && !w->replay)
 			maybe_tick(w, p, now);
 	}
@@ -812,9 +1002,11 @@ static void process_due(struct worker *w, bool all)
 static int64_t next_due_ms(const struct worker *w)
 {
 	int64_t wait = w->cfg.poll_timeout_ms, now = now_ms();
+	if (w->inflight)
+		wait = 1; /* look for the commit's end often */
 	for (int j = 0; j < w->n_parts; j++) {
 		const struct part *p = w->parts[w->part_ids[j]];
-		if (!p->assigned || p->batch.len == 0)
+		if (!p->assigned || p->batch.len == 0 || w->inflight == p)
 			continue;
 		int64_t left = p->first_ms + w->cfg.batch_wait_ms - now;
 		if (left < wait)
@@ -851,6 +1043,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 			 rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
 	struct worker *w = opaque;
+	commit_wait(w); /* the commit in flight finishes first (and the store is free) */
 	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
 		for (int i = 0; i < parts->cnt; i++) {
 			rd_kafka_topic_partition_t *tp = &parts->elems[i];
@@ -960,6 +1153,7 @@ static int run(struct worker *w)
 				break;
 		}
 		rd_kafka_poll(w->producer, 0);
+		commit_finish(w, false);
 		process_due(w, m == NULL);
 		for (int j = 0; j < w->n_parts; j++)
 			if (w->parts[w->part_ids[j]]->assigned)
@@ -975,8 +1169,13 @@ static int run(struct worker *w)
 			break;
 	}
 	/* Drain: decide what was already read (one try each), then leave the group cleanly. */
-	if (rc == 0)
+	commit_wait(w);
+	if (rc == 0) {
 		process_due(w, true);
+		commit_wait(w);
+		process_due(w, true); /* what was read during the last commit */
+		commit_wait(w);
+	}
 	return rc;
 }
 
@@ -1175,6 +1374,15 @@ static int setup(struct worker *w)
 		fs_warn("%s (will retry)", fs_store_error(w->store));
 	}
 	fs_store_set_crash_hook(w->store, crash_at);
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	if (w->cfg.commit_overlap) {
+		int e = pthread_create(&w->committer, NULL, committer_main, w);
+		if (e)
+			fs_warn("commit.overlap: no committer thread (%s); committing in line",
+				strerror(e));
+		w->committer_up = e == 0;
+	}
 
 	if (w->replay)
 		return replay_assign(w);
@@ -1191,6 +1399,7 @@ static int setup(struct worker *w)
 
 static void teardown(struct worker *w)
 {
+	commit_wait(w);
 	if (w->consumer) {
 		rd_kafka_consumer_close(w->consumer); /* runs the revoke callback */
 		if (w->intents_rkt)
@@ -1211,6 +1420,7 @@ static void teardown(struct worker *w)
 		fs_core_free(&p->core);
 		fs_batch_free(&p->batch);
 		fs_batch_free(&p->again);
+		fs_batch_free(&p->next);
 		fs_seen_free(&p->seen);
 		free(p);
 	}
@@ -1219,6 +1429,14 @@ static void teardown(struct worker *w)
 		struct inflight *f = w->orphans;
 		w->orphans = f->next;
 		free(f);
+	}
+	if (w->committer_up) {
+		pthread_mutex_lock(&w->mu);
+		w->job.quit = true;
+		pthread_cond_broadcast(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		pthread_join(w->committer, NULL);
+		w->committer_up = false;
 	}
 	fs_store_close(w->store);
 	w->store = NULL; /* log_stats runs after teardown */
