@@ -648,7 +648,6 @@ static void add_sale_log(struct fs_store *s, const struct fs_batch *b, struct st
 		x->params[i + 1] = fs_buf_cstr(all[i]);
 }
 
-/* reservations: every hold that was created or changed in the batch, written as it is now. */
 /* reservations: the holds created by this batch as COPY rows into copy (their row cannot
  * exist: the decisions COPY of the same intent would fail first), the others (or all, when
  * careful) by one upsert. Returns the number of COPY rows. */
