@@ -37,7 +37,7 @@ struct tm_part {
 struct timing {
 	int nparts;
 	struct tm_part *parts;
-	int64_t records, answered, ticks, first_ms, last_in_ms, last_reply_ms;
+	int64_t records, answered, ticks, first_ms, last_in_ms, first_reply_ms, last_reply_ms;
 	int64_t *lat; /* records entries */
 	bool append_time_in, append_time_out;
 };
@@ -48,8 +48,11 @@ static const char usage_timing[] =
 	"Measures a run end to end on the broker's clock: reads the intents topic up to its end\n"
 	"(records stamped at or after --since, ticks left out), then the results topic until\n"
 	"every such record has its answer, and prints one line:\n"
-	"  TIMING records=N answered=N seconds=S per_s=R p50_ms= p99_ms= p999_ms= max_ms=\n"
-	"seconds runs from the first record published to the last answer stored; per_s is\n"
+	"  TIMING records=N answered=N ticks=N seconds=S per_s=R publish_seconds=S\n"
+	"         answer_seconds=S p50_ms= p99_ms= p999_ms= max_ms=\n"
+	"seconds runs from the first record published to the last answer stored (publish_seconds:\n"
+	"to the last record published; answer_seconds: from the first answer to the last); per_s "
+	"is\n"
 	"records / seconds; latency is per record, answer's timestamp - record's timestamp (an\n"
 	"answer to a repeat counts for the first record only). Exit 1 if an answer is missing at\n"
 	"the timeout (default 120 s). Both topics need LogAppendTime timestamps (flashsale topics\n"
@@ -118,6 +121,8 @@ static void take_answer(struct timing *t, const rd_kafka_message_t *m)
 	t->lat[t->answered++] = ts - sent;
 	if (ts > t->last_reply_ms)
 		t->last_reply_ms = ts;
+	if (t->first_reply_ms < 0 || ts < t->first_reply_ms)
+		t->first_reply_ms = ts;
 }
 
 /* Reads the intents topic up to the ends taken at the start (intents), or the results topic
@@ -192,7 +197,10 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 	const struct fs_config *cfg = flashsale_config(fs);
 	int64_t deadline = mono_ms() + timeout_s * 1000;
 	int64_t *ends = NULL, *rends = NULL;
-	struct timing t = {.first_ms = -1, .append_time_in = true, .append_time_out = true};
+	struct timing t = {.first_ms = -1,
+			   .first_reply_ms = -1,
+			   .append_time_in = true,
+			   .append_time_out = true};
 	t.nparts = cli_topic_ends(fs, cfg->topic_intents, &ends);
 	int rparts = t.nparts < 0 ? -1 : cli_topic_ends(fs, cfg->topic_results, &rends);
 	free(rends);
@@ -241,15 +249,17 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 			      ? (double)(t.last_reply_ms - t.first_ms) / 1000.0
 			      : 0;
 	double per_s = secs > 0 ? (double)t.records / secs : 0;
-	const char *fmt = json ? "{\"records\":%" PRId64 ",\"answered\":%" PRId64
-				 ",\"ticks\":%" PRId64 ",\"seconds\":%.3f,\"per_s\":%.0f,"
-				 "\"publish_seconds\":%.3f,\"p50_ms\":%.0f,\"p99_ms\":%.0f,"
-				 "\"p999_ms\":%.0f,\"max_ms\":%.0f}\n"
-			       : "TIMING records=%" PRId64 " answered=%" PRId64 " ticks=%" PRId64
-				 " seconds=%.3f per_s=%.0f publish_seconds=%.3f p50_ms=%.0f "
-				 "p99_ms=%.0f p999_ms=%.0f max_ms=%.0f\n";
+	const char *fmt =
+		json ? "{\"records\":%" PRId64 ",\"answered\":%" PRId64 ",\"ticks\":%" PRId64
+		       ",\"seconds\":%.3f,\"per_s\":%.0f,"
+		       "\"publish_seconds\":%.3f,\"answer_seconds\":%.3f,\"p50_ms\":%.0f,"
+		       "\"p99_ms\":%.0f,\"p999_ms\":%.0f,\"max_ms\":%.0f}\n"
+		     : "TIMING records=%" PRId64 " answered=%" PRId64 " ticks=%" PRId64
+		       " seconds=%.3f per_s=%.0f publish_seconds=%.3f answer_seconds=%.3f "
+		       "p50_ms=%.0f p99_ms=%.0f p999_ms=%.0f max_ms=%.0f\n";
 	printf(fmt, t.records, t.answered, t.ticks, secs, per_s,
 	       t.records ? (double)(t.last_in_ms - t.first_ms) / 1000.0 : 0.0,
+	       t.answered ? (double)(t.last_reply_ms - t.first_reply_ms) / 1000.0 : 0.0,
 	       pct(t.lat, t.answered, 0.50), pct(t.lat, t.answered, 0.99),
 	       pct(t.lat, t.answered, 0.999), t.answered ? (double)t.lat[t.answered - 1] : 0.0);
 	if (t.answered < t.records)

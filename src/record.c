@@ -283,6 +283,14 @@ int fs_record_parse(const struct fs_record_limits *limits, const void *key, size
 	if (!payload || payload_len == 0)
 		return reject(out, "empty");
 
+	/* Without JSON_DECODE_ANY jansson takes only an object or an array at the top: anything
+	 * else is bad_json before a parser is set up (the cheap path of a garbage flood). */
+	const char *c = payload, *e = c + payload_len;
+	while (c < e && (*c == ' ' || *c == '\t' || *c == '\n' || *c == '\r'))
+		c++;
+	if (c == e || (*c != '{' && *c != '['))
+		return reject(out, "bad_json");
+
 	json_error_t err;
 	/* JSON_REJECT_DUPLICATES: jansson keeps the last of duplicate keys by default, which would
 	 * let a body say two things at once. NUL bytes inside strings are refused by default. */

@@ -95,6 +95,13 @@ struct worker {
 	int32_t part_ids[PARTITIONS_MAX];
 	int n_parts;
 	struct fs_buf out;
+	/* A batch's results, produced in one call: the bodies one after another, the messages
+	 * pointing into them (librdkafka copies both). */
+	rd_kafka_topic_t *results_rkt;
+	struct fs_buf replies;
+	rd_kafka_message_t *msgs;
+	size_t *msg_at;
+	uint32_t msgs_cap;
 	struct counters n;
 	struct inflight *orphans;
 	int64_t last_stats_ms;
@@ -248,7 +255,27 @@ static int produce(struct worker *w, const char *topic, int32_t partition, const
 	}
 }
 
-/* Publishes one result per record of the batch (ticks excepted). */
+/* Room for n messages in the produce arrays. */
+static bool msgs_reserve(struct worker *w, uint32_t n)
+{
+	if (n <= w->msgs_cap)
+		return true;
+	rd_kafka_message_t *m = realloc(w->msgs, n * sizeof *m);
+	if (m)
+		w->msgs = m;
+	size_t *at = m ? realloc(w->msg_at, n * sizeof *at) : NULL;
+	if (at)
+		w->msg_at = at;
+	if (!m || !at)
+		return false;
+	w->msgs_cap = n;
+	return true;
+}
+
+/* Publishes one result per record of the batch (ticks excepted), in one produce call: a
+ * flood of bad records is one answer each, and one call for them all cost half as much as one
+ * call each. What the call could not queue is produced one by one (waiting while the local
+ * queue is full). */
 static void publish_results(struct worker *w, struct part *p, struct fs_batch *b, int64_t end)
 {
 	struct inflight *f = calloc(1, sizeof *f);
@@ -256,15 +283,56 @@ static void publish_results(struct worker *w, struct part *p, struct fs_batch *b
 		f->end_offset = end;
 		f->pending = 0;
 	}
+	fs_buf_clear(&w->replies);
+	uint32_t n = 0;
+	bool batched = w->results_rkt && msgs_reserve(w, b->len);
 	for (uint32_t i = 0; i < b->len; i++) {
 		const struct fs_item *it = &b->items[i];
 		if (it->cls == FS_ITEM_TICK)
 			continue;
-		fs_buf_clear(&w->out);
-		fs_reply_result(&w->out, it);
 		const char *key = it->rec.has_intent ? it->rec.intent_id : it->rec.sku;
-		if (produce(w, w->cfg.topic_results, RD_KAFKA_PARTITION_UA, key, strlen(key),
-			    &w->out, f) < 0 &&
+		if (!batched) {
+			fs_buf_clear(&w->out);
+			fs_reply_result(&w->out, it);
+			if (produce(w, w->cfg.topic_results, RD_KAFKA_PARTITION_UA, key,
+				    strlen(key), &w->out, f) < 0 &&
+			    f)
+				f->failed = true;
+			continue;
+		}
+		w->msg_at[n] = w->replies.len;
+		fs_reply_result(&w->replies, it);
+		w->msgs[n] = (rd_kafka_message_t){
+			.partition = RD_KAFKA_PARTITION_UA,
+			.key = (void *)key,
+			.key_len = strlen(key),
+			._private = f,
+		};
+		n++;
+	}
+	if (batched && n > 0 && !fs_buf_ok(&w->replies)) {
+		fs_error("out of memory for results; they will be answered again after a restart");
+		if (f)
+			f->failed = true;
+		n = 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		size_t to = i + 1 < n ? w->msg_at[i + 1] : w->replies.len;
+		w->msgs[i].payload = w->replies.data + w->msg_at[i];
+		w->msgs[i].len = to - w->msg_at[i];
+	}
+	int queued = n ? rd_kafka_produce_batch(w->results_rkt, RD_KAFKA_PARTITION_UA,
+						RD_KAFKA_MSG_F_COPY, w->msgs, (int)n)
+		       : 0;
+	if (f)
+		f->pending += queued;
+	w->n.published += queued;
+	for (uint32_t i = 0; queued < (int)n && i < n; i++) {
+		if (!w->msgs[i].err)
+			continue;
+		struct fs_buf one = {.data = w->msgs[i].payload, .len = w->msgs[i].len};
+		if (produce(w, w->cfg.topic_results, RD_KAFKA_PARTITION_UA, w->msgs[i].key,
+			    w->msgs[i].key_len, &one, f) < 0 &&
 		    f)
 			f->failed = true;
 	}
@@ -1318,6 +1386,8 @@ static int setup(struct worker *w)
 		fs_error("producer: %s", err);
 		return -EINVAL;
 	}
+	/* NULL is survivable: results then go one produce call each. */
+	w->results_rkt = rd_kafka_topic_new(w->producer, w->cfg.topic_results, NULL);
 
 	/* clang-format off */
 	static const char *const consumer_defaults[] = {
@@ -1410,6 +1480,8 @@ static void teardown(struct worker *w)
 	}
 	if (w->producer) {
 		flush_producer(w);
+		if (w->results_rkt)
+			rd_kafka_topic_destroy(w->results_rkt);
 		rd_kafka_destroy(w->producer);
 	}
 	for (int i = 0; i < PARTITIONS_MAX; i++) {
@@ -1441,6 +1513,9 @@ static void teardown(struct worker *w)
 	fs_store_close(w->store);
 	w->store = NULL; /* log_stats runs after teardown */
 	fs_buf_free(&w->out);
+	fs_buf_free(&w->replies);
+	free(w->msgs);
+	free(w->msg_at);
 }
 
 int main(int argc, char **argv)
