@@ -109,7 +109,6 @@ struct worker {
 	/* commit.overlap: a committer thread runs fs_store_commit for one batch at a time while
 	 * this thread goes on reading and parsing. Only one of the two uses the store at a time:
 	 * every other store call here first waits for the commit in flight (commit_wait). */
-	bool overlap;
 	bool committer_up;
 	pthread_t committer;
 	pthread_mutex_t mu;
@@ -273,9 +272,9 @@ static bool msgs_reserve(struct worker *w, uint32_t n)
 }
 
 /* Publishes one result per record of the batch (ticks excepted), in one produce call: a
- * flood of bad records is one answer each, and one call for them all cost half as much as one
- * call each. What the call could not queue is produced one by one (waiting while the local
- * queue is full). */
+ * flood of bad records is one answer each, and one call for them all is cheaper than one call
+ * each (S1: 94 -> 71 ms per 100,000 answers). What the call could not queue is produced one
+ * by one (waiting while the local queue is full). */
 static void publish_results(struct worker *w, struct part *p, struct fs_batch *b, int64_t end)
 {
 	struct inflight *f = calloc(1, sizeof *f);

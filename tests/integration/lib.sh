@@ -5,6 +5,7 @@
 # services themselves are the ones `scripts/services up` started (or FLASHSALE_KAFKA /
 # FLASHSALE_PG). Nothing sleeps and hopes: every wait is a condition with a deadline.
 # IT_KEEP=1 keeps the database and the logs of a passing test too.
+# IT_CONF_EXTRA: more configuration lines for the test (e.g. "commit.overlap = 0").
 set -euo pipefail
 
 IT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -69,6 +70,7 @@ it_setup() {
 		kafka.consumer.session.timeout.ms = 6000
 		kafka.consumer.heartbeat.interval.ms = 500
 	EOF
+	[ -z "${IT_CONF_EXTRA:-}" ] || printf '%s\n' "$IT_CONF_EXTRA" >>"$IT_DIR/flashsale.conf"
 	# The environment must not override the test's own database.
 	unset FLASHSALE_PG FLASHSALE_KAFKA
 	fs topics create --partitions "$parts" >/dev/null
