@@ -1002,8 +1002,8 @@ int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 		}
 	}
 
-	/* Three exchanges: the statements (offset compare-and-set first) in one pipeline, the
-	 * decision rows by COPY (which a pipeline cannot carry), then COMMIT. */
+	/* The statements (offset compare-and-set first) in one pipeline; the new rows by COPY,
+	 * one per table (a pipeline cannot carry COPY); then COMMIT. */
 	int failed;
 	char state[6];
 	int rc = run_pipeline(s, st, k, false, &failed, state);
