@@ -8,6 +8,7 @@
 #include "cli.h"
 
 #include "fs_config.h"
+#include "fs_record.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -40,6 +41,7 @@ struct timing {
 	int64_t records, answered, ticks, first_ms, last_in_ms, first_reply_ms, last_reply_ms;
 	int64_t *lat; /* records entries */
 	bool append_time_in, append_time_out;
+	struct fs_record_limits limits;
 };
 
 static const char usage_timing[] =
@@ -65,13 +67,13 @@ static int64_t mono_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-static bool is_tick(const rd_kafka_message_t *m)
+/* A tick as the worker sees it (it answers every record but ticks): the same parser. */
+static bool is_tick(const struct timing *t, const rd_kafka_message_t *m)
 {
-	json_t *j = json_loadb(m->payload, m->len, 0, NULL);
-	const char *type = json_string_value(json_object_get(j, "type"));
-	bool tick = type && strcmp(type, "tick") == 0;
-	json_decref(j);
-	return tick;
+	struct fs_record r;
+	fs_record_parse(&t->limits, m->key, m->key_len, m->payload, m->len, m->partition, m->offset,
+			0, &r);
+	return r.kind == FS_KIND_TICK;
 }
 
 static void take_intent(struct timing *t, const rd_kafka_message_t *m, int64_t since)
@@ -85,7 +87,7 @@ static void take_intent(struct timing *t, const rd_kafka_message_t *m, int64_t s
 		t->append_time_in = false;
 	if (ts < since || ts < 0)
 		return;
-	if (is_tick(m)) {
+	if (is_tick(t, m)) {
 		t->ticks++;
 		return;
 	}
@@ -201,6 +203,7 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 			   .first_reply_ms = -1,
 			   .append_time_in = true,
 			   .append_time_out = true};
+	t.limits.bytes_max = (size_t)cfg->record_max_bytes;
 	t.nparts = cli_topic_ends(fs, cfg->topic_intents, &ends);
 	int rparts = t.nparts < 0 ? -1 : cli_topic_ends(fs, cfg->topic_results, &rends);
 	free(rends);

@@ -606,6 +606,8 @@ static void part_fenced(struct worker *w, struct part *p)
 static int part_decide(struct worker *w, struct part *p)
 {
 	struct fs_batch *b = &p->batch;
+	if (p->replied < 0)
+		p->replied = b->items[0].rec.offset; /* nothing below the first record to answer */
 	fs_batch_reset_decisions(b);
 	int64_t t0 = now_us();
 	/* Repeats are answered from memory. Ids not in memory are taken for new: the decisions
@@ -638,8 +640,6 @@ static void part_process_from(struct worker *w, struct part *p, int rc0)
 	int64_t expected = p->meta.next_offset;
 	int64_t next = batch_end(p);
 	int64_t backoff = 0;
-	if (p->replied < 0)
-		p->replied = b->items[0].rec.offset; /* nothing below the first record to answer */
 	for (;;) {
 		int rc = rc0;
 		rc0 = -1;
@@ -828,8 +828,6 @@ static void part_process_start(struct worker *w, struct part *p)
 	}
 	if (store_ready(w) < 0)
 		return;
-	if (p->replied < 0)
-		p->replied = p->batch.items[0].rec.offset;
 	int rc = part_decide(w, p);
 	if (rc != 0) {
 		part_process_from(w, p, rc);
