@@ -3,8 +3,9 @@
  * A record is one Kafka message: key, payload, partition, offset, timestamp. Parsing never
  * fails hard: a record that breaks any rule comes back with kind FS_KIND_INVALID and a stable
  * reason string (see fs_reject_reason below), which the worker records as a `rejected`
- * decision. Parsing is pure (no I/O, no clock); jansson allocates while it parses, nothing
- * is kept after return. Thread: any. */
+ * decision. Parsing is pure (no I/O, no clock). The common shape of a record is read by a
+ * small scanner without allocating; everything else goes to jansson, which allocates while it
+ * parses; nothing is kept after return. Thread: any. */
 #ifndef FS_RECORD_H
 #define FS_RECORD_H
 
@@ -66,6 +67,7 @@ struct fs_record {
 
 struct fs_record_limits {
 	size_t bytes_max; /* payload size cap, <= FS_RECORD_BYTES_MAX */
+	bool jansson_only; /* skip the flat-object scanner (tests compare the two paths) */
 };
 
 /* Parses one message. Always fills *out (partition/offset/ts from the arguments). Returns 0
@@ -75,6 +77,10 @@ int fs_record_parse(const struct fs_record_limits *limits, const void *key, size
 		    int64_t ts_ms, struct fs_record *out);
 
 const char *fs_kind_name(enum fs_kind kind);
+
+/* True if the payload has the common shape that fs_record_parse reads without jansson (one
+ * object of plain string, integer and null members); for tests and tools. */
+bool fs_record_is_flat(const void *payload, size_t payload_len);
 
 /* Validators shared with the CLI so that it refuses what the worker would reject. */
 bool fs_sku_valid(const char *sku);

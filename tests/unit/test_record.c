@@ -3,6 +3,7 @@
 #include "fs_record.h"
 
 #include <jansson.h>
+#include <uuid/uuid.h>
 
 #include <errno.h>
 
@@ -882,6 +883,140 @@ static void test_fast_bad_json(void)
 	}
 }
 
+/* fs_uuid_canon reads ids without libuuid: it must accept exactly what uuid_parse accepts
+ * (36 bytes) and give uuid_unparse_lower's text. Ids built from hex digits of both cases,
+ * hyphens and near misses, compared with libuuid. */
+static void test_uuid_vs_libuuid(void)
+{
+	static const char alphabet[] = "0123456789abcdefABCDEF-gG {}x\xff";
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+	char in[FS_UUID_LEN + 1];
+	for (int round = 0; round < 100000; round++) {
+		memcpy(in, U1_UPPER, sizeof in);
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		for (int k = 0; k < (int)(x % 4); k++) {
+			uint64_t y = x >> (16 + 12 * k);
+			in[y % FS_UUID_LEN] = alphabet[(y >> 6) % (sizeof alphabet - 1)];
+		}
+		uuid_t u;
+		char want[FS_UUID_LEN + 1] = "", got[FS_UUID_LEN + 1] = "";
+		bool lib = uuid_parse(in, u) == 0;
+		if (lib)
+			uuid_unparse_lower(u, want);
+		CHECK_CTX("fs_uuid_canon('%s') against libuuid", in);
+		CHECK(fs_uuid_canon(in, got) == lib);
+		if (lib)
+			CHECK_STR(got, want);
+	}
+	CHECK_CTX("%s", "");
+}
+
+/* Records of every kind in the shapes a web tier sends: the seeds of the differential test. */
+static const char *const flat_seeds[] = {
+	BUY(",\"qty\":1"),
+	BUY(",\"qty\":3,\"token\":\"tok-123\""),
+	"{ \"v\" : 1 , \"type\" : \"buy\" , \"intent_id\" : \"" U1_UPPER "\" , \"sku\" : \"sku-1\""
+	", \"buyer_id\" : \"b\" , \"qty\" : 2 , \"token\" : null }\n",
+	"{\"v\":1,\"type\":\"confirm\",\"intent_id\":\"" U1 "\"}",
+	"{\"v\":1,\"type\":\"cancel\",\"intent_id\":\"" U1 "\",\"sku\":\"sku-1\"}",
+	OPEN(",\"stock\":500,\"per_buyer_limit\":2,\"max_qty\":2,\"hold_seconds\":60,"
+	     "\"opens_at\":0,\"closes_at\":9000000000000"),
+	"{\"v\":1,\"type\":\"restock\",\"sku\":\"sku-1\",\"add\":10}",
+	"{\"v\":1,\"type\":\"close\",\"sku\":\"sku-1\"}",
+	"{\"v\":1,\"type\":\"tick\"}",
+	"{}",
+};
+
+/* The flat-object scanner (record.c) and jansson must read every payload the same way: the
+ * scanner either hands it to jansson or gives the very record jansson's tree gives. Seeds of
+ * every kind, then 400,000 mutations of them (bytes replaced, inserted, deleted, the tail cut,
+ * a member doubled) from bytes that matter to JSON, each parsed both ways and compared whole.
+ * Also: every seed takes the scanner's path (it is the common case it is there for). */
+static void test_flat_vs_jansson(void)
+{
+	static const char alphabet[] = "\"\\{}[],:0123456789-+.eE nulltrfasx\t\n\r\x01\x7f\x80\xc3\xff";
+	const struct fs_record_limits ref = {.jansson_only = true};
+	char buf[512];
+	uint64_t x = 0x853c49e6748fea9bULL;
+	size_t nseeds = sizeof flat_seeds / sizeof flat_seeds[0];
+	int flat = 0;
+	for (size_t i = 0; i < nseeds; i++) {
+		CHECK_CTX("seed %s", flat_seeds[i]);
+		CHECK(fs_record_is_flat(flat_seeds[i], strlen(flat_seeds[i])));
+	}
+	for (int round = 0; round < 400000; round++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		const char *seed = flat_seeds[x % nseeds];
+		size_t len = strlen(seed);
+		memcpy(buf, seed, len);
+		for (int k = 0; k < 1 + (int)((x >> 8) % 3); k++) {
+			uint64_t y = (x >> (12 + 13 * k)) ^ ((uint64_t)round * 0x9e3779b97f4a7c15ULL);
+			size_t at = len ? (y >> 3) % len : 0;
+			char c = alphabet[(y >> 24) % (sizeof alphabet - 1)];
+			switch (y % 5) {
+			case 0: /* replace */
+				if (len)
+					buf[at] = c;
+				break;
+			case 1: /* insert */
+				if (len + 1 < sizeof buf) {
+					memmove(buf + at + 1, buf + at, len - at);
+					buf[at] = c;
+					len++;
+				}
+				break;
+			case 2: /* delete */
+				if (len) {
+					memmove(buf + at, buf + at + 1, len - at - 1);
+					len--;
+				}
+				break;
+			case 3: /* cut the tail */
+				len = at;
+				break;
+			default: { /* double a member: ,"name":value copied before the last '}' */
+				const char *comma = memchr(buf + 1, ',', len ? len - 1 : 0);
+				const char *end = comma ? memchr(comma + 1, ',', len - (size_t)(comma + 1 - buf)) : NULL;
+				if (comma && end && len + (size_t)(end - comma) < sizeof buf) {
+					size_t n = (size_t)(end - comma);
+					char piece[512];
+					memcpy(piece, comma, n);
+					memmove(buf + len - 1 + n, buf + len - 1, 1);
+					memcpy(buf + len - 1, piece, n);
+					len += n;
+				}
+			}
+			}
+		}
+		struct fs_record a, b;
+		int ra = fs_record_parse(&no_limits, "sku-1", 5, buf, len, 1, 2, 3, &a);
+		int rb = fs_record_parse(&ref, "sku-1", 5, buf, len, 1, 2, 3, &b);
+		flat += fs_record_is_flat(buf, len);
+		CHECK_CTX("round %d, payload '%.*s'", round, (int)len, buf);
+		CHECK_INT(ra, rb);
+		CHECK_INT(a.kind, b.kind);
+		CHECK_STR(a.reject_reason ? a.reject_reason : "-", b.reject_reason ? b.reject_reason : "-");
+		CHECK(memcmp(&a, &b, sizeof a) == 0);
+	}
+	/* Most mutations stay flat: the comparison above is not only about jansson's path. */
+	CHECK_CTX("%d of 400000 mutations flat", flat);
+	CHECK(flat > 50000);
+	/* More members than the scanner keeps (16): jansson reads it, to the same record. */
+	const char *wide = BUY(",\"qty\":1,\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,"
+			       "\"g\":7,\"h\":8,\"i\":9,\"j\":10,\"k\":11");
+	struct fs_record a, b;
+	CHECK_CTX("%s", wide);
+	CHECK(!fs_record_is_flat(wide, strlen(wide)));
+	CHECK_INT(fs_record_parse(&no_limits, "sku-1", 5, wide, strlen(wide), 1, 2, 3, &a), 0);
+	CHECK_INT(fs_record_parse(&ref, "sku-1", 5, wide, strlen(wide), 1, 2, 3, &b), 0);
+	CHECK(memcmp(&a, &b, sizeof a) == 0);
+	CHECK_CTX("%s", "");
+}
+
 int main(int argc, char **argv)
 {
 	struct check_args a = check_parse_args(argc, argv);
@@ -902,5 +1037,7 @@ int main(int argc, char **argv)
 	test_body_hash();
 	test_validators();
 	test_fast_bad_json();
+	test_uuid_vs_libuuid();
+	test_flat_vs_jansson();
 	return check_done("test_record");
 }
