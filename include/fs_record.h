@@ -66,7 +66,7 @@ struct fs_record {
 };
 
 struct fs_record_limits {
-	size_t bytes_max; /* payload size cap, <= FS_RECORD_BYTES_MAX */
+	size_t bytes_max;  /* payload size cap, <= FS_RECORD_BYTES_MAX */
 	bool jansson_only; /* skip the flat-object scanner (tests compare the two paths) */
 };
 

@@ -223,10 +223,12 @@ static bool scan_int(const char **pp, const char *e, int64_t *out)
 	if (p < e && *p == '0') {
 		p++; /* "03": a digit after a leading 0 is no delimiter, the caller falls back */
 	} else {
-		while (p < e && *p >= '0' && *p <= '9' && p - d < FLAT_DIGITS_MAX + 1)
+		while (p < e && *p >= '0' && *p <= '9' && p - d < FLAT_DIGITS_MAX)
 			v = v * 10 + (*p++ - '0');
+		if (p < e && *p >= '0' && *p <= '9')
+			return false; /* a 19th digit: jansson decides (it may overflow) */
 	}
-	if (p == d || p - d > FLAT_DIGITS_MAX)
+	if (p == d)
 		return false;
 	*out = neg ? -v : v;
 	*pp = p;
@@ -278,7 +280,8 @@ static bool flat_scan(const char *p, const char *e, struct flat *f)
 			return false;
 		}
 		for (int i = 0; i < f->n; i++)
-			if (f->m[i].name_len == name_len && memcmp(f->m[i].name, name, name_len) == 0)
+			if (f->m[i].name_len == name_len &&
+			    memcmp(f->m[i].name, name, name_len) == 0)
 				return false; /* duplicate: jansson names the reason */
 		f->m[f->n].name = name;
 		f->m[f->n].name_len = name_len;
@@ -401,8 +404,7 @@ static int parse_buy(const struct obj *o, const void *key, size_t key_len, struc
 }
 
 /* confirm / cancel name the buy by its intent id; the key is the SKU (it picks the partition). */
-static int parse_followup(const struct obj *o, const void *key, size_t key_len,
-			  struct fs_record *r)
+static int parse_followup(const struct obj *o, const void *key, size_t key_len, struct fs_record *r)
 {
 	if (parse_intent(o, r) < 0)
 		return -EINVAL;
@@ -444,8 +446,7 @@ static int parse_open(const struct obj *o, const void *key, size_t key_len, stru
 	return 0;
 }
 
-static int parse_restock(const struct obj *o, const void *key, size_t key_len,
-			 struct fs_record *r)
+static int parse_restock(const struct obj *o, const void *key, size_t key_len, struct fs_record *r)
 {
 	if (parse_sku(o, key, key_len, r) < 0)
 		return -EINVAL;

@@ -4,7 +4,8 @@
  * with fs_record_parse, decided by a core that has one open SKU ("S"), and answered with
  * fs_reply_result. It must never crash or trip a sanitizer, the core's invariants must hold,
  * and every reply must be valid JSON with no duplicate keys (a hostile key or body must never
- * leak into the results topic). Run: scripts/fuzz [SECONDS]. */
+ * leak into the results topic). The parser's two paths (the flat-object scanner, jansson)
+ * must give the same record, byte for byte. Run: scripts/fuzz [SECONDS]. */
 #include "fs_batch.h"
 #include "fs_buf.h"
 #include "fs_core.h"
@@ -69,6 +70,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				 offset * 100, &it.rec);
 	if ((rc == 0) != (it.rec.kind != FS_KIND_INVALID) || (rc != 0 && !it.rec.reject_reason))
 		fail("parse result and reject reason disagree");
+	struct fs_record_limits ref_limits = {.bytes_max = 4096, .jansson_only = true};
+	struct fs_record ref;
+	if (fs_record_parse(&ref_limits, key_len ? key : NULL, key_len, payload, len, 0, offset,
+			    offset * 100, &ref) != rc ||
+	    memcmp(&ref, &it.rec, sizeof ref) != 0)
+		fail("the flat scanner and jansson read the payload differently");
 	offset++;
 	if (fs_core_decide(&core, &it.rec, &it.dec) < 0)
 		return 0;

@@ -936,7 +936,8 @@ static const char *const flat_seeds[] = {
  * Also: every seed takes the scanner's path (it is the common case it is there for). */
 static void test_flat_vs_jansson(void)
 {
-	static const char alphabet[] = "\"\\{}[],:0123456789-+.eE nulltrfasx\t\n\r\x01\x7f\x80\xc3\xff";
+	static const char alphabet[] =
+		"\"\\{}[],:0123456789-+.eE nulltrfasx\t\n\r\x01\x7f\x80\xc3\xff";
 	const struct fs_record_limits ref = {.jansson_only = true};
 	char buf[512];
 	uint64_t x = 0x853c49e6748fea9bULL;
@@ -954,7 +955,8 @@ static void test_flat_vs_jansson(void)
 		size_t len = strlen(seed);
 		memcpy(buf, seed, len);
 		for (int k = 0; k < 1 + (int)((x >> 8) % 3); k++) {
-			uint64_t y = (x >> (12 + 13 * k)) ^ ((uint64_t)round * 0x9e3779b97f4a7c15ULL);
+			uint64_t y =
+				(x >> (12 + 13 * k)) ^ ((uint64_t)round * 0x9e3779b97f4a7c15ULL);
 			size_t at = len ? (y >> 3) % len : 0;
 			char c = alphabet[(y >> 24) % (sizeof alphabet - 1)];
 			switch (y % 5) {
@@ -980,7 +982,9 @@ static void test_flat_vs_jansson(void)
 				break;
 			default: { /* double a member: ,"name":value copied before the last '}' */
 				const char *comma = memchr(buf + 1, ',', len ? len - 1 : 0);
-				const char *end = comma ? memchr(comma + 1, ',', len - (size_t)(comma + 1 - buf)) : NULL;
+				const char *end = comma ? memchr(comma + 1, ',',
+								 len - (size_t)(comma + 1 - buf))
+							: NULL;
 				if (comma && end && len + (size_t)(end - comma) < sizeof buf) {
 					size_t n = (size_t)(end - comma);
 					char piece[512];
@@ -999,12 +1003,36 @@ static void test_flat_vs_jansson(void)
 		CHECK_CTX("round %d, payload '%.*s'", round, (int)len, buf);
 		CHECK_INT(ra, rb);
 		CHECK_INT(a.kind, b.kind);
-		CHECK_STR(a.reject_reason ? a.reject_reason : "-", b.reject_reason ? b.reject_reason : "-");
+		CHECK_STR(a.reject_reason ? a.reject_reason : "-",
+			  b.reject_reason ? b.reject_reason : "-");
 		CHECK(memcmp(&a, &b, sizeof a) == 0);
 	}
 	/* Most mutations stay flat: the comparison above is not only about jansson's path. */
 	CHECK_CTX("%d of 400000 mutations flat", flat);
 	CHECK(flat > 50000);
+	/* Integers at the scanner's edge (18 digits) and past it, where jansson decides (and
+	 * overflows), compared both ways. */
+	static const char *const edges[] = {
+		BUY(",\"qty\":999999999999999999"),
+		BUY(",\"qty\":9999999999999999999"),
+		BUY(",\"qty\":99999999999999999999"),
+		BUY(",\"qty\":-999999999999999999"),
+		BUY(",\"qty\":-9223372036854775808"),
+		BUY(",\"qty\":9223372036854775807"),
+		BUY(",\"qty\":9223372036854775808"),
+		BUY(",\"qty\":-0"),
+		BUY(",\"qty\":00"),
+		BUY(",\"qty\":1,\"token\":\"\x7f\""),
+		OPEN(",\"stock\":999999999999999999"),
+	};
+	for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+		struct fs_record a, b;
+		size_t n = strlen(edges[i]);
+		CHECK_CTX("edge %s", edges[i]);
+		CHECK_INT(fs_record_parse(&no_limits, "sku-1", 5, edges[i], n, 1, 2, 3, &a),
+			  fs_record_parse(&ref, "sku-1", 5, edges[i], n, 1, 2, 3, &b));
+		CHECK(memcmp(&a, &b, sizeof a) == 0);
+	}
 	/* More members than the scanner keeps (16): jansson reads it, to the same record. */
 	const char *wide = BUY(",\"qty\":1,\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,"
 			       "\"g\":7,\"h\":8,\"i\":9,\"j\":10,\"k\":11");
