@@ -43,9 +43,9 @@ static const struct key keys[] = {
 	STR(topic_stock, "stock", "Compacted topic of per-SKU stock (the web tier's flag)."),
 	STR(log_level, "info", "error, warn, info or debug."),
 	INT(batch_max, 1, 10000, "2000", "Records per partition batch (one transaction each)."),
-	INT(batch_wait_ms, 0, 1000, "5",
-	    "How long a partial batch may wait for more records while they keep coming (with "
-	    "nothing more pending it is decided at once)."),
+	INT(batch_wait_ms, 0, 1000, "1",
+	    "How long a partial batch may wait for more records while they keep coming (it is "
+	    "decided once a poll comes back empty); up to ten times that while more are queued."),
 	INT(commit_overlap, 0, 1, "1",
 	    "1: a batch's transaction runs on a second thread while the next records are read and "
 	    "parsed; 0: in line."),
