@@ -19,10 +19,14 @@ fresh_run() {
 	mkdir -p "$run_dir"
 	local db="flashsale_${name//-/_}"
 	run_pg="$(printf '%s' "$admin_pg" | sed -E 's/dbname=[^ ]+//') dbname=$db"
-	psql "$admin_pg" -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $db (FORCE)" \
-		-c "CREATE DATABASE $db" >/dev/null
+	# Quietly: DROP ... IF EXISTS of what a fresh database never had would print a NOTICE.
+	local quiet="-c client_min_messages=warning"
+	PGOPTIONS=$quiet psql "$admin_pg" -X -q -v ON_ERROR_STOP=1 \
+		-c "DROP DATABASE IF EXISTS $db (FORCE)" -c "CREATE DATABASE $db" >/dev/null
 	local f
-	for f in sql/*.sql; do psql "$run_pg" -X -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null; done
+	for f in sql/*.sql; do
+		PGOPTIONS=$quiet psql "$run_pg" -X -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null
+	done
 	cat >"$run_conf" <<CONF
 brokers = $FLASHSALE_KAFKA
 pg = $run_pg
