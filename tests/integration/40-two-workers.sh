@@ -5,6 +5,11 @@
 it_setup 4
 start_worker w1
 start_worker w2
+# The load takes about a second now: let the group settle with both members first, or one of
+# them may still be joining when the last record is decided.
+for w in w1 w2; do
+	wait_until 60 "$w to be assigned partitions" "grep -q 'partition [0-9]* assigned' '$IT_DIR/$w.log'"
+done
 for i in 1 2 3 4 5 6 7 8; do
 	fs sale open "SKU-$i" --stock $((i * 25)) >/dev/null
 done
