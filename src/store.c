@@ -655,11 +655,33 @@ static int64_t add_reservations(struct fs_store *s, const struct fs_core *core, 
 				int *k, bool careful, struct fs_buf *copy, int32_t partition)
 {
 	fs_buf_clear(copy);
+	struct fs_buf *id = buf(s, 22), *sku = buf(s, 23), *buyer = buf(s, 24), *qty = buf(s, 25),
+		      *exp = buf(s, 26), *off = buf(s, 27), *status = buf(s, 40),
+		      *late = buf(s, 41), *ended_at = buf(s, 42), *ended_off = buf(s, 43);
+	struct fs_buf *all[] = {id, sku, buyer, qty, exp, off, status, late, ended_at, ended_off};
+	enum { N = sizeof all / sizeof all[0] };
+	for (size_t i = 0; i < N; i++)
+		fs_arr_begin(all[i]);
 	int64_t ncopy = 0, nup = 0;
 	for (uint32_t d = 0; d < core->dirty_holds_len; d++) {
 		const struct fs_hold *h = &core->holds[core->dirty_holds[d]];
 		if (h->stored || careful) {
 			nup++;
+			fs_arr_text(id, h->intent_id);
+			fs_arr_text(sku, core->skus[h->sku_index].sku);
+			fs_arr_text(buyer, core->buyers[h->buyer_index].buyer_id);
+			fs_arr_int(qty, h->qty);
+			fs_arr_int(exp, h->expires_at_ms);
+			fs_arr_int(off, h->offset);
+			fs_arr_text(status, fs_hold_status_name(h->status));
+			fs_arr_text(late, h->late ? "t" : "f");
+			if (h->status == FS_HOLD_HELD) {
+				fs_arr_text(ended_at, NULL);
+				fs_arr_text(ended_off, NULL);
+			} else {
+				fs_arr_int(ended_at, h->ended_at_ms);
+				fs_arr_int(ended_off, h->ended_offset);
+			}
 			continue;
 		}
 		ncopy++;
@@ -684,33 +706,6 @@ static int64_t add_reservations(struct fs_store *s, const struct fs_core *core, 
 	}
 	if (nup == 0)
 		return ncopy;
-	struct fs_buf *id = buf(s, 22), *sku = buf(s, 23), *buyer = buf(s, 24), *qty = buf(s, 25),
-		      *exp = buf(s, 26), *off = buf(s, 27), *status = buf(s, 40),
-		      *late = buf(s, 41), *ended_at = buf(s, 42), *ended_off = buf(s, 43);
-	struct fs_buf *all[] = {id, sku, buyer, qty, exp, off, status, late, ended_at, ended_off};
-	enum { N = sizeof all / sizeof all[0] };
-	for (size_t i = 0; i < N; i++)
-		fs_arr_begin(all[i]);
-	for (uint32_t d = 0; d < core->dirty_holds_len; d++) {
-		const struct fs_hold *h = &core->holds[core->dirty_holds[d]];
-		if (!h->stored && !careful)
-			continue;
-		fs_arr_text(id, h->intent_id);
-		fs_arr_text(sku, core->skus[h->sku_index].sku);
-		fs_arr_text(buyer, core->buyers[h->buyer_index].buyer_id);
-		fs_arr_int(qty, h->qty);
-		fs_arr_int(exp, h->expires_at_ms);
-		fs_arr_int(off, h->offset);
-		fs_arr_text(status, fs_hold_status_name(h->status));
-		fs_arr_text(late, h->late ? "t" : "f");
-		if (h->status == FS_HOLD_HELD) {
-			fs_arr_text(ended_at, NULL);
-			fs_arr_text(ended_off, NULL);
-		} else {
-			fs_arr_int(ended_at, h->ended_at_ms);
-			fs_arr_int(ended_off, h->ended_offset);
-		}
-	}
 	for (size_t i = 0; i < N; i++)
 		fs_arr_end(all[i]);
 	struct step *x = &st[(*k)++];
@@ -819,11 +814,18 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct
 			  bool careful, struct fs_buf *copy)
 {
 	fs_buf_clear(copy);
+	struct fs_buf *sku = buf(s, 33), *buyer = buf(s, 34), *units = buf(s, 35);
+	fs_arr_begin(sku);
+	fs_arr_begin(buyer);
+	fs_arr_begin(units);
 	int64_t ncopy = 0, nup = 0;
 	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
 		const struct fs_buyer *v = &core->buyers[core->dirty_buyers[d]];
 		if (v->stored || careful) {
 			nup++;
+			fs_arr_text(sku, core->skus[v->sku_index].sku);
+			fs_arr_text(buyer, v->buyer_id);
+			fs_arr_int(units, v->units);
 			continue;
 		}
 		ncopy++;
@@ -835,18 +837,6 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct
 	}
 	if (nup == 0)
 		return ncopy;
-	struct fs_buf *sku = buf(s, 33), *buyer = buf(s, 34), *units = buf(s, 35);
-	fs_arr_begin(sku);
-	fs_arr_begin(buyer);
-	fs_arr_begin(units);
-	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
-		const struct fs_buyer *v = &core->buyers[core->dirty_buyers[d]];
-		if (!v->stored && !careful)
-			continue;
-		fs_arr_text(sku, core->skus[v->sku_index].sku);
-		fs_arr_text(buyer, v->buyer_id);
-		fs_arr_int(units, v->units);
-	}
 	fs_arr_end(sku);
 	fs_arr_end(buyer);
 	fs_arr_end(units);
