@@ -73,8 +73,9 @@ CREATE TABLE IF NOT EXISTS decisions (
 -- The primary key is the only index: every other one is paid by every decision of every
 -- batch. No index on (sku, outcome): it doubled the cost of the batch insert (4.5 -> 9 ms for
 -- 600 rows, measured). No index on (part, off): it was a quarter of the WAL the decisions
--- write (30.2 -> 22.8 MB for 100,000 sold-out decisions) and of their commit time; the worker
--- never reads decisions by offset, and the offline readers (audit, replay --compare) scan.
+-- write (30.2 -> 22.8 MB for 100,000 sold-out decisions), a quarter to a third of their
+-- commit time; the worker never reads decisions by offset, and the offline readers (audit,
+-- replay --compare) scan.
 DROP INDEX IF EXISTS decisions_sku_outcome;
 DROP INDEX IF EXISTS decisions_part_off;
 
