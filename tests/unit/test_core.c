@@ -854,8 +854,11 @@ static void reload(struct fs_core *c)
 		free(buyers);
 		return;
 	}
-	memcpy(skus, c->skus, ns * sizeof *skus);
-	memcpy(buyers, c->buyers, nb * sizeof *buyers);
+	/* A core without buyers (or SKUs) yet has no array: memcpy from NULL is undefined. */
+	if (ns)
+		memcpy(skus, c->skus, ns * sizeof *skus);
+	if (nb)
+		memcpy(buyers, c->buyers, nb * sizeof *buyers);
 	int64_t clock = c->clock_ms;
 	fs_core_reset(c);
 	/* Load in reverse order: indexes change, names must not. */
