@@ -166,13 +166,18 @@ static uint64_t splitmix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* The order key of a buyer: a version-4-shaped uuid derived from the run's seed, so that a
- * repeat carries the same key and nothing has to be stored per buyer. */
+/* The order key of a buyer, derived from the run's seed, so that a repeat carries the same key
+ * and nothing has to be stored per buyer. Version-7-shaped like the ids flashsale's client
+ * library mints (a millisecond time first: the run's start plus one ms per 1,000 buyers, the
+ * order the clients take them in), so that both sides' B-trees see keys of the same kind. */
+static int64_t key_epoch_ms;
+
 static void order_key(uint64_t buyer, char out[37])
 {
-	uint64_t hi = splitmix64(opt.seed ^ (buyer * 0xD1B54A32D192ED03ULL));
-	uint64_t lo = splitmix64(hi ^ 0x8CB92BA72F3D8DD7ULL);
-	hi = (hi & ~0xF000ULL) | 0x4000ULL;
+	uint64_t r1 = splitmix64(opt.seed ^ (buyer * 0xD1B54A32D192ED03ULL));
+	uint64_t lo = splitmix64(r1 ^ 0x8CB92BA72F3D8DD7ULL);
+	uint64_t hi = ((uint64_t)(key_epoch_ms + (int64_t)(buyer / 1000)) << 16) | 0x7000ULL |
+		      (r1 & 0x0FFFULL);
 	lo = (lo & ~(3ULL << 62)) | (2ULL << 62);
 	snprintf(out, 37, "%08" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%012" PRIx64,
 		 hi >> 32, (hi >> 16) & 0xFFFF, hi & 0xFFFF, lo >> 48,
@@ -243,6 +248,9 @@ static void parse_args(int argc, char **argv)
 	opt.redis_port = 56379;
 	opt.sku = "PHONE-X";
 	opt.seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	key_epoch_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 	opt.pg = getenv("FLASHSALE_BENCH_PG");
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];

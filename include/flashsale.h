@@ -51,8 +51,9 @@ flashsale_t *flashsale_new(const struct fs_config *cfg, char *err, size_t err_le
 void flashsale_destroy(flashsale_t *fs);
 const char *flashsale_error(const flashsale_t *fs);
 
-/* Publishes a buy. intent_id NULL: a fresh UUID is generated. The id (given or new) is copied
- * to out_id. Returns 0 once queued; flashsale_flush() tells whether it was delivered. */
+/* Publishes a buy. intent_id NULL: a fresh UUID is generated (version 7, time-ordered: the
+ * cheapest kind for the decisions' index; any version is accepted). The id (given or new) is
+ * copied to out_id. Returns 0 once queued; flashsale_flush() tells whether it was delivered. */
 int flashsale_buy(flashsale_t *fs, const char *sku, const char *buyer_id, int64_t qty,
 		  const char *intent_id, char out_id[37]);
 /* Payment succeeded / the buyer gave up: publishes a confirm / cancel for the buy with this

@@ -87,5 +87,8 @@ bool fs_sku_valid(const char *sku);
 bool fs_buyer_valid(const char *buyer);
 /* Parses a UUID in any case into the canonical lower-case form; false if not a UUID. */
 bool fs_uuid_canon(const char *in, char out[FS_UUID_LEN + 1]);
+/* A time-ordered (version 7) id: unix_ms in the first 48 bits, then 74 bits of r1 and r2 (the
+ * caller's randomness). How the client library and the load generator mint intent ids. */
+void fs_uuid_v7(int64_t unix_ms, uint64_t r1, uint64_t r2, char out[FS_UUID_LEN + 1]);
 
 #endif

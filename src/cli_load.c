@@ -40,10 +40,11 @@ static uint64_t rng_next(uint64_t *s)
 	return *s * 2685821657736338717ULL;
 }
 
-/* Intent ids as a web tier mints them (random, version 4), from splitmix64 seeded once by
- * libuuid: uuid_generate_random for every id made a getrandom call and reseeded random()
- * each time, half of this generator's CPU in a 100,000-buyer run (perf), on a machine the
- * worker shares. Consecutive outputs of splitmix64 do not repeat within 2^64 steps. */
+/* Intent ids as the client library mints them (version 7: the time in ms, then random bits;
+ * --id-version 4: all random), the random bits from splitmix64 seeded once by libuuid:
+ * uuid_generate_random for every id made a getrandom call and reseeded random() each time,
+ * half of this generator's CPU in a 100,000-buyer run (perf), on a machine the worker shares.
+ * Consecutive outputs of splitmix64 do not repeat within 2^64 steps. */
 static uint64_t splitmix64(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
@@ -52,10 +53,16 @@ static uint64_t splitmix64(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-static void intent_id_next(uint64_t *s, char out[FS_UUID_LEN + 1])
+static void intent_id_next(uint64_t *s, int version, char out[FS_UUID_LEN + 1])
 {
-	uuid_t u;
 	uint64_t a = splitmix64(s), b = splitmix64(s);
+	if (version == 7) {
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		fs_uuid_v7((int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000, a, b, out);
+		return;
+	}
+	uuid_t u;
 	memcpy(u, &a, 8);
 	memcpy(u + 8, &b, 8);
 	u[6] = (unsigned char)((u[6] & 0x0f) | 0x40); /* version 4 */
@@ -73,19 +80,23 @@ static double mono_s(void)
 static const char usage_load[] =
 	"usage: flashsale load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
 	"                          [--dup-count N] [--poison N] [--buyer-prefix P] [--ids FILE]\n"
+	"                          [--id-version 7|4]\n"
 	"\n"
 	"Publishes N buy intents for SKU from N distinct buyers (P-0 .. P-(N-1)), each with a\n"
 	"fresh intent id; a share X (0..1) of them is re-sent verbatim a few records later, as\n"
 	"a retry would be (--dup-count: exactly N of them). --rate caps records per second\n"
 	"(default: as fast as possible). --poison N spreads N bad records (not JSON) between\n"
 	"the buys in bursts of 100, as a flood would come.\n"
+	"Intent ids are version 7 (time-ordered), as the client library mints them;\n"
+	"--id-version 4 makes them all random, to measure what such ids cost the worker.\n"
 	"--ids writes every distinct intent id, one per line. The seed (printed) makes the\n"
 	"choice of repeats and the default buyer prefix reproducible. Exit 1 if any record was\n"
 	"not delivered.\n";
 
 int cli_load(flashsale_t *fs, int argc, char **argv)
 {
-	int64_t buyers = -1, qty = 1, rate = 0, seed = -1, dup_count = -1, poison = 0;
+	int64_t buyers = -1, qty = 1, rate = 0, seed = -1, dup_count = -1, poison = 0,
+		id_version = 7;
 	double dup_ratio = 0;
 	const char *prefix = NULL, *ids_path = NULL;
 	const struct cli_opt spec[] = {
@@ -98,6 +109,7 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 		{"ids", CLI_STR, &ids_path},
 		{"dup-count", CLI_INT, &dup_count, 0, FS_LOAD_BUYERS_MAX},
 		{"poison", CLI_INT, &poison, 0, FS_LOAD_BUYERS_MAX},
+		{"id-version", CLI_INT, &id_version, 4, 7},
 		{NULL},
 	};
 	int rc = cli_parse(argc, argv, usage_load, spec, 1, 1);
@@ -105,6 +117,10 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 		return rc;
 	if (buyers < 0)
 		return cli_usage(usage_load);
+	if (id_version != 4 && id_version != 7) {
+		cli_err("load: --id-version must be 7 or 4");
+		return 2;
+	}
 	if (dup_count > buyers) {
 		cli_err("load: --dup-count must not exceed --buyers");
 		return 2;
@@ -147,7 +163,7 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 		bool original = i < buyers;
 		if (original) {
 			char id[FS_UUID_LEN + 1];
-			intent_id_next(&id_state, id);
+			intent_id_next(&id_state, (int)id_version, id);
 			len = snprintf(
 				payload, sizeof payload,
 				"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\","

@@ -39,6 +39,8 @@ expect_rc 2 "bad intent id" fs result not-a-uuid
 one_line_err "invalid intent id"
 expect_rc 2 "missing --stock" fs sale open S1
 one_line_err "--stock is required"
+expect_rc 2 "bad --id-version" fs load SKU --buyers 1 --id-version 5
+one_line_err "--id-version must be 7 or 4"
 printf 'batch.max = 10\nbatch.wait.ms = soon\n' >"$IT_DIR/bad.conf"
 expect_rc 2 "worker with a bad config" "$W" -c "$IT_DIR/bad.conf"
 one_line_err "bad.conf:2: batch.wait.ms: 'soon' is not an integer"
@@ -51,7 +53,13 @@ one_line_err "kafka.no.such.property"
 # result --wait: the buy is published while no worker runs; the waiting client must get the
 # decision from the results topic once a worker starts.
 fs sale open W1 --stock 1 >/dev/null
+before=$(date +%s%3N)
 id=$(fs buy W1 --buyer early)
+# The client library mints version-7 ids: the time in ms first (docs/PERFORMANCE.md item 18).
+[ "${id:14:1}" = 7 ] || fail "buy: intent id $id is not version 7"
+id_ms=$((16#${id:0:8}${id:9:4}))
+[ "$id_ms" -ge "$before" ] && [ "$id_ms" -le "$(date +%s%3N)" ] &&
+	say "ok: a minted intent id carries the time it was minted" || fail "id $id: $id_ms ms, not between $before and now"
 expect_rc 1 "result of an undecided buy" fs result "$id"
 one_line_err "has no decision yet"
 fs result "$id" --wait 60 --json >"$IT_DIR/waited" 2>&1 &

@@ -14,6 +14,7 @@ assert_eq "0|500|500" "$(sql "SELECT available, held, supply FROM skus WHERE sku
 assert_eq 500 "$(sql "SELECT count(*) FROM reservations WHERE status = 'held'")" "reservations"
 # Every intent the load generator sent has exactly one decision.
 assert_eq 5000 "$(sort -u "$IT_DIR/ids" | wc -l)" "distinct intent ids sent"
+assert_eq 7 "$(cut -c15 "$IT_DIR/ids" | sort -u)" "the load generator's id versions"
 sql "SELECT intent_id FROM decisions" | sort >"$IT_DIR/decided"
 assert_eq 0 "$(sort -u "$IT_DIR/ids" | comm -3 - "$IT_DIR/decided" | wc -l)" "ids sent but not decided, or decided but not sent"
 # At least one reply per intent on the results topic (INV-2).

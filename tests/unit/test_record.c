@@ -913,6 +913,45 @@ static void test_uuid_vs_libuuid(void)
 	CHECK_CTX("%s", "");
 }
 
+/* fs_uuid_v7: libuuid reads the ids back as version 7 of the RFC variant, with the time in
+ * the first 48 bits and the caller's bits where RFC 9562 puts them; ids of later
+ * milliseconds sort after earlier ones as text, the property the decisions' index uses. */
+static void test_uuid_v7(void)
+{
+	static const int64_t times[] = {0, 1, 1796062752598, 0xFFFFFFFFFFFFLL};
+	static const uint64_t bits[] = {0, ~0ULL, 0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+	for (size_t t = 0; t < sizeof times / sizeof times[0]; t++) {
+		for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++) {
+			uint64_t r1 = bits[i], r2 = bits[(i + 1) % 4];
+			char id[FS_UUID_LEN + 1], canon[FS_UUID_LEN + 1];
+			fs_uuid_v7(times[t], r1, r2, id);
+			CHECK_CTX("fs_uuid_v7(%" PRId64 ", %d)", times[t], (int)i);
+			uuid_t u;
+			CHECK(uuid_parse(id, u) == 0);
+			CHECK(fs_uuid_canon(id, canon) && strcmp(canon, id) == 0);
+			CHECK(uuid_type(u) == 7);
+			CHECK(uuid_variant(u) == UUID_VARIANT_DCE);
+			int64_t ms = 0;
+			for (int k = 0; k < 6; k++)
+				ms = ms << 8 | u[k];
+			CHECK(ms == times[t]);
+			CHECK((((unsigned)u[6] & 0x0f) << 8 | u[7]) == (r1 & 0x0fff));
+			uint64_t lo = 0;
+			for (int k = 8; k < 16; k++)
+				lo = lo << 8 | u[k];
+			CHECK((lo & 0x3fffffffffffffffULL) == (r2 & 0x3fffffffffffffffULL));
+		}
+	}
+	char a[FS_UUID_LEN + 1], b[FS_UUID_LEN + 1];
+	for (int64_t ms = 1796062752598; ms < 1796062752598 + 1000; ms++) {
+		fs_uuid_v7(ms, ~0ULL, ~0ULL, a);
+		fs_uuid_v7(ms + 1, 0, 0, b);
+		CHECK_CTX("v7 ids of %" PRId64 " and %" PRId64 " ms", ms, ms + 1);
+		CHECK(strcmp(a, b) < 0);
+	}
+	CHECK_CTX("%s", "");
+}
+
 /* Records of every kind in the shapes a web tier sends: the seeds of the differential test. */
 static const char *const flat_seeds[] = {
 	BUY(",\"qty\":1"),
@@ -1066,6 +1105,7 @@ int main(int argc, char **argv)
 	test_validators();
 	test_fast_bad_json();
 	test_uuid_vs_libuuid();
+	test_uuid_v7();
 	test_flat_vs_jansson();
 	return check_done("test_record");
 }
