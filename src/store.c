@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,10 @@ struct fs_store {
 	char err[ERR_LEN_MAX];
 	fs_crash_fn crash;
 	int stale_pid; /* backend of a connection that died; may still be running a transaction */
-	int64_t stalled_broken; /* sessions of stalled workers ended (break_stalled) */
-	char id[40];		/* random, per store: the commit tokens' prefix */
+	/* sessions of stalled workers ended (break_stalled); atomic: the committer thread counts,
+	 * the main thread's stats line reads */
+	_Atomic int64_t stalled_broken;
+	char id[40]; /* random, per store: the commit tokens' prefix */
 	int64_t attempt;
 	char token[64];	   /* the token of the last commit attempt */
 	bool cas_prepared; /* this connection has the compare-and-set as a prepared statement */
@@ -151,7 +154,7 @@ static void break_stalled(struct fs_store *s)
 			 "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL AND "
 			 "wait_event = 'ClientRead' AND state_change < now() - interval '5 s'");
 	if (PQresultStatus(r) == PGRES_TUPLES_OK)
-		s->stalled_broken += PQntuples(r);
+		atomic_fetch_add(&s->stalled_broken, PQntuples(r));
 	PQclear(r);
 }
 
@@ -1102,5 +1105,5 @@ int fs_store_expired(struct fs_store *s, int32_t partition, int64_t from, int64_
 
 int64_t fs_store_stalled_broken(const struct fs_store *s)
 {
-	return s->stalled_broken;
+	return atomic_load(&s->stalled_broken);
 }
