@@ -78,8 +78,17 @@ struct counters {
 		redo, retries, unknown, unknown_committed, answered_again, skipped_stale, gaps,
 		published, delivery_failed;
 	int64_t us_lookup, us_decide, us_commit, us_publish; /* time spent per step */
+	int64_t us_commit_max;	/* the slowest batch transaction: stalls of the WAL flush show here
+				 */
 	int64_t lookups_forced; /* batches redone with a lookup: an id was decided elsewhere */
 };
+
+static void count_commit(struct counters *n, int64_t us)
+{
+	n->us_commit += us;
+	if (us > n->us_commit_max)
+		n->us_commit_max = us;
+}
 
 struct worker {
 	struct fs_config cfg;
@@ -653,7 +662,7 @@ static void part_process_from(struct worker *w, struct part *p, int rc0)
 						     &p->meta, next,
 						     p->replied < 0 ? -1 : p->replied, b, &p->core,
 						     p->need_lookup);
-				w->n.us_commit += now_us() - t;
+				count_commit(&w->n, now_us() - t);
 			}
 		}
 		fs_debug("partition %" PRId32 ": batch of %u at %" PRId64 ": %d", p->id, b->len,
@@ -802,7 +811,8 @@ static void commit_finish(struct worker *w, bool block)
 		pthread_cond_wait(&w->cv, &w->mu);
 	bool done = w->job.done;
 	int rc = w->job.rc;
-	w->n.us_commit += done ? w->job.us : 0;
+	if (done)
+		count_commit(&w->n, w->job.us);
 	w->job.done = false;
 	pthread_mutex_unlock(&w->mu);
 	if (!done)
@@ -1172,14 +1182,15 @@ static void log_stats(struct worker *w, const char *when)
 		" unknown=%" PRId64 " unknown_committed=%" PRId64 " answered_again=%" PRId64
 		" stale=%" PRId64 " gaps=%" PRId64 " published=%" PRId64 " delivery_failed=%" PRId64
 		" stalled_broken=%" PRId64 " ms_lookup=%" PRId64 " ms_decide=%" PRId64
-		" ms_commit=%" PRId64 " ms_publish=%" PRId64 " lookups_forced=%" PRId64,
+		" ms_commit=%" PRId64 " ms_commit_max=%" PRId64 " ms_publish=%" PRId64
+		" lookups_forced=%" PRId64,
 		when, w->n.records, w->n.fresh, w->n.repeats, w->n.conflicts, w->n.invalid,
 		w->n.sale, w->n.expired, w->n.ticks, w->n.batches, w->n.fenced, w->n.redo,
 		w->n.retries, w->n.unknown, w->n.unknown_committed, w->n.answered_again,
 		w->n.skipped_stale, w->n.gaps, w->n.published, w->n.delivery_failed,
 		w->store ? fs_store_stalled_broken(w->store) : 0, w->n.us_lookup / 1000,
-		w->n.us_decide / 1000, w->n.us_commit / 1000, w->n.us_publish / 1000,
-		w->n.lookups_forced);
+		w->n.us_decide / 1000, w->n.us_commit / 1000, w->n.us_commit_max / 1000,
+		w->n.us_publish / 1000, w->n.lookups_forced);
 }
 
 static int handle_consumer_error(struct worker *w, rd_kafka_message_t *m)
