@@ -105,7 +105,7 @@ bool fs_uuid_canon(const char *in, char out[FS_UUID_LEN + 1])
 /* A version-7 id (RFC 9562 section 5.7): the Unix time in ms in the first 48 bits, the
  * version, 12 bits of r1, the variant, 62 bits of r2. Ids minted this way sort by time, so the
  * decisions' primary key takes them near its right edge instead of on a random leaf: the batch
- * COPY's commit time fell by 6-35% (docs/PERFORMANCE.md item 18). */
+ * transactions took 6-35% less time (docs/PERFORMANCE.md item 18). */
 void fs_uuid_v7(int64_t unix_ms, uint64_t r1, uint64_t r2, char out[FS_UUID_LEN + 1])
 {
 	static const char hex[] = "0123456789abcdef";

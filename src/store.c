@@ -876,7 +876,7 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct
 	"RETURNING 1) SELECT fs_assert((SELECT count(*) FROM cas) = 1, 'FSCAS', "                  \
 	"'partition offset moved: another worker owns it')"
 
-/* The offset compare-and-set, with the partition's clock and counters. */
+/* Fills the compare-and-set step: the expected and new offsets, the counters, a fresh token. */
 static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 		    const struct fs_part_meta *meta, int64_t next, int64_t replied,
 		    const struct fs_batch *b, const struct fs_core *core, struct step *x)

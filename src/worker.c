@@ -78,8 +78,7 @@ struct counters {
 		redo, retries, unknown, unknown_committed, answered_again, skipped_stale, gaps,
 		published, delivery_failed;
 	int64_t us_lookup, us_decide, us_commit, us_publish; /* time spent per step */
-	int64_t us_commit_max;	/* the slowest batch transaction: stalls of the WAL flush show here
-				 */
+	int64_t us_commit_max;	/* the slowest batch transaction (a stalled WAL flush shows) */
 	int64_t lookups_forced; /* batches redone with a lookup: an id was decided elsewhere */
 };
 
