@@ -25,6 +25,8 @@ export FLASHSALE_HOME
 FS_LOCAL="$FLASHSALE_HOME/.local"
 FS_LOG_DIR="$FS_LOCAL/log"
 FS_RUN_DIR="$FS_LOCAL/run"
+# The local broker's log directory (scripts/services; scripts/lib/run.sh watches it).
+FS_KAFKA_DATA="$FS_LOCAL/kafka/data"
 
 # Keep in step with scripts/kafka/pom.xml (see there why 3.9 and not 4.x).
 FS_KAFKA_VERSION=3.9.1

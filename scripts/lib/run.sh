@@ -13,6 +13,9 @@
 # FLASHSALE_PG and FLASHSALE_KAFKA (from .local/env) would override the configuration file, so
 # the CLI and the workers run without them.
 
+# shellcheck source=scripts/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
 fresh_run() {
 	local name=$1 parts=$2 admin_pg=$FLASHSALE_PG
 	run_dir=.local/$name
@@ -57,12 +60,12 @@ CONF
 # rather than meet it in its measured window (docs/PERFORMANCE.md item 24). An external broker's
 # files are not ours to watch: nothing to wait for.
 wait_topic_files_gone() {
-	local data=.local/kafka/data _
+	local _
 	for _ in $(seq 1 300); do
-		compgen -G "$data/*-delete" >/dev/null || return 0
+		compgen -G "$FS_KAFKA_DATA/*-delete" >/dev/null || return 0
 		sleep 0.1
 	done
-	echo "run: the broker still has deleted topics' files in $data after 30 s; going on" >&2
+	fs_warn "the broker still has deleted topics' files in $FS_KAFKA_DATA after 30 s; going on"
 }
 
 fs() { env -u FLASHSALE_PG -u FLASHSALE_KAFKA build/flashsale -c "$run_conf" "$@"; }
