@@ -90,5 +90,8 @@ bool fs_uuid_canon(const char *in, char out[FS_UUID_LEN + 1]);
 /* A time-ordered (version 7) id: unix_ms in the first 48 bits, then 74 bits of r1 and r2 (the
  * caller's randomness). How the client library and the load generator mint intent ids. */
 void fs_uuid_v7(int64_t unix_ms, uint64_t r1, uint64_t r2, char out[FS_UUID_LEN + 1]);
+/* The time in ms of a canonical version-7 id (of the RFC variant), when it was minted by the
+ * minter's clock; -1 for any other id. */
+int64_t fs_uuid_v7_ms(const char *canon);
 
 #endif

@@ -4,7 +4,13 @@
  * intents and the results topic), so one clock, the broker's, stamps the moment an intent was
  * published and the moment its answer was stored. The command reads the intents topic up to
  * its end, then the results topic until every intent read has its answer (or the timeout), and
- * prints the rate and the per-record latency percentiles. Nothing here decides anything. */
+ * prints the rate and the per-record latency percentiles. Nothing here decides anything.
+ *
+ * The broker stamps an intent when it appends it, not when the buyer's client published it:
+ * a publisher's producer lingers (10 ms in the client library) to gather intents into one
+ * request. A version-7 intent id carries the time its client minted it, just before the
+ * publish call, so for those records a second set of percentiles runs from that time to the
+ * answer's stamp: the latency a buyer sees, on the client's clock for its start. */
 #include "cli.h"
 
 #include "fs_config.h"
@@ -28,18 +34,23 @@ enum {
 /* Unanswered: no answer seen yet; NOT_TIMED: outside the window, a tick, or answered. */
 #define UNANSWERED_BIT ((int64_t)1 << 62)
 #define NOT_TIMED INT64_MIN
+/* No client time: the intent id is not version 7. */
+#define NO_LEAD INT32_MIN
 
 struct tm_part {
 	int64_t end;
 	int64_t *
 		ts; /* by offset, 0..end-1: the record's timestamp | UNANSWERED_BIT, or NOT_TIMED */
+	int32_t *lead; /* by offset: ms from the id's mint time to the broker's stamp, or NO_LEAD */
 };
 
 struct timing {
 	int nparts;
 	struct tm_part *parts;
 	int64_t records, answered, ticks, first_ms, last_in_ms, first_reply_ms, last_reply_ms;
-	int64_t *lat; /* records entries */
+	int64_t *lat;  /* records entries */
+	int64_t *clat; /* records entries: from the client's publish, for client_timed of them */
+	int64_t client_timed;
 	bool append_time_in, append_time_out;
 	struct fs_record_limits limits;
 };
@@ -51,14 +62,19 @@ static const char usage_timing[] =
 	"(records stamped at or after --since, ticks left out), then the results topic until\n"
 	"every such record has its answer, and prints one line:\n"
 	"  TIMING records=N answered=N ticks=N seconds=S per_s=R publish_seconds=S\n"
-	"         answer_seconds=S p50_ms= p99_ms= p999_ms= max_ms=\n"
+	"         answer_seconds=S p50_ms= p99_ms= p999_ms= max_ms= client_timed=N\n"
+	"         client_p50_ms= client_p99_ms= client_p999_ms= client_max_ms=\n"
 	"seconds runs from the first record published to the last answer stored (publish_seconds:\n"
 	"to the last record published; answer_seconds: from the first answer to the last); per_s "
 	"is\n"
 	"records / seconds; latency is per record, answer's timestamp - record's timestamp (an\n"
-	"answer to a repeat counts for the first record only). Exit 1 if an answer is missing at\n"
-	"the timeout (default 120 s). Both topics need LogAppendTime timestamps (flashsale topics\n"
-	"create); otherwise the producers' clocks are used and a warning says so.\n";
+	"answer to a repeat counts for the first record only). The broker stamps a record when\n"
+	"it appends it, after the publisher's producer lingered (10 ms in the client library):\n"
+	"client_* run instead from the time in the record's intent id, for the client_timed\n"
+	"records whose id is version 7 (the client library and `load` mint them just before\n"
+	"publishing), on the client's clock. Exit 1 if an answer is missing at the timeout\n"
+	"(default 120 s). Both topics need LogAppendTime timestamps (flashsale topics create);\n"
+	"otherwise the producers' clocks are used and a warning says so.\n";
 
 static int64_t mono_ms(void)
 {
@@ -67,13 +83,18 @@ static int64_t mono_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* A tick as the worker sees it (it answers every record but ticks): the same parser. */
-static bool is_tick(const struct timing *t, const rd_kafka_message_t *m)
+/* Ms from the time in the record's intent id to the broker's stamp ts, or NO_LEAD; *tick: a
+ * tick as the worker sees it (it answers every record but ticks): the same parser. */
+static int32_t lead_of(const struct timing *t, const rd_kafka_message_t *m, int64_t ts, bool *tick)
 {
 	struct fs_record r;
 	fs_record_parse(&t->limits, m->key, m->key_len, m->payload, m->len, m->partition, m->offset,
 			0, &r);
-	return r.kind == FS_KIND_TICK;
+	*tick = r.kind == FS_KIND_TICK;
+	int64_t minted = r.intent_id[0] ? fs_uuid_v7_ms(r.intent_id) : -1;
+	if (minted < 0 || ts - minted <= INT32_MIN || ts - minted > INT32_MAX)
+		return NO_LEAD;
+	return (int32_t)(ts - minted);
 }
 
 static void take_intent(struct timing *t, const rd_kafka_message_t *m, int64_t since)
@@ -87,11 +108,14 @@ static void take_intent(struct timing *t, const rd_kafka_message_t *m, int64_t s
 		t->append_time_in = false;
 	if (ts < since || ts < 0)
 		return;
-	if (is_tick(t, m)) {
+	bool tick;
+	int32_t lead = lead_of(t, m, ts, &tick);
+	if (tick) {
 		t->ticks++;
 		return;
 	}
 	p->ts[m->offset] = ts | UNANSWERED_BIT;
+	p->lead[m->offset] = lead;
 	t->records++;
 	if (t->first_ms < 0 || ts < t->first_ms)
 		t->first_ms = ts;
@@ -121,6 +145,8 @@ static void take_answer(struct timing *t, const rd_kafka_message_t *m)
 	int64_t sent = p->ts[oi] & ~UNANSWERED_BIT;
 	p->ts[oi] = NOT_TIMED;
 	t->lat[t->answered++] = ts - sent;
+	if (p->lead[oi] != NO_LEAD)
+		t->clat[t->client_timed++] = ts - sent + p->lead[oi];
 	if (ts > t->last_reply_ms)
 		t->last_reply_ms = ts;
 	if (t->first_reply_ms < 0 || ts < t->first_reply_ms)
@@ -222,11 +248,14 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 	}
 	t.parts = calloc((size_t)t.nparts, sizeof *t.parts);
 	t.lat = malloc((size_t)(total ? total : 1) * sizeof *t.lat);
+	t.clat = malloc((size_t)(total ? total : 1) * sizeof *t.clat);
 	for (int i = 0; t.parts && i < t.nparts; i++) {
 		/* Indexed by offset from 0: records below the log start never arrive. */
+		size_t n = (size_t)(ends[i] ? ends[i] : 1);
 		t.parts[i].end = ends[i];
-		t.parts[i].ts = malloc((size_t)(ends[i] ? ends[i] : 1) * sizeof(int64_t));
-		if (!t.parts[i].ts) {
+		t.parts[i].ts = malloc(n * sizeof(int64_t));
+		t.parts[i].lead = malloc(n * sizeof(int32_t));
+		if (!t.parts[i].ts || !t.parts[i].lead) {
 			t.lat = (free(t.lat), NULL);
 			break;
 		}
@@ -235,7 +264,7 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 	}
 	free(ends);
 	rc = 1;
-	if (!t.parts || !t.lat) {
+	if (!t.parts || !t.lat || !t.clat) {
 		cli_err("timing: out of memory");
 		goto out;
 	}
@@ -248,6 +277,7 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 		cli_err("timing: warning: a topic without LogAppendTime timestamps: the "
 			"producers' clocks are used");
 	qsort(t.lat, (size_t)t.answered, sizeof *t.lat, cmp_i64);
+	qsort(t.clat, (size_t)t.client_timed, sizeof *t.clat, cmp_i64);
 	double secs = t.answered && t.last_reply_ms >= t.first_ms
 			      ? (double)(t.last_reply_ms - t.first_ms) / 1000.0
 			      : 0;
@@ -256,15 +286,22 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 		json ? "{\"records\":%" PRId64 ",\"answered\":%" PRId64 ",\"ticks\":%" PRId64
 		       ",\"seconds\":%.3f,\"per_s\":%.0f,"
 		       "\"publish_seconds\":%.3f,\"answer_seconds\":%.3f,\"p50_ms\":%.0f,"
-		       "\"p99_ms\":%.0f,\"p999_ms\":%.0f,\"max_ms\":%.0f}\n"
+		       "\"p99_ms\":%.0f,\"p999_ms\":%.0f,\"max_ms\":%.0f,\"client_timed\":%" PRId64
+		       ",\"client_p50_ms\":%.0f,\"client_p99_ms\":%.0f,\"client_p999_ms\":%.0f,"
+		       "\"client_max_ms\":%.0f}\n"
 		     : "TIMING records=%" PRId64 " answered=%" PRId64 " ticks=%" PRId64
 		       " seconds=%.3f per_s=%.0f publish_seconds=%.3f answer_seconds=%.3f "
-		       "p50_ms=%.0f p99_ms=%.0f p999_ms=%.0f max_ms=%.0f\n";
+		       "p50_ms=%.0f p99_ms=%.0f p999_ms=%.0f max_ms=%.0f client_timed=%" PRId64
+		       " client_p50_ms=%.0f client_p99_ms=%.0f client_p999_ms=%.0f "
+		       "client_max_ms=%.0f\n";
 	printf(fmt, t.records, t.answered, t.ticks, secs, per_s,
 	       t.records ? (double)(t.last_in_ms - t.first_ms) / 1000.0 : 0.0,
 	       t.answered ? (double)(t.last_reply_ms - t.first_reply_ms) / 1000.0 : 0.0,
 	       pct(t.lat, t.answered, 0.50), pct(t.lat, t.answered, 0.99),
-	       pct(t.lat, t.answered, 0.999), t.answered ? (double)t.lat[t.answered - 1] : 0.0);
+	       pct(t.lat, t.answered, 0.999), t.answered ? (double)t.lat[t.answered - 1] : 0.0,
+	       t.client_timed, pct(t.clat, t.client_timed, 0.50), pct(t.clat, t.client_timed, 0.99),
+	       pct(t.clat, t.client_timed, 0.999),
+	       t.client_timed ? (double)t.clat[t.client_timed - 1] : 0.0);
 	if (t.answered < t.records)
 		cli_err("timing: %" PRId64 " of %" PRId64 " records have no answer after %" PRId64
 			" s",
@@ -272,9 +309,12 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 	else
 		rc = 0;
 out:
-	for (int i = 0; t.parts && i < t.nparts; i++)
+	for (int i = 0; t.parts && i < t.nparts; i++) {
 		free(t.parts[i].ts);
+		free(t.parts[i].lead);
+	}
 	free(t.parts);
 	free(t.lat);
+	free(t.clat);
 	return rc;
 }

@@ -126,6 +126,24 @@ void fs_uuid_v7(int64_t unix_ms, uint64_t r1, uint64_t r2, char out[FS_UUID_LEN 
 	*o = '\0';
 }
 
+int64_t fs_uuid_v7_ms(const char *canon)
+{
+	/* xxxxxxxx-xxxx-7xxx-Vxxx-..., V one of 8 9 a b: the first 12 hex digits are the time. */
+	if (strlen(canon) != FS_UUID_LEN || canon[14] != '7' || !memchr("89ab", canon[19], 4))
+		return -1;
+	int64_t ms = 0;
+	for (int i = 0; i < 13; i++) {
+		if (i == 8)
+			continue;
+		char c = canon[i];
+		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+		if (d < 0)
+			return -1;
+		ms = ms << 4 | d;
+	}
+	return ms;
+}
+
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 {
 	const unsigned char *p = data;

@@ -940,8 +940,23 @@ static void test_uuid_v7(void)
 			for (int k = 8; k < 16; k++)
 				lo = lo << 8 | u[k];
 			CHECK((lo & 0x3fffffffffffffffULL) == (r2 & 0x3fffffffffffffffULL));
+			CHECK(fs_uuid_v7_ms(id) == times[t]);
 		}
 	}
+	/* Not a version-7 id of the RFC variant, or not canonical: no time. */
+	static const char *const untimed[] = {
+		"0190a3b4-c5d6-4e7f-8a9b-0c1d2e3f4a5b", /* version 4 */
+		"0190a3b4-c5d6-7e7f-ca9b-0c1d2e3f4a5b", /* version 7, another variant */
+		"0190A3B4-C5D6-7E7F-8A9B-0C1D2E3F4A5B", /* not canonical (upper case) */
+		"0190a3b4-c5d6-7e7f-8a9b-0c1d2e3f4a5",	/* short */
+		"",
+	};
+	for (size_t i = 0; i < sizeof untimed / sizeof untimed[0]; i++) {
+		CHECK_CTX("fs_uuid_v7_ms(\"%s\")", untimed[i]);
+		CHECK(fs_uuid_v7_ms(untimed[i]) == -1);
+	}
+	CHECK_CTX("%s", "v7 time");
+	CHECK(fs_uuid_v7_ms("0190a3b4-c5d6-7e7f-8a9b-0c1d2e3f4a5b") == 0x0190a3b4c5d6LL);
 	char a[FS_UUID_LEN + 1], b[FS_UUID_LEN + 1];
 	for (int64_t ms = 1796062752598; ms < 1796062752598 + 1000; ms++) {
 		fs_uuid_v7(ms, ~0ULL, ~0ULL, a);
