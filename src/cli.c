@@ -43,6 +43,7 @@ static const char usage_main[] =
 	"  replay [--dry-run]                  rebuild the database from the log, or diff against "
 	"it\n"
 	"  timing [--since MS] [--timeout S]   end-to-end rate and latency, on the broker's clock\n"
+	"                                      and from the publish call\n"
 	"\n"
 	"Global options:\n"
 	"  -c, --config FILE   configuration file (see config/flashsale.conf)\n"
