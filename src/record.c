@@ -128,18 +128,18 @@ void fs_uuid_v7(int64_t unix_ms, uint64_t r1, uint64_t r2, char out[FS_UUID_LEN 
 
 int64_t fs_uuid_v7_ms(const char *canon)
 {
-	/* xxxxxxxx-xxxx-7xxx-Vxxx-..., V one of 8 9 a b: the first 12 hex digits are the time. */
+	/* Version digit '7' at index 14, variant digit (8, 9, a or b) at 19; the time is the
+	 * first 12 hex digits, around the dash at index 8. Lower case only: the canonical form. */
 	if (strlen(canon) != FS_UUID_LEN || canon[14] != '7' || !memchr("89ab", canon[19], 4))
 		return -1;
 	int64_t ms = 0;
 	for (int i = 0; i < 13; i++) {
 		if (i == 8)
 			continue;
-		char c = canon[i];
-		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-		if (d < 0)
+		int h = hex_lower((unsigned char)canon[i]);
+		if (h < 0 || h != (unsigned char)canon[i])
 			return -1;
-		ms = ms << 4 | d;
+		ms = ms << 4 | (h <= '9' ? h - '0' : h - 'a' + 10);
 	}
 	return ms;
 }
