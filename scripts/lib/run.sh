@@ -1,13 +1,14 @@
 # shellcheck shell=bash
-# A fresh flashsale run for scripts/demo and scripts/bench. Source it after .local/env; do not
-# run it.
+# A fresh flashsale run for scripts/demo, scripts/bench and scripts/profile. Source it after
+# .local/env; do not run it.
 #
 #   fresh_run NAME PARTITIONS   database flashsale_NAME (dropped and created again, schema
 #                               applied), topics NAME.intents/.results/.stock (deleted, their
 #                               files gone from the local broker's disk, and
 #                               created again), configuration .local/NAME/flashsale.conf
 #   fs ARGS...                  the CLI on the current run's configuration
-#   start_run_worker LOG        a worker on it in the background; its pid in $run_worker_pid
+#   start_run_worker LOG [CMD]  a worker on it in the background (CMD: the worker's command,
+#                               build/flashsale-worker by default); its pid in $run_worker_pid
 #
 # FLASHSALE_RUN_CONF: more configuration lines for the run (e.g. "batch.wait.ms = 5").
 # FLASHSALE_PG and FLASHSALE_KAFKA (from .local/env) would override the configuration file, so
@@ -71,6 +72,9 @@ wait_topic_files_gone() {
 fs() { env -u FLASHSALE_PG -u FLASHSALE_KAFKA build/flashsale -c "$run_conf" "$@"; }
 
 start_run_worker() {
-	env -u FLASHSALE_PG -u FLASHSALE_KAFKA build/flashsale-worker -c "$run_conf" >"$1" 2>&1 &
+	local log=$1
+	shift
+	[ $# -gt 0 ] || set -- build/flashsale-worker
+	env -u FLASHSALE_PG -u FLASHSALE_KAFKA "$@" -c "$run_conf" >"$log" 2>&1 &
 	run_worker_pid=$!
 }
