@@ -7,14 +7,27 @@
 
 enum { MAP_CAP_MIN = 16 };
 
+/* murmur3's 64-bit finaliser: a bijection whose every output bit depends on every input bit. */
+static uint64_t fmix64(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
 uint64_t fs_hash_bytes(const void *data, size_t n, uint64_t seed)
 {
-	/* Eight bytes a step, one multiply each, the length mixed in first (so that trailing
-	 * NUL bytes count), then murmur3's 64-bit finaliser so that similar keys spread over
-	 * the slots. Byte by byte (FNV-1a) it was 5% of the worker's instructions: every record
-	 * hashes its 36-byte intent id three times (docs/PERFORMANCE.md item 30). */
+	/* Eight bytes a step, one multiply each, then the finaliser so that similar keys spread
+	 * over the slots. The seed goes through the finaliser first, so that it cannot cancel
+	 * against the key's first bytes (hash(k, 0) == hash(k ^ 1, 1) when it is merely xored
+	 * in); the length is mixed in so that trailing NUL bytes count. Byte by byte (FNV-1a)
+	 * it was 5% of the worker's instructions: every record hashes its 36-byte intent id three
+	 * times (docs/PERFORMANCE.md item 30). */
 	const unsigned char *p = data;
-	uint64_t h = 14695981039346656037ULL ^ seed ^ ((uint64_t)n * 0xff51afd7ed558ccdULL);
+	uint64_t h = fmix64(seed ^ 14695981039346656037ULL) ^ ((uint64_t)n * 0xff51afd7ed558ccdULL);
 	for (; n >= 8; n -= 8, p += 8) {
 		uint64_t w;
 		memcpy(&w, p, 8);
@@ -26,12 +39,7 @@ uint64_t fs_hash_bytes(const void *data, size_t n, uint64_t seed)
 		memcpy(&w, p, n);
 		h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
 	}
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
+	return fmix64(h);
 }
 
 static uint64_t slot_hash(uint64_t h)

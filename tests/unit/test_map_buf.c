@@ -125,6 +125,10 @@ static void test_hash_bytes(void)
 	CHECK(h != fs_hash_bytes(a, 4, 0));
 	CHECK(fs_hash_bytes("", 0, 0) == fs_hash_bytes(NULL, 0, 0));
 	CHECK(fs_hash_bytes("", 0, 0) != fs_hash_bytes("", 0, 7));
+	/* The seed does not cancel against the first bytes ('P' ^ 'Q' == 1): buyer ids are hashed
+	 * with their SKU's index as the seed. */
+	CHECK(fs_hash_bytes("P-5", 3, 0) != fs_hash_bytes("Q-5", 3, 1));
+	CHECK(fs_hash_bytes("b1234567-0", 10, 2) != fs_hash_bytes("a1234567-0", 10, 1));
 	/* spread: 4096 similar keys land in more than 3/4 of 4096 slots */
 	static bool used[4096];
 	int distinct = 0;
