@@ -23,7 +23,7 @@ bool fs_buf_grow(struct fs_buf *b, size_t need);
 
 /* Inline: every field of every reply and COPY row is an append, most of them of a string
  * literal, whose strlen the compiler then folds (callgrind: a reply went from 1,969 to
- * 640 instructions, docs/PERFORMANCE.md item 30). */
+ * 1,026 instructions, docs/PERFORMANCE.md item 30). */
 static inline void fs_buf_add(struct fs_buf *b, const void *data, size_t n)
 {
 	if ((b->failed || b->len + n + 1 > b->cap) && !fs_buf_grow(b, n))
