@@ -18,5 +18,9 @@ rd_kafka_t *fs_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, char *err,
 
 /* Producer defaults shared by the worker and the clients: idempotent, never gives up. */
 extern const char *const fs_kafka_producer_defaults[];
+/* The worker's consumer defaults (also flashsale-echo's, the benchmark's floor, so that the
+ * two read alike): no automatic commits or offset resets, eager assignment, short fetch waits,
+ * large fetches. */
+extern const char *const fs_kafka_consumer_defaults[];
 
 #endif

@@ -21,6 +21,22 @@ const char *const fs_kafka_producer_defaults[] = {
 	"queue.buffering.max.messages", "1000000",
 	NULL,
 };
+
+const char *const fs_kafka_consumer_defaults[] = {
+	"enable.auto.commit", "false",
+	"enable.auto.offset.store", "false",
+	/* Start offsets always come from Postgres; never jump anywhere on our own. */
+	"auto.offset.reset", "error",
+	/* Eager assignment: cooperative-sticky had rebalance bugs before 2.2. */
+	"partition.assignment.strategy", "range",
+	"session.timeout.ms", "10000",
+	"heartbeat.interval.ms", "1000",
+	"fetch.wait.max.ms", "10",
+	/* Larger fetches keep the local queue from running dry under a backlog, so that
+	 * batches fill (a partial batch goes when the queue is empty). */
+	"max.partition.fetch.bytes", "8388608",
+	NULL,
+};
 /* clang-format on */
 
 rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,

@@ -1396,25 +1396,8 @@ static int setup(struct worker *w)
 	/* NULL is survivable: results then go one produce call each. */
 	w->results_rkt = rd_kafka_topic_new(w->producer, w->cfg.topic_results, NULL);
 
-	/* clang-format off */
-	static const char *const consumer_defaults[] = {
-		"enable.auto.commit", "false",
-		"enable.auto.offset.store", "false",
-		/* Start offsets always come from Postgres; never jump anywhere on our own. */
-		"auto.offset.reset", "error",
-		/* Eager assignment: cooperative-sticky had rebalance bugs before 2.2. */
-		"partition.assignment.strategy", "range",
-		"session.timeout.ms", "10000",
-		"heartbeat.interval.ms", "1000",
-		"fetch.wait.max.ms", "10",
-		/* Larger fetches keep the local queue from running dry under a backlog, so that
-		 * batches fill (a partial batch goes when the queue is empty). */
-		"max.partition.fetch.bytes", "8388608",
-		NULL,
-	};
-	/* clang-format on */
-	rd_kafka_conf_t *cc =
-		fs_kafka_conf(&w->cfg, RD_KAFKA_CONSUMER, consumer_defaults, err, sizeof err);
+	rd_kafka_conf_t *cc = fs_kafka_conf(&w->cfg, RD_KAFKA_CONSUMER, fs_kafka_consumer_defaults,
+					    err, sizeof err);
 	if (!cc) {
 		fs_error("consumer config: %s", err);
 		return -EINVAL;
