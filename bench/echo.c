@@ -1,0 +1,255 @@
+/* echo.c: flashsale-echo, the floor under S5 (scripts/bench).
+ *
+ * It answers every record of the intents topic on the results topic at once, deciding nothing
+ * and storing nothing: the answer carries only the intent's partition and offset, which is all
+ * `flashsale timing` needs to match it. Run in place of the worker under the same open loop,
+ * it measures what the broker, the two clients' lingers and this machine cost before the
+ * worker does any work of its own, so that S5's latency can be read against it. It reads and
+ * writes as the worker does: the worker's consumer and producer defaults (fs_kafka.c), the
+ * records drained from the local queue, then their answers in one rd_kafka_produce_batch call.
+ *
+ * Not a worker: no group offsets, no Postgres, no dedupe, nothing a buyer may rely on. It reads
+ * every partition of the intents topic from the beginning (a fresh run's topic), prints
+ * "flashsale-echo: ready" on stderr once it has reached the end of each, and on SIGTERM or
+ * SIGINT waits for its answers' delivery and prints a count. */
+#include "fs_config.h"
+#include "fs_kafka.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { DRAIN_MAX = 10000, ANSWER_MAX = 64 };
+
+static volatile sig_atomic_t stop_requested;
+static int64_t delivery_failed;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	(void)rk;
+	(void)opaque;
+	if (m->err)
+		delivery_failed++;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: flashsale-echo -c FILE\n"
+		"\n"
+		"The floor under scripts/bench's S5: answers every record of topic.intents\n"
+		"on topic.results at once, with\n"
+		"  {\"type\":\"echo\",\"partition\":P,\"offset\":O}\n"
+		"keyed as the record, deciding and storing nothing. `flashsale timing` then\n"
+		"measures the broker, the clients and the machine without the worker's own\n"
+		"work. Reads every partition from the beginning; prints 'flashsale-echo: ready'\n"
+		"on stderr once it is at the end of each; on SIGTERM or SIGINT flushes and\n"
+		"prints the count. Uses brokers, topic.intents, topic.results, group (with\n"
+		"-echo appended) and kafka.* of FILE, and the worker's consumer and producer\n"
+		"defaults. Not a worker: it commits nothing.\n"
+		"Exit 0, 1 on a Kafka error or an undelivered answer, 2 on a usage error.\n");
+}
+
+static rd_kafka_t *new_client(const struct fs_config *cfg, rd_kafka_type_t type)
+{
+	char err[512], group[FS_CONF_STR_MAX + 8];
+	bool consumer = type == RD_KAFKA_CONSUMER;
+	rd_kafka_conf_t *conf = fs_kafka_conf(
+		cfg, type, consumer ? fs_kafka_consumer_defaults : fs_kafka_producer_defaults, err,
+		sizeof err);
+	if (!conf) {
+		fprintf(stderr, "flashsale-echo: %s\n", err);
+		return NULL;
+	}
+	snprintf(group, sizeof group, "%s-echo", cfg->group);
+	if (consumer &&
+	    (rd_kafka_conf_set(conf, "group.id", group, err, sizeof err) ||
+	     rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof err))) {
+		rd_kafka_conf_destroy(conf);
+		fprintf(stderr, "flashsale-echo: %s\n", err);
+		return NULL;
+	}
+	if (!consumer)
+		rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+	rd_kafka_t *rk = fs_kafka_new(type, conf, err, sizeof err);
+	if (!rk)
+		fprintf(stderr, "flashsale-echo: %s\n", err);
+	return rk;
+}
+
+/* Assigns every partition of the intents topic from its beginning; their count, or -1. */
+static int assign_all(rd_kafka_t *c, const char *topic)
+{
+	rd_kafka_topic_t *t = rd_kafka_topic_new(c, topic, NULL);
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_resp_err_t e =
+		t ? rd_kafka_metadata(c, 0, t, &md, 10000) : RD_KAFKA_RESP_ERR__INVALID_ARG;
+	int n = -1;
+	if (e == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 && !md->topics[0].err &&
+	    md->topics[0].partition_cnt > 0) {
+		n = md->topics[0].partition_cnt;
+		rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+		for (int i = 0; i < n; i++)
+			rd_kafka_topic_partition_list_add(l, topic, md->topics[0].partitions[i].id)
+				->offset = RD_KAFKA_OFFSET_BEGINNING;
+		e = rd_kafka_assign(c, l);
+		rd_kafka_topic_partition_list_destroy(l);
+		if (e)
+			n = -1;
+	}
+	if (n < 0)
+		fprintf(stderr, "flashsale-echo: topic %s: %s\n", topic,
+			e ? rd_kafka_err2str(e)
+			: md && md->topic_cnt == 1 && md->topics[0].err
+				? rd_kafka_err2str(md->topics[0].err)
+				: "no partitions");
+	if (md)
+		rd_kafka_metadata_destroy(md);
+	if (t)
+		rd_kafka_topic_destroy(t);
+	return n;
+}
+
+/* Answers the records drained from the consumer, in one call; their count, or -1. */
+static int answer(rd_kafka_topic_t *results, rd_kafka_message_t **in, int n, char *bodies,
+		  rd_kafka_message_t *out)
+{
+	for (int i = 0; i < n; i++) {
+		char *b = bodies + (size_t)i * ANSWER_MAX;
+		int len = snprintf(b, ANSWER_MAX,
+				   "{\"type\":\"echo\",\"partition\":%" PRId32
+				   ",\"offset\":%" PRId64 "}",
+				   in[i]->partition, in[i]->offset);
+		out[i] = (rd_kafka_message_t){
+			.partition = RD_KAFKA_PARTITION_UA,
+			.payload = b,
+			.len = (size_t)len,
+			.key = in[i]->key,
+			.key_len = in[i]->key_len,
+		};
+	}
+	int queued =
+		rd_kafka_produce_batch(results, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, out, n);
+	for (int i = 0; i < n && queued < n; i++)
+		if (out[i].err) {
+			fprintf(stderr, "flashsale-echo: answer to %" PRId32 "/%" PRId64 ": %s\n",
+				in[i]->partition, in[i]->offset, rd_kafka_err2str(out[i].err));
+			return -1;
+		}
+	return queued;
+}
+
+int main(int argc, char **argv)
+{
+	static struct fs_config cfg;
+	fs_config_defaults(&cfg);
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	char err[FS_CONF_ERR_MAX];
+	bool have_config = false;
+	int c;
+	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 0;
+		}
+		if (c != 'c') {
+			usage(stderr);
+			return 2;
+		}
+		if (fs_config_load_file(&cfg, optarg, err) < 0) {
+			fprintf(stderr, "flashsale-echo: %s\n", err);
+			return 2;
+		}
+		have_config = true;
+	}
+	if (!have_config || optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (fs_config_apply_env(&cfg, err) < 0) {
+		fprintf(stderr, "flashsale-echo: %s\n", err);
+		return 2;
+	}
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	rd_kafka_t *producer = new_client(&cfg, RD_KAFKA_PRODUCER);
+	rd_kafka_t *consumer = producer ? new_client(&cfg, RD_KAFKA_CONSUMER) : NULL;
+	rd_kafka_topic_t *results =
+		consumer ? rd_kafka_topic_new(producer, cfg.topic_results, NULL) : NULL;
+	rd_kafka_message_t **in = calloc(DRAIN_MAX, sizeof *in);
+	rd_kafka_message_t *out = calloc(DRAIN_MAX, sizeof *out);
+	char *bodies = calloc(DRAIN_MAX, ANSWER_MAX);
+	int rc = 1, parts = -1;
+	if (!results || !in || !out || !bodies)
+		fprintf(stderr, "flashsale-echo: could not start (%s)\n",
+			results ? strerror(ENOMEM) : "see above");
+	else if ((parts = assign_all(consumer, cfg.topic_intents)) > 0)
+		rc = 0;
+	if (consumer && parts > 0)
+		rd_kafka_poll_set_consumer(consumer);
+
+	int64_t answered = 0;
+	int at_end = 0;
+	while (rc == 0 && !stop_requested) {
+		int n = 0;
+		/* Wait for one record, then take what is already here, as the worker batches. */
+		for (int wait_ms = 100; n < DRAIN_MAX; wait_ms = 0) {
+			rd_kafka_message_t *m = rd_kafka_consumer_poll(consumer, wait_ms);
+			if (!m)
+				break;
+			if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+				if (++at_end == parts)
+					fprintf(stderr, "flashsale-echo: ready\n");
+				rd_kafka_message_destroy(m);
+			} else if (m->err) {
+				fprintf(stderr, "flashsale-echo: %s\n", rd_kafka_message_errstr(m));
+				rd_kafka_message_destroy(m);
+			} else {
+				in[n++] = m;
+			}
+		}
+		int queued = n ? answer(results, in, n, bodies, out) : 0;
+		if (queued < 0)
+			rc = 1;
+		answered += queued > 0 ? queued : 0;
+		for (int i = 0; i < n; i++)
+			rd_kafka_message_destroy(in[i]);
+		rd_kafka_poll(producer, 0);
+	}
+	if (producer && rd_kafka_flush(producer, (int)cfg.flush_timeout_ms))
+		fprintf(stderr, "flashsale-echo: %d answers not delivered at exit\n",
+			rd_kafka_outq_len(producer));
+	if (producer && (rd_kafka_outq_len(producer) > 0 || delivery_failed > 0))
+		rc = 1;
+	fprintf(stderr, "flashsale-echo: exit: answered=%" PRId64 " delivery_failed=%" PRId64 "\n",
+		answered, delivery_failed);
+	if (consumer) {
+		rd_kafka_consumer_close(consumer);
+		rd_kafka_destroy(consumer);
+	}
+	if (results)
+		rd_kafka_topic_destroy(results);
+	if (producer)
+		rd_kafka_destroy(producer);
+	free(in);
+	free(out);
+	free(bodies);
+	return rc;
+}
