@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The benchmark end to end, small (scripts/bench --quick, issue 5): every peer and every
+# flashsale run, S5's floor included, runs to the end and passes its own check, and the report
+# and chart are written where --out says, leaving the committed docs/BENCHMARKS.md alone.
+# Speed is reported by the benchmark, not judged here (TESTING.md: targets live in benchmarks,
+# not in timed tests); what is judged is that every figure it prints comes from a correct run.
+#   1. scripts/bench --quick --out DIR exits 0.
+#   2. S1 and S2 have a row for every approach, flashsale's included. Every approach but
+#      read-then-write (whose overselling is what it shows) sells no more than its stock, and
+#      sells no order key twice. The conditional statements and flashsale sell exactly their
+#      stock.
+#   3. S3 .. S6 and S5's floor pass their checks, S5's floor answers every intent, and S6's
+#      rebuilt decisions are identical to the fresh ones.
+#   4. DIR has the report, with every section, and the chart; docs/ is untouched.
+. "$(dirname "$0")/lib.sh"
+out=$(mktemp -d "${TMPDIR:-/tmp}/flashsale-bench.XXXXXX")
+results=$IT_ROOT/.local/bench/results.txt
+docs_before=$(cd "$IT_ROOT" && cat docs/BENCHMARKS.md docs/benchmarks.png 2>/dev/null | md5sum)
+
+# 1.
+rc=0
+(cd "$IT_ROOT" && scripts/bench --quick --out "$out") >"$out/bench.log" 2>&1 </dev/null || rc=$?
+grep -E '^\[ *[0-9]+/[0-9]+\]|^bench:' "$out/bench.log" || true
+assert_eq 0 "$rc" "scripts/bench --quick exit status"
+
+row() { # row SCENARIO APPROACH: that run's line of results.txt
+	grep -E "^scenario=$1 .*approach=$2( |$)" "$results" | tail -n 1
+}
+val() { # val LINE KEY
+	printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
+}
+
+# 2.
+approaches=(read-then-write conditional-update idempotent-reserve for-update optimistic flashsale)
+pkg-config --exists hiredis && approaches+=(redis-gate)
+for sc in S1 S2; do
+	for ap in "${approaches[@]}"; do
+		line=$(row "$sc" "$ap")
+		if [ -z "$line" ]; then
+			fail "$sc $ap: no row"
+			continue
+		fi
+		sold=$(val "$line" sold) stock=$(val "$line" stock) dup=$(val "$line" dup_orders)
+		[ "$ap" = read-then-write ] && { say "ok: $sc $ap ran (oversell $(val "$line" oversell))"; continue; }
+		[ "$sold" -le "$stock" ] 2>/dev/null || fail "$sc $ap: sold $sold of $stock"
+		[ "$dup" = 0 ] || [ "$dup" = - ] || fail "$sc $ap: $dup order keys sold twice"
+		case "$ap" in
+		optimistic) say "ok: $sc $ap sold $sold of $stock (check $(val "$line" check))" ;;
+		*) assert_eq "ok $stock" "$(val "$line" check) $sold" "$sc $ap check and units sold" ;;
+		esac
+	done
+done
+
+# 3.
+for sc in S3 S4 S5 S6; do
+	assert_eq ok "$(val "$(row "$sc" flashsale)" check)" "$sc check"
+done
+floor=$(row S5-floor echo)
+assert_eq ok "$(val "$floor" check)" "S5 floor check"
+[ "$(val "$floor" requests)" -gt 0 ] 2>/dev/null || fail "S5 floor timed no record"
+assert_eq yes "$(val "$(row S6 flashsale)" same_decisions)" "S6 rebuilt decisions identical"
+
+# 4.
+for section in '## The machine' '## S1 hot SKU' '## S2 all winners' '## flashsale alone' \
+	'| S5 floor |' '| S6 |'; do
+	grep -qF "$section" "$out/BENCHMARKS.md" 2>/dev/null || fail "report: no '$section'"
+done
+[ -s "$out/benchmarks.png" ] || fail "no chart in $out"
+assert_eq "$docs_before" "$(cd "$IT_ROOT" && cat docs/BENCHMARKS.md docs/benchmarks.png 2>/dev/null | md5sum)" \
+	"docs/BENCHMARKS.md and docs/benchmarks.png untouched"
+
+[ "$IT_FAILED" -eq 0 ] && rm -rf "$out" || say "kept $out"
+it_done
