@@ -8,14 +8,21 @@
  * writes as the worker does: the worker's consumer and producer defaults (fs_kafka.c), the
  * records drained from the local queue, then their answers in one rd_kafka_produce_batch call.
  *
+ * With --sync FILE it also writes each batch's records to FILE and waits for fdatasync before
+ * answering them: the durable floor, the WAL flush the worker's commit waits for without the
+ * database's work. FILE is a ring of RING_BYTES written with zeros first, overwritten in place
+ * as Postgres overwrites its recycled WAL segments, so that a flush carries no change of size.
+ *
  * Not a worker: no group offsets, no Postgres, no dedupe, nothing a buyer may rely on. It reads
  * every partition of the intents topic from the beginning (a fresh run's topic), prints
  * "flashsale-echo: ready" on stderr once it has reached the end of each, and on SIGTERM or
  * SIGINT waits for its answers' delivery and prints a count. */
+#include "fs_buf.h"
 #include "fs_config.h"
 #include "fs_kafka.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -23,8 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 enum { DRAIN_MAX = 10000, ANSWER_MAX = 64 };
+#define RING_BYTES ((off_t)64 << 20)
 
 static volatile sig_atomic_t stop_requested;
 static int64_t delivery_failed;
@@ -46,7 +56,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: flashsale-echo -c FILE\n"
+		"usage: flashsale-echo -c FILE [--sync PATH]\n"
 		"\n"
 		"The floor under scripts/bench's S5: answers every record of topic.intents\n"
 		"on topic.results at once, with\n"
@@ -58,6 +68,9 @@ static void usage(FILE *out)
 		"prints the count. Uses brokers, topic.intents, topic.results, group (with\n"
 		"-echo appended) and kafka.* of FILE, and the worker's consumer and producer\n"
 		"defaults. Not a worker: it commits nothing.\n"
+		"  --sync PATH  the durable floor: write each batch's records to PATH (a 64 MiB\n"
+		"               ring, zero-filled first) and fdatasync it before answering them;\n"
+		"               the exit line then counts the flushes and gives the slowest\n"
 		"Exit 0, 1 on a Kafka error or an undelivered answer, 2 on a usage error.\n");
 }
 
@@ -121,6 +134,65 @@ static int assign_all(rd_kafka_t *c, const char *topic)
 	return n;
 }
 
+static int64_t now_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+struct ring {
+	int fd;
+	off_t at;
+	struct fs_buf batch; /* the batch's bytes, written at once */
+	int64_t syncs, us_total, us_max;
+};
+
+/* Creates the ring: RING_BYTES of zeros, on disk before the first batch. */
+static int ring_open(struct ring *r, const char *path)
+{
+	static const char zeros[1 << 20];
+	r->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	for (off_t at = 0; r->fd >= 0 && at < RING_BYTES; at += sizeof zeros)
+		if (pwrite(r->fd, zeros, sizeof zeros, at) != (ssize_t)sizeof zeros)
+			break;
+	if (r->fd < 0 || fsync(r->fd) < 0) {
+		fprintf(stderr, "flashsale-echo: --sync %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Writes the records' keys and payloads at the ring's position in one write (the ring wraps
+ * to its start when a batch does not fit before its end), then fdatasync. */
+static int ring_sync(struct ring *r, rd_kafka_message_t **in, int n)
+{
+	int64_t t = now_us();
+	fs_buf_clear(&r->batch);
+	for (int i = 0; i < n; i++) {
+		if (in[i]->key)
+			fs_buf_add(&r->batch, in[i]->key, in[i]->key_len);
+		if (in[i]->payload)
+			fs_buf_add(&r->batch, in[i]->payload, in[i]->len);
+	}
+	if (!fs_buf_ok(&r->batch) || (off_t)r->batch.len > RING_BYTES) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (r->at + (off_t)r->batch.len > RING_BYTES)
+		r->at = 0;
+	if (pwrite(r->fd, r->batch.data, r->batch.len, r->at) != (ssize_t)r->batch.len ||
+	    fdatasync(r->fd) < 0)
+		return -1;
+	r->at += (off_t)r->batch.len;
+	t = now_us() - t;
+	r->syncs++;
+	r->us_total += t;
+	if (t > r->us_max)
+		r->us_max = t;
+	return 0;
+}
+
 /* Answers the records drained from the consumer, in one call; their count, or -1. */
 static int answer(rd_kafka_topic_t *results, rd_kafka_message_t **in, int n, char *bodies,
 		  rd_kafka_message_t *out)
@@ -156,16 +228,22 @@ int main(int argc, char **argv)
 	fs_config_defaults(&cfg);
 	static const struct option opts[] = {
 		{"config", required_argument, NULL, 'c'},
+		{"sync", required_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	char err[FS_CONF_ERR_MAX];
 	bool have_config = false;
+	const char *sync_path = NULL;
 	int c;
 	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return 0;
+		}
+		if (c == 'S') {
+			sync_path = optarg;
+			continue;
 		}
 		if (c != 'c') {
 			usage(stderr);
@@ -197,10 +275,12 @@ int main(int argc, char **argv)
 	rd_kafka_message_t *out = calloc(DRAIN_MAX, sizeof *out);
 	char *bodies = calloc(DRAIN_MAX, ANSWER_MAX);
 	int rc = 1, parts = -1;
+	struct ring ring = {.fd = -1};
 	if (!results || !in || !out || !bodies)
 		fprintf(stderr, "flashsale-echo: could not start (%s)\n",
 			results ? strerror(ENOMEM) : "see above");
-	else if ((parts = assign_all(consumer, cfg.topic_intents)) > 0)
+	else if ((!sync_path || ring_open(&ring, sync_path) == 0) &&
+		 (parts = assign_all(consumer, cfg.topic_intents)) > 0)
 		rc = 0;
 	if (consumer && parts > 0)
 		rd_kafka_poll_set_consumer(consumer);
@@ -225,7 +305,13 @@ int main(int argc, char **argv)
 				in[n++] = m;
 			}
 		}
-		int queued = n ? answer(results, in, n, bodies, out) : 0;
+		bool durable = n == 0 || !sync_path || ring_sync(&ring, in, n) == 0;
+		if (!durable) { /* not answered: an answer here promises a durable write */
+			fprintf(stderr, "flashsale-echo: --sync %s: %s\n", sync_path,
+				strerror(errno));
+			rc = 1;
+		}
+		int queued = n && durable ? answer(results, in, n, bodies, out) : 0;
 		if (queued < 0)
 			rc = 1;
 		answered += queued > 0 ? queued : 0;
@@ -238,8 +324,15 @@ int main(int argc, char **argv)
 			rd_kafka_outq_len(producer));
 	if (producer && (rd_kafka_outq_len(producer) > 0 || delivery_failed > 0))
 		rc = 1;
-	fprintf(stderr, "flashsale-echo: exit: answered=%" PRId64 " delivery_failed=%" PRId64 "\n",
-		answered, delivery_failed);
+	fprintf(stderr,
+		"flashsale-echo: exit: answered=%" PRId64 " delivery_failed=%" PRId64
+		" syncs=%" PRId64 " ms_sync=%" PRId64 " ms_sync_max=%" PRId64 "\n",
+		answered, delivery_failed, ring.syncs, ring.us_total / 1000, ring.us_max / 1000);
+	if (ring.fd >= 0) {
+		close(ring.fd);
+		unlink(sync_path);
+	}
+	fs_buf_free(&ring.batch);
 	if (consumer) {
 		rd_kafka_consumer_close(consumer);
 		rd_kafka_destroy(consumer);

@@ -9,8 +9,8 @@
 #      read-then-write (whose overselling is what it shows) sells no more than its stock, and
 #      sells no order key twice. The conditional statements and flashsale sell exactly their
 #      stock.
-#   3. S3 .. S6 and S5's floor pass their checks, S5's floor answers every intent, and S6's
-#      rebuilt decisions are identical to the fresh ones.
+#   3. S3 .. S6 and S5's two floors pass their checks (every intent answered), the durable one
+#      counted its flushes, and S6's rebuilt decisions are identical to the fresh ones.
 #   4. DIR has the report, with every section, and the chart; docs/ is untouched.
 . "$(dirname "$0")/lib.sh"
 out=$(mktemp -d "${TMPDIR:-/tmp}/flashsale-bench.XXXXXX")
@@ -55,14 +55,18 @@ done
 for sc in S3 S4 S5 S6; do
 	assert_eq ok "$(val "$(row "$sc" flashsale)" check)" "$sc check"
 done
-floor=$(row S5-floor echo)
-assert_eq ok "$(val "$floor" check)" "S5 floor check"
-[ "$(val "$floor" requests)" -gt 0 ] 2>/dev/null || fail "S5 floor timed no record"
+for f in S5-floor S5-floor-durable; do
+	floor=$(row "$f" echo)
+	assert_eq ok "$(val "$floor" check)" "$f check"
+	[ "$(val "$floor" requests)" -gt 0 ] 2>/dev/null || fail "$f timed no record"
+done
+[ "$(val "$(row S5-floor-durable echo)" flushes)" -gt 0 ] 2>/dev/null ||
+	fail "S5-floor-durable: no flush counted"
 assert_eq yes "$(val "$(row S6 flashsale)" same_decisions)" "S6 rebuilt decisions identical"
 
 # 4.
 for section in '## The machine' '## S1 hot SKU' '## S2 all winners' '## flashsale alone' \
-	'| S5 floor |' '| S6 |'; do
+	'| S5 floor |' '| S5 floor, durable |' '| S6 |'; do
 	grep -qF "$section" "$out/BENCHMARKS.md" 2>/dev/null || fail "report: no '$section'"
 done
 [ -s "$out/benchmarks.png" ] || fail "no chart in $out"
