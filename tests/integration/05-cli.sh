@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The command line as a user meets it: every command answers --help, bad input is one line on
-# stderr with exit 2, a bad configuration stops the worker with file:line, and `result --wait`
-# follows the results topic until a decision that did not exist yet arrives.
+# The command line as a user meets it: every command (and the benchmark's flashsale-echo)
+# answers --help, bad input is one line on stderr with exit 2, a bad configuration stops the
+# worker with file:line, and `result --wait` follows the results topic until a decision that
+# did not exist yet arrives.
 . "$(dirname "$0")/lib.sh"
 it_setup 1
 F="$IT_BUILD/flashsale"
@@ -25,6 +26,12 @@ expect_rc 0 "flashsale --help" "$F" --help
 expect_rc 0 "flashsale-worker --help" "$W" --help
 expect_rc 0 "flashsale-worker --help-config" "$W" --help-config
 grep -q 'batch.max' "$IT_DIR/out" || fail "--help-config lists no keys"
+E="$IT_BUILD/bench/flashsale-echo" # the benchmark's S5 floor
+expect_rc 0 "flashsale-echo --help" "$E" --help
+grep -q 'usage: flashsale-echo' "$IT_DIR/out" || fail "flashsale-echo --help shows no usage"
+expect_rc 2 "flashsale-echo without -c" "$E"
+expect_rc 2 "flashsale-echo with a missing file" "$E" -c "$IT_DIR/none.conf"
+one_line_err "none.conf"
 for cmd in "sale" "buy" "result" "stock" "load" "wait" "summary" "audit" "topics" "publish"; do
 	expect_rc 0 "flashsale $cmd --help" "$F" "$cmd" --help
 	grep -q "usage: flashsale $cmd" "$IT_DIR/out" || fail "$cmd --help shows no usage"
