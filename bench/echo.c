@@ -5,7 +5,7 @@
  * `flashsale timing` needs to match it. Run in place of the worker under the same open loop,
  * it measures what the broker, the two clients' lingers and this machine cost before the
  * worker does any work of its own, so that S5's latency can be read against it. It reads and
- * writes as the worker does: the worker's consumer and producer defaults (fs_kafka.c), the
+ * writes as the worker does: the worker's consumer and producer defaults (src/kafka.c), the
  * records drained from the local queue, then their answers in one rd_kafka_produce_batch call.
  *
  * With --sync FILE it also writes each batch's records to FILE and waits for fdatasync before
@@ -68,10 +68,14 @@ static void usage(FILE *out)
 		"prints the count. Uses brokers, topic.intents, topic.results, group (with\n"
 		"-echo appended) and kafka.* of FILE, and the worker's consumer and producer\n"
 		"defaults. Not a worker: it commits nothing.\n"
-		"  --sync PATH  the durable floor: write each batch's records to PATH (a 64 MiB\n"
-		"               ring, zero-filled first) and fdatasync it before answering them;\n"
-		"               the exit line then counts the flushes and gives the slowest\n"
-		"Exit 0, 1 on a Kafka error or an undelivered answer, 2 on a usage error.\n");
+		"  --sync PATH  the durable floor: write each batch's records to PATH and\n"
+		"               fdatasync it before answering them. PATH is created (or\n"
+		"               truncated), filled with 64 MiB of zeros, written as a ring, and\n"
+		"               removed at exit; the exit line counts the flushes and gives\n"
+		"               the slowest.\n"
+		"Errors the consumer reports are printed and reading goes on. Exit 0; 1 when an\n"
+		"answer could not be made durable, queued or delivered, or the topic has no\n"
+		"partitions; 2 on a usage error.\n");
 }
 
 static rd_kafka_t *new_client(const struct fs_config *cfg, rd_kafka_type_t type)
@@ -153,10 +157,16 @@ static int ring_open(struct ring *r, const char *path)
 {
 	static const char zeros[1 << 20];
 	r->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	for (off_t at = 0; r->fd >= 0 && at < RING_BYTES; at += sizeof zeros)
-		if (pwrite(r->fd, zeros, sizeof zeros, at) != (ssize_t)sizeof zeros)
-			break;
-	if (r->fd < 0 || fsync(r->fd) < 0) {
+	bool ok = r->fd >= 0;
+	for (off_t at = 0; ok && at < RING_BYTES; at += sizeof zeros) {
+		ssize_t w = pwrite(r->fd, zeros, sizeof zeros, at);
+		if (w != (ssize_t)sizeof zeros) {
+			if (w >= 0)
+				errno = EIO; /* short: the ring would grow later */
+			ok = false;
+		}
+	}
+	if (!ok || fsync(r->fd) < 0) {
 		fprintf(stderr, "flashsale-echo: --sync %s: %s\n", path, strerror(errno));
 		return -1;
 	}
@@ -176,13 +186,18 @@ static int ring_sync(struct ring *r, rd_kafka_message_t **in, int n)
 			fs_buf_add(&r->batch, in[i]->payload, in[i]->len);
 	}
 	if (!fs_buf_ok(&r->batch) || (off_t)r->batch.len > RING_BYTES) {
-		errno = ENOMEM;
+		errno = fs_buf_ok(&r->batch) ? EFBIG : ENOMEM;
 		return -1;
 	}
 	if (r->at + (off_t)r->batch.len > RING_BYTES)
 		r->at = 0;
-	if (pwrite(r->fd, r->batch.data, r->batch.len, r->at) != (ssize_t)r->batch.len ||
-	    fdatasync(r->fd) < 0)
+	ssize_t w = pwrite(r->fd, r->batch.data, r->batch.len, r->at);
+	if (w != (ssize_t)r->batch.len) {
+		if (w >= 0)
+			errno = EIO;
+		return -1;
+	}
+	if (fdatasync(r->fd) < 0)
 		return -1;
 	r->at += (off_t)r->batch.len;
 	t = now_us() - t;
@@ -193,7 +208,8 @@ static int ring_sync(struct ring *r, rd_kafka_message_t **in, int n)
 	return 0;
 }
 
-/* Answers the records drained from the consumer, in one call; their count, or -1. */
+/* Answers the records drained from the consumer, in one call; how many were queued (all of
+ * them, or the first refusal is printed). */
 static int answer(rd_kafka_topic_t *results, rd_kafka_message_t **in, int n, char *bodies,
 		  rd_kafka_message_t *out)
 {
@@ -217,7 +233,7 @@ static int answer(rd_kafka_topic_t *results, rd_kafka_message_t **in, int n, cha
 		if (out[i].err) {
 			fprintf(stderr, "flashsale-echo: answer to %" PRId32 "/%" PRId64 ": %s\n",
 				in[i]->partition, in[i]->offset, rd_kafka_err2str(out[i].err));
-			return -1;
+			break;
 		}
 	return queued;
 }
@@ -286,7 +302,10 @@ int main(int argc, char **argv)
 		rd_kafka_poll_set_consumer(consumer);
 
 	int64_t answered = 0;
-	int at_end = 0;
+	int at_end = 0; /* partitions read to their end at least once */
+	bool *ended = parts > 0 ? calloc((size_t)parts, sizeof *ended) : NULL;
+	if (parts > 0 && !ended)
+		rc = 1;
 	while (rc == 0 && !stop_requested) {
 		int n = 0;
 		/* Wait for one record, then take what is already here, as the worker batches. */
@@ -295,8 +314,14 @@ int main(int argc, char **argv)
 			if (!m)
 				break;
 			if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-				if (++at_end == parts)
-					fprintf(stderr, "flashsale-echo: ready\n");
+				/* A partition reports its end each time it catches up: count each
+				 * once. */
+				if (m->partition >= 0 && m->partition < parts &&
+				    !ended[m->partition]) {
+					ended[m->partition] = true;
+					if (++at_end == parts)
+						fprintf(stderr, "flashsale-echo: ready\n");
+				}
 				rd_kafka_message_destroy(m);
 			} else if (m->err) {
 				fprintf(stderr, "flashsale-echo: %s\n", rd_kafka_message_errstr(m));
@@ -312,9 +337,9 @@ int main(int argc, char **argv)
 			rc = 1;
 		}
 		int queued = n && durable ? answer(results, in, n, bodies, out) : 0;
-		if (queued < 0)
+		if (durable && queued < n)
 			rc = 1;
-		answered += queued > 0 ? queued : 0;
+		answered += queued;
 		for (int i = 0; i < n; i++)
 			rd_kafka_message_destroy(in[i]);
 		rd_kafka_poll(producer, 0);
@@ -341,6 +366,7 @@ int main(int argc, char **argv)
 		rd_kafka_topic_destroy(results);
 	if (producer)
 		rd_kafka_destroy(producer);
+	free(ended);
 	free(in);
 	free(out);
 	free(bodies);

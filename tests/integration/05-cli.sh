@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The command line as a user meets it: every command (and the benchmark's flashsale-echo)
-# answers --help, bad input is one line on stderr with exit 2, a bad configuration stops the
-# worker with file:line, and `result --wait` follows the results topic until a decision that
-# did not exist yet arrives.
+# answers --help, bad input is one line on stderr with exit 2 (flashsale-echo without -c: its
+# usage, exit 2), a bad configuration stops the worker with file:line, and `result --wait`
+# follows the results topic until a decision that did not exist yet arrives.
 . "$(dirname "$0")/lib.sh"
 it_setup 1
 F="$IT_BUILD/flashsale"
