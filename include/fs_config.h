@@ -24,6 +24,7 @@ struct fs_config {
 	char topic_stock[FS_CONF_STR_MAX];
 	char log_level[16];
 	int64_t batch_max;
+	int64_t batch_max_behind;
 	int64_t batch_wait_ms;
 	int64_t commit_overlap;
 	int64_t poll_timeout_ms;

@@ -80,6 +80,7 @@ struct counters {
 	int64_t us_lookup, us_decide, us_commit, us_publish; /* time spent per step */
 	int64_t us_commit_max;	/* the slowest batch transaction (a stalled WAL flush shows) */
 	int64_t lookups_forced; /* batches redone with a lookup: an id was decided elsewhere */
+	int64_t batches_behind; /* batches past batch.max (batch.max.behind: a backlog) */
 };
 
 static void count_commit(struct counters *n, int64_t us)
@@ -473,6 +474,22 @@ static int64_t start_offset(const struct part *p)
 	return p->meta.next_offset;
 }
 
+/* A batch holds up to batch.max records that cost a database row each (buys, confirms, sale
+ * records ...), batch.max.behind while the worker is far behind, and BAD_FACTOR times
+ * batch.max in all besides: bad records are cheap (a run of them is one rejects row), so a
+ * poison flood does not cut batches short for the valid ones. */
+static int64_t batch_extra(const struct worker *w)
+{
+	return w->cfg.batch_max_behind > w->cfg.batch_max
+		       ? w->cfg.batch_max_behind - w->cfg.batch_max
+		       : 0;
+}
+
+static uint32_t batch_room(const struct worker *w)
+{
+	return (uint32_t)(w->cfg.batch_max * BAD_FACTOR + batch_extra(w));
+}
+
 static struct part *part_get(struct worker *w, int32_t id)
 {
 	if (id < 0 || id >= PARTITIONS_MAX)
@@ -483,10 +500,9 @@ static struct part *part_get(struct worker *w, int32_t id)
 			return NULL;
 		p->id = id;
 		fs_seen_init(&p->seen, (uint32_t)w->cfg.dedupe_cache_max);
-		if (fs_core_init(&p->core, id) < 0 ||
-		    fs_batch_init(&p->batch, (uint32_t)w->cfg.batch_max * BAD_FACTOR) < 0 ||
+		if (fs_core_init(&p->core, id) < 0 || fs_batch_init(&p->batch, batch_room(w)) < 0 ||
 		    fs_batch_init(&p->again, (uint32_t)w->cfg.batch_max) < 0 ||
-		    fs_batch_init(&p->next, (uint32_t)w->cfg.batch_max * BAD_FACTOR) < 0) {
+		    fs_batch_init(&p->next, batch_room(w)) < 0) {
 			fs_batch_free(&p->batch);
 			fs_batch_free(&p->again);
 			free(p);
@@ -500,10 +516,6 @@ static struct part *part_get(struct worker *w, int32_t id)
 	}
 	return w->parts[id];
 }
-
-/* A batch holds up to batch.max records that cost a database row each (buys, confirms, sale
- * records ...) and up to BAD_FACTOR times as many in all: bad records are cheap (a run of them
- * is one rejects row), so a poison flood does not cut batches short for the valid ones. */
 
 static void batch_clear(struct part *p)
 {
@@ -522,11 +534,23 @@ static bool batch_waited(const struct worker *w, const struct part *p, int64_t n
 	       (!w->consumer_queue || rd_kafka_queue_length(w->consumer_queue) == 0);
 }
 
-/* Full: no room, or batch.max costly records (t: the partition's batch or next). */
+/* Full: no room, or batch.max costly records (t: the partition's batch or next); past
+ * batch.max, a batch goes on filling while at least batch.max.behind records wait in the
+ * consumer's queue, up to that many. A sale's crowd arrives at once (S1, S4 in
+ * docs/BENCHMARKS.md): each transaction has a fixed cost (its round trips, its flush), and
+ * fewer of them drain the backlog sooner. A worker that keeps up (S5) never has that many
+ * queued, and its batches stay small: a record waits for its whole batch's commit, so a
+ * larger batch after a short stall would only make the first of its records wait longer
+ * (docs/PERFORMANCE.md item 34). */
 static bool part_full(const struct worker *w, const struct part *p, const struct fs_batch *t)
 {
 	int64_t costly = t == &p->next ? p->next_costly : p->batch_costly;
-	return t->len == t->cap || costly >= w->cfg.batch_max;
+	if (t->len == t->cap || costly >= w->cfg.batch_max + batch_extra(w))
+		return true;
+	if (costly < w->cfg.batch_max)
+		return false;
+	return !w->consumer_queue ||
+	       (int64_t)rd_kafka_queue_length(w->consumer_queue) < w->cfg.batch_max_behind;
 }
 
 static bool batch_full(const struct worker *w, const struct part *p)
@@ -573,6 +597,8 @@ static void count_batch(struct worker *w, const struct fs_batch *b)
 	w->n.invalid += b->counts.invalid;
 	w->n.sale += b->counts.sale;
 	w->n.batches++;
+	if (b->counts.records - b->counts.invalid > w->cfg.batch_max)
+		w->n.batches_behind++;
 }
 
 static void commit_kafka_offset(struct worker *w, int32_t part, int64_t next)
@@ -1182,14 +1208,14 @@ static void log_stats(struct worker *w, const char *when)
 		" stale=%" PRId64 " gaps=%" PRId64 " published=%" PRId64 " delivery_failed=%" PRId64
 		" stalled_broken=%" PRId64 " ms_lookup=%" PRId64 " ms_decide=%" PRId64
 		" ms_commit=%" PRId64 " ms_commit_max=%" PRId64 " ms_publish=%" PRId64
-		" lookups_forced=%" PRId64,
+		" lookups_forced=%" PRId64 " batches_behind=%" PRId64,
 		when, w->n.records, w->n.fresh, w->n.repeats, w->n.conflicts, w->n.invalid,
 		w->n.sale, w->n.expired, w->n.ticks, w->n.batches, w->n.fenced, w->n.redo,
 		w->n.retries, w->n.unknown, w->n.unknown_committed, w->n.answered_again,
 		w->n.skipped_stale, w->n.gaps, w->n.published, w->n.delivery_failed,
 		w->store ? fs_store_stalled_broken(w->store) : 0, w->n.us_lookup / 1000,
 		w->n.us_decide / 1000, w->n.us_commit / 1000, w->n.us_commit_max / 1000,
-		w->n.us_publish / 1000, w->n.lookups_forced);
+		w->n.us_publish / 1000, w->n.lookups_forced, w->n.batches_behind);
 }
 
 static int handle_consumer_error(struct worker *w, rd_kafka_message_t *m)

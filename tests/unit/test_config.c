@@ -32,6 +32,7 @@ static void check_defaults(const struct fs_config *c)
 	CHECK_STR(c->topic_stock, "stock");
 	CHECK_STR(c->log_level, "info");
 	CHECK_INT(c->batch_max, 2000);
+	CHECK_INT(c->batch_max_behind, 10000);
 	CHECK_INT(c->batch_wait_ms, 1);
 	CHECK_INT(c->poll_timeout_ms, 100);
 	CHECK_INT(c->record_max_bytes, 4096);
