@@ -139,3 +139,104 @@ void fs_arr_end(struct fs_buf *b)
 {
 	fs_buf_add(b, "}", 1);
 }
+
+/* ---- COPY binary format ---------------------------------------------------------------- */
+
+static void be(struct fs_buf *b, uint64_t v, int bytes)
+{
+	unsigned char o[8];
+	for (int i = bytes - 1; i >= 0; i--, v >>= 8)
+		o[i] = (unsigned char)(v & 0xff);
+	fs_buf_add(b, o, (size_t)bytes);
+}
+
+void fs_copy_begin(struct fs_buf *b)
+{
+	/* signature, flags (no OIDs), header extension length */
+	static const char head[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+	fs_buf_add(b, head, sizeof head - 1);
+}
+
+void fs_copy_row(struct fs_buf *b, int nfields)
+{
+	be(b, (uint16_t)nfields, 2);
+}
+
+void fs_copy_null(struct fs_buf *b)
+{
+	be(b, UINT32_MAX, 4); /* length -1 */
+}
+
+void fs_copy_int2(struct fs_buf *b, int16_t v)
+{
+	be(b, 2, 4);
+	be(b, (uint16_t)v, 2);
+}
+
+void fs_copy_int4(struct fs_buf *b, int32_t v)
+{
+	be(b, 4, 4);
+	be(b, (uint32_t)v, 4);
+}
+
+void fs_copy_int8(struct fs_buf *b, int64_t v)
+{
+	be(b, 8, 4);
+	be(b, (uint64_t)v, 8);
+}
+
+void fs_copy_bool(struct fs_buf *b, bool v)
+{
+	be(b, 1, 4);
+	fs_buf_add(b, v ? "\1" : "\0", 1);
+}
+
+void fs_copy_text(struct fs_buf *b, const char *s)
+{
+	if (!s) {
+		fs_copy_null(b);
+		return;
+	}
+	size_t n = strlen(s);
+	be(b, (uint32_t)n, 4);
+	fs_buf_add(b, s, n);
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+bool fs_copy_uuid(struct fs_buf *b, const char *canon)
+{
+	unsigned char u[16];
+	int n = 0;
+	for (int i = 0; i < 36; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (canon[i] != '-')
+				return false;
+			continue;
+		}
+		int hi = hexval(canon[i]), lo = hi < 0 ? -1 : hexval(canon[i + 1]);
+		if (lo < 0)
+			return false;
+		u[n++] = (unsigned char)(hi << 4 | lo);
+		i++;
+	}
+	if (canon[36] != '\0')
+		return false;
+	be(b, 16, 4);
+	fs_buf_add(b, u, sizeof u);
+	return true;
+}
+
+void fs_copy_end(struct fs_buf *b)
+{
+	be(b, UINT16_MAX, 2); /* field count -1: the trailer */
+}
