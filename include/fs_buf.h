@@ -1,6 +1,6 @@
 /* fs_buf.h: a growable byte buffer, reused across batches (cleared, not freed), and the
- * Postgres array-literal writers the batch statements use. Allocation failure is sticky:
- * fs_buf_ok() tells whether everything appended so far fits. Thread: one owner. */
+ * Postgres array-literal and COPY binary writers the batch statements use. Allocation failure is
+ * sticky: fs_buf_ok() tells whether everything appended so far fits. Thread: one owner. */
 #ifndef FS_BUF_H
 #define FS_BUF_H
 
