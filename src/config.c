@@ -44,9 +44,10 @@ static const struct key keys[] = {
 	STR(log_level, "info", "error, warn, info or debug."),
 	INT(batch_max, 1, 10000, "2000", "Records per partition batch (one transaction each)."),
 	INT(batch_max_behind, 1, 10000, "10000",
-	    "Records per batch while the worker is far behind: while at least this many records "
-	    "wait in the consumer's queue, a batch grows past batch.max up to this many (fewer, "
-	    "larger transactions drain a backlog sooner). At or below batch.max: no effect."),
+	    "Records per batch while the worker is far behind: while a batch and the records "
+	    "waiting in the consumer's queue are at least this many together, the batch grows "
+	    "past batch.max up to this many (fewer, larger transactions drain a backlog sooner). "
+	    "At or below batch.max: no effect."),
 	INT(batch_wait_ms, 0, 1000, "1",
 	    "How long a partial batch may wait for more records while they keep coming (it is "
 	    "decided once a poll comes back empty); up to ten times that while more are queued."),

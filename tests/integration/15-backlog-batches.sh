@@ -2,7 +2,8 @@
 # Batch sizes follow the backlog (batch.max.behind, docs/PERFORMANCE.md item 34): a crowd
 # published before the worker starts is decided in batches past batch.max, up to
 # batch.max.behind; a stream the worker keeps up with stays within batch.max. Either way the
-# stock is sold exactly and the audit passes. A batch is one transaction: the decision rows
+# stock is sold exactly and the audit passes. A backlog only a little larger than
+# batch.max.behind still goes past batch.max: the batch's own records count. A batch is one transaction: the decision rows
 # of one batch share their xmin.
 . "$(dirname "$0")/lib.sh"
 it_setup 1
@@ -41,5 +42,19 @@ say "paced: $(stat_of w2 batches) batches, the largest $small decisions"
 [ "$small" -le 200 ] || fail "a batch of a stream the worker kept up with went past batch.max (200): $small decisions"
 assert_eq 0 "$(stat_of w2 batches_behind)" "batches past batch.max while keeping up"
 assert_eq "100|0" "$(sql "SELECT sold + held, available FROM skus WHERE sku = 'PACED'")" "sold+held|available after the stream"
+# 3. A backlog a little past batch.max.behind: 2,100 intents, so that once the first batch has
+# its 200 records fewer than 2,000 still wait in the queue. The batch's own records count
+# towards batch.max.behind (docs/PERFORMANCE.md item 36): it goes on filling, and the backlog
+# is not cut into batch.max pieces.
+fs sale open TAIL --stock 50 >/dev/null
+fs load TAIL --buyers 2100 --seed 17 | grep -q '2100 records' || die "load did not publish 2100 records"
+start_worker w3
+fs wait --timeout 60 --quiet || die "the small backlog was not decided in time"
+stop_worker w3
+tail_big=$(largest_batch TAIL)
+say "small backlog: $(stat_of w3 batches) batches, the largest $tail_big decisions"
+[ "$tail_big" -gt 200 ] || fail "a backlog of 2,100 went in batches of batch.max (200): the batch's own records did not count towards batch.max.behind"
+[ "$tail_big" -le 2000 ] || fail "a batch went past batch.max.behind (2000): $tail_big decisions"
+assert_eq "50|0" "$(sql "SELECT sold + held, available FROM skus WHERE sku = 'TAIL'")" "sold+held|available after the small backlog"
 audit_ok
 it_done
