@@ -17,18 +17,29 @@ largest_batch() {
 	     WHERE sku = '$1' GROUP BY xmin) t"
 }
 
+# A backlog: BUYERS intents for SKU (STOCK units) published while no worker runs, then worker
+# NAME decides them. The largest batch must be past batch.max (200; WHY says what it means if
+# not) and within batch.max.behind (2000), and the stock sold exactly.
+decide_backlog() {
+	local sku=$1 stock=$2 buyers=$3 seed=$4 name=$5 why=$6
+	fs sale open "$sku" --stock "$stock" >/dev/null
+	fs load "$sku" --buyers "$buyers" --seed "$seed" | grep -q "$buyers records" ||
+		die "load did not publish $buyers records"
+	start_worker "$name"
+	fs wait --timeout 120 --quiet || die "the backlog of $buyers was not decided in time"
+	stop_worker "$name"
+	local big
+	big=$(largest_batch "$sku")
+	say "backlog of $buyers: $(stat_of "$name" batches) batches, $(stat_of "$name" batches_behind) past batch.max, the largest $big decisions"
+	[ "$big" -gt 200 ] || fail "backlog of $buyers: $why: the largest batch has $big decisions"
+	[ "$big" -le 2000 ] || fail "a batch went past batch.max.behind (2000): $big decisions"
+	[ "$(stat_of "$name" batches_behind)" -ge 1 ] || fail "the exit line counts no batch past batch.max"
+	assert_eq "$stock|0" "$(sql "SELECT sold + held, available FROM skus WHERE sku = '$sku'")" \
+		"sold+held|available after the backlog of $buyers"
+}
+
 # 1. A backlog: 20,000 intents wait before any worker reads them.
-fs sale open BACK --stock 300 >/dev/null
-fs load BACK --buyers 20000 --seed 15 | grep -q '20000 records' || die "load did not publish 20000 records"
-start_worker w1
-fs wait --timeout 120 --quiet || die "the backlog was not decided in time"
-stop_worker w1
-big=$(largest_batch BACK)
-say "backlog: $(stat_of w1 batches) batches, $(stat_of w1 batches_behind) past batch.max, the largest $big decisions"
-[ "$big" -gt 200 ] || fail "no batch of the backlog went past batch.max (200): the largest has $big decisions"
-[ "$big" -le 2000 ] || fail "a batch went past batch.max.behind (2000): $big decisions"
-[ "$(stat_of w1 batches_behind)" -ge 1 ] || fail "the exit line counts no batch past batch.max"
-assert_eq "300|0" "$(sql "SELECT sold + held, available FROM skus WHERE sku = 'BACK'")" "sold+held|available after the backlog"
+decide_backlog BACK 300 20000 15 w1 "no batch went past batch.max (200)"
 assert_eq 300 "$(sql "SELECT count(*) FROM decisions WHERE sku = 'BACK' AND outcome = 'held'")" "held decisions"
 
 # 2. A stream the worker keeps up with: 2,000 intents at 1,000/s to a running worker.
@@ -42,19 +53,12 @@ say "paced: $(stat_of w2 batches) batches, the largest $small decisions"
 [ "$small" -le 200 ] || fail "a batch of a stream the worker kept up with went past batch.max (200): $small decisions"
 assert_eq 0 "$(stat_of w2 batches_behind)" "batches past batch.max while keeping up"
 assert_eq "100|0" "$(sql "SELECT sold + held, available FROM skus WHERE sku = 'PACED'")" "sold+held|available after the stream"
+
 # 3. A backlog a little past batch.max.behind: 2,100 intents, so that once the first batch has
 # its 200 records fewer than 2,000 still wait in the queue. The batch's own records count
 # towards batch.max.behind (docs/PERFORMANCE.md item 36): it goes on filling, and the backlog
 # is not cut into batch.max pieces.
-fs sale open TAIL --stock 50 >/dev/null
-fs load TAIL --buyers 2100 --seed 17 | grep -q '2100 records' || die "load did not publish 2100 records"
-start_worker w3
-fs wait --timeout 60 --quiet || die "the small backlog was not decided in time"
-stop_worker w3
-tail_big=$(largest_batch TAIL)
-say "small backlog: $(stat_of w3 batches) batches, the largest $tail_big decisions"
-[ "$tail_big" -gt 200 ] || fail "a backlog of 2,100 went in batches of batch.max (200): the batch's own records did not count towards batch.max.behind"
-[ "$tail_big" -le 2000 ] || fail "a batch went past batch.max.behind (2000): $tail_big decisions"
-assert_eq "50|0" "$(sql "SELECT sold + held, available FROM skus WHERE sku = 'TAIL'")" "sold+held|available after the small backlog"
+decide_backlog TAIL 50 2100 17 w3 \
+	"it went in batches of batch.max (200): the batch's own records did not count towards batch.max.behind"
 audit_ok
 it_done
