@@ -640,6 +640,7 @@ static int64_t add_reservations(struct fs_store *s, const struct fs_core *core, 
 				int *k, bool careful, struct fs_buf *copy, int32_t partition)
 {
 	fs_buf_clear(copy);
+	fs_copy_begin(copy); /* sent only if a row follows */
 	struct fs_buf *id = buf(s, 22), *sku = buf(s, 23), *buyer = buf(s, 24), *qty = buf(s, 25),
 		      *exp = buf(s, 26), *off = buf(s, 27), *status = buf(s, 40),
 		      *late = buf(s, 41), *ended_at = buf(s, 42), *ended_off = buf(s, 43);
@@ -669,8 +670,7 @@ static int64_t add_reservations(struct fs_store *s, const struct fs_core *core, 
 			}
 			continue;
 		}
-		if (ncopy++ == 0)
-			fs_copy_begin(copy);
+		ncopy++;
 		fs_copy_row(copy, 11);
 		copy_uuid(copy, h->intent_id);
 		fs_copy_text(copy, core->skus[h->sku_index].sku);
@@ -689,8 +689,7 @@ static int64_t add_reservations(struct fs_store *s, const struct fs_core *core, 
 			fs_copy_int8(copy, h->ended_offset);
 		}
 	}
-	if (ncopy > 0)
-		fs_copy_end(copy);
+	fs_copy_end(copy);
 	if (nup == 0)
 		return ncopy;
 	for (size_t i = 0; i < N; i++)
@@ -801,6 +800,7 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct
 			  bool careful, struct fs_buf *copy)
 {
 	fs_buf_clear(copy);
+	fs_copy_begin(copy); /* sent only if a row follows */
 	struct fs_buf *sku = buf(s, 33), *buyer = buf(s, 34), *units = buf(s, 35);
 	fs_arr_begin(sku);
 	fs_arr_begin(buyer);
@@ -815,15 +815,13 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct
 			fs_arr_int(units, v->units);
 			continue;
 		}
-		if (ncopy++ == 0)
-			fs_copy_begin(copy);
+		ncopy++;
 		fs_copy_row(copy, 3);
 		fs_copy_text(copy, core->skus[v->sku_index].sku);
 		fs_copy_text(copy, v->buyer_id);
 		fs_copy_int8(copy, v->units);
 	}
-	if (ncopy > 0)
-		fs_copy_end(copy);
+	fs_copy_end(copy);
 	if (nup == 0)
 		return ncopy;
 	fs_arr_end(sku);
