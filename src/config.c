@@ -51,9 +51,10 @@ static const struct key keys[] = {
 	INT(batch_wait_ms, 0, 1000, "1",
 	    "How long a partial batch may wait for more records while they keep coming (it is "
 	    "decided once a poll comes back empty); up to ten times that while more are queued."),
-	INT(commit_overlap, 0, 1, "1",
-	    "1: a batch's transaction runs on a second thread while the next records are read and "
-	    "parsed; 0: in line."),
+	INT(commit_overlap, 0, 2, "2",
+	    "2: up to two batch transactions in flight, each on its own thread and connection: the "
+	    "next batch is decided and its rows sent while the one before commits; 1: one in "
+	    "flight, the next records read and parsed meanwhile; 0: in line."),
 	INT(poll_timeout_ms, 1, 1000, "100", "Consumer poll timeout when nothing is pending."),
 	INT(record_max_bytes, 64, 65536, "4096",
 	    "Payload size cap, checked before parsing; larger records are rejected."),

@@ -24,6 +24,15 @@ enum {
 	BUF_COUNT = 64, /* every array parameter of one batch has its own buffer */
 };
 
+struct step {
+	const char *sql;
+	const char *prepared; /* the name sql is prepared under on this connection, or NULL */
+	int nparams;
+	const char *params[16];
+	const char *what;
+	bool cas; /* the offset compare-and-set */
+};
+
 struct fs_store {
 	PGconn *conn;
 	char *conninfo;
@@ -38,6 +47,15 @@ struct fs_store {
 	char token[64];	   /* the token of the last commit attempt */
 	bool cas_prepared; /* this connection has the compare-and-set as a prepared statement */
 	struct fs_buf bufs[BUF_COUNT];
+	/* The batch fs_store_commit_prepare encoded, for fs_store_commit_send: every parameter
+	 * points into bufs (or at the caller's group and topic strings), none into the batch or
+	 * the core, so that these may change while it is sent. */
+	struct step st[STEPS_MAX];
+	int k;
+	int64_t ndec, nres, nbuy;
+	bool after; /* the COPYs before the compare-and-set (a predecessor is in flight) */
+	bool prepared;
+	char part[16];
 };
 
 static void set_err(struct fs_store *s, const char *what, const char *detail)
@@ -431,14 +449,6 @@ int fs_store_lookup(struct fs_store *s, struct fs_batch *b)
 }
 
 /* ---- commit ---------------------------------------------------------------------------- */
-
-struct step {
-	const char *sql;
-	const char *prepared; /* the name sql is prepared under on this connection, or NULL */
-	int nparams;
-	const char *params[16];
-	const char *what;
-};
 
 static struct fs_buf *buf(struct fs_store *s, int i)
 {
@@ -863,6 +873,7 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 		    const struct fs_batch *b, const struct fs_core *core, struct step *x)
 {
 	x->what = "offset compare-and-set";
+	x->cas = true;
 	x->sql = CAS_SQL;
 	x->prepared = s->cas_prepared ? CAS_NAME : NULL;
 	x->nparams = 16;
@@ -909,7 +920,7 @@ static int run_pipeline(struct fs_store *s, struct step *st, int n, bool commit,
 						    st[sent].params, NULL, NULL, 0);
 		if (!ok)
 			break;
-		if (sent == 1 && !commit)
+		if (st[sent].cas)
 			crash_point(s, "after_cas_sent");
 	}
 	if (sent < n)
@@ -964,10 +975,81 @@ static int run_pipeline(struct fs_store *s, struct step *st, int n, bool commit,
 	return rc;
 }
 
-int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
-		    const struct fs_part_meta *meta, int64_t next_offset, int64_t replied_offset,
-		    const struct fs_batch *b, const struct fs_core *core, bool careful)
+int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *topic,
+			    const struct fs_part_meta *meta, int64_t next_offset,
+			    int64_t replied_offset, const struct fs_batch *b,
+			    const struct fs_core *core, bool careful, bool after)
 {
+	struct step *st = s->st;
+	memset(s->st, 0, sizeof s->st);
+	int k = 0;
+	st[k++] = (struct step){.sql = "BEGIN", .what = "begin"};
+	if (after) {
+		/* The predecessor's UPDATE of the partition row is not committed yet: the row as
+		 * the compare-and-set's snapshot sees it has the old offset, which its WHERE
+		 * skips without waiting. Lock the row first: that waits for the predecessor's
+		 * outcome, and the statements after it see its commit. */
+		st[k++] = (struct step){
+			.sql = "SELECT 1 FROM partitions WHERE part = $1::int AND grp = $2 AND "
+			       "topic = $3 FOR UPDATE",
+			.what = "partition row lock",
+			.nparams = 3,
+			.params = {NULL, grp, topic}};
+	}
+	add_cas(s, grp, topic, meta, next_offset, replied_offset, b, core, &st[k++]);
+	s->ndec = decisions_copy(buf(s, 1), b, meta->partition);
+	add_rejects(s, b, st, &k);
+	add_sale_log(s, b, st, &k);
+	s->nres = add_reservations(s, core, st, &k, careful, buf(s, 2), meta->partition);
+	add_skus(s, core, st, &k);
+	s->nbuy = add_buyers(s, core, st, &k, careful, buf(s, 3));
+	s->k = k;
+	s->after = after;
+	snprintf(s->part, sizeof s->part, "%" PRId32, meta->partition);
+	for (int i = 1; i < k; i++)
+		st[i].params[0] = s->part;
+	s->prepared = false;
+	for (int i = 0; i < BUF_COUNT; i++) {
+		if (!fs_buf_ok(&s->bufs[i])) {
+			set_err(s, "batch", "out of memory");
+			return -ENOMEM;
+		}
+	}
+	s->prepared = true;
+	return 0;
+}
+
+/* The batch's new rows, one COPY per table (a pipeline cannot carry COPY). */
+static int send_copies(struct fs_store *s, char state[6])
+{
+	int rc = 0;
+	if (rc == 0 && s->ndec > 0)
+		rc = copy_rows(
+			s, "batch decisions",
+			"COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, "
+			"qty, outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN (FORMAT "
+			"binary)",
+			&s->bufs[1], state);
+	if (rc == 0 && s->nres > 0)
+		rc = copy_rows(
+			s, "batch reservations",
+			"COPY reservations (intent_id, sku, buyer_id, qty, expires_at_ms, part, "
+			"off, status, late, ended_at_ms, ended_off) FROM STDIN (FORMAT binary)",
+			&s->bufs[2], state);
+	if (rc == 0 && s->nbuy > 0)
+		rc = copy_rows(s, "batch buyers",
+			       "COPY buyers (sku, buyer_id, units) FROM STDIN (FORMAT binary)",
+			       &s->bufs[3], state);
+	return rc;
+}
+
+int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
+{
+	if (!s->prepared) {
+		set_err(s, "batch", "nothing prepared");
+		return FS_COMMIT_RETRY;
+	}
+	s->prepared = false;
 	/* Once per connection (not at connect: the schema may not be there yet). A failure costs
 	 * nothing: the statement is then sent unprepared, and the next batch tries again. */
 	if (!s->cas_prepared) {
@@ -975,52 +1057,35 @@ int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 		s->cas_prepared = PQresultStatus(r) == PGRES_COMMAND_OK;
 		PQclear(r);
 	}
-	struct step st[STEPS_MAX];
-	memset(st, 0, sizeof st);
-	int k = 0;
-	st[k++] = (struct step){.sql = "BEGIN", .what = "begin"};
-	add_cas(s, grp, topic, meta, next_offset, replied_offset, b, core, &st[k++]);
-	struct fs_buf *copy = buf(s, 1);
-	int64_t ndec = decisions_copy(copy, b, meta->partition);
-	add_rejects(s, b, st, &k);
-	add_sale_log(s, b, st, &k);
-	struct fs_buf *copy_res = buf(s, 2), *copy_buy = buf(s, 3);
-	int64_t nres = add_reservations(s, core, st, &k, careful, copy_res, meta->partition);
-	add_skus(s, core, st, &k);
-	int64_t nbuy = add_buyers(s, core, st, &k, careful, copy_buy);
-	char part[16];
-	snprintf(part, sizeof part, "%" PRId32, meta->partition);
-	for (int i = 1; i < k; i++)
-		st[i].params[0] = part;
-	for (int i = 0; i < BUF_COUNT; i++) {
-		if (!fs_buf_ok(&s->bufs[i])) {
-			set_err(s, "batch", "out of memory");
-			return FS_COMMIT_REDO;
-		}
-	}
+	for (int i = 0; i < s->k; i++)
+		if (s->st[i].cas)
+			s->st[i].prepared = s->cas_prepared ? CAS_NAME : NULL;
 
-	/* The statements (offset compare-and-set first) in one pipeline; the new rows by COPY,
-	 * one per table (a pipeline cannot carry COPY); then COMMIT. */
+	/* In line: the statements (offset compare-and-set first) in one pipeline, then the new
+	 * rows by COPY, then COMMIT. With a predecessor in flight (after), the COPYs go first:
+	 * they touch no row of it, and run while it commits; the compare-and-set then waits for
+	 * the predecessor's row lock, and Postgres orders the two commits (item 37 of
+	 * docs/PERFORMANCE.md). */
 	int failed;
-	char state[6];
-	int rc = run_pipeline(s, st, k, false, &failed, state);
-	if (rc == 0 && ndec > 0)
-		rc = copy_rows(
-			s, "batch decisions",
-			"COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, "
-			"qty, outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN (FORMAT "
-			"binary)",
-			copy, state);
-	if (rc == 0 && nres > 0)
-		rc = copy_rows(
-			s, "batch reservations",
-			"COPY reservations (intent_id, sku, buyer_id, qty, expires_at_ms, part, "
-			"off, status, late, ended_at_ms, ended_off) FROM STDIN (FORMAT binary)",
-			copy_res, state);
-	if (rc == 0 && nbuy > 0)
-		rc = copy_rows(s, "batch buyers",
-			       "COPY buyers (sku, buyer_id, units) FROM STDIN (FORMAT binary)",
-			       copy_buy, state);
+	char state[6] = "";
+	int rc;
+	if (s->after) {
+		rc = run_pipeline(s, s->st, 1, false, &failed, state);
+		if (rc == 0)
+			rc = send_copies(s, state);
+		if (rc == 0 && cas)
+			cas(ctx, true);
+		if (rc == 0)
+			rc = run_pipeline(s, s->st + 1, s->k - 1, false, &failed, state);
+		if (cas)
+			cas(ctx, false);
+	} else {
+		rc = run_pipeline(s, s->st, s->k, false, &failed, state);
+		if (cas)
+			cas(ctx, false);
+		if (rc == 0)
+			rc = send_copies(s, state);
+	}
 	if (rc == 0) {
 		struct step commit = {.sql = "COMMIT", .what = "commit"};
 		rc = run_pipeline(s, &commit, 1, true, &failed, state);
@@ -1041,6 +1106,16 @@ int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 	if (conn_bad(s))
 		return FS_COMMIT_UNKNOWN;
 	return FS_COMMIT_REDO;
+}
+
+int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
+		    const struct fs_part_meta *meta, int64_t next_offset, int64_t replied_offset,
+		    const struct fs_batch *b, const struct fs_core *core, bool careful)
+{
+	if (fs_store_commit_prepare(s, grp, topic, meta, next_offset, replied_offset, b, core,
+				    careful, false) < 0)
+		return FS_COMMIT_REDO;
+	return fs_store_commit_send(s, NULL, NULL);
 }
 
 int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic, int32_t partition,

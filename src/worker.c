@@ -28,6 +28,10 @@ enum {
 	PARTITIONS_MAX = 1024,
 	BAD_FACTOR = 10, /* a batch holds up to this many times batch.max records in all */
 	BACKOFF_MIN_MS = 50,
+	SLOTS_MAX = 2, /* commit.overlap's highest value */
+	/* part_process_from's first attempt: not made, a predecessor in flight failed; reload
+	 * and redo at once (no backoff: nothing is wrong with the database). */
+	COMMIT_AGAIN = 100,
 };
 
 /* Results of one committed batch still on their way to the broker. */
@@ -56,21 +60,48 @@ struct part {
 	struct fs_seen seen;  /* decisions committed here, to answer repeats without a lookup */
 	int64_t batch_costly; /* records of the batch that are not invalid */
 	bool need_lookup;     /* the last commit found an id decided elsewhere: look them up */
-	/* commit.overlap: records read while `batch` is being committed by the committer thread
-	 * (parsed, not decided); they become the batch once it is committed. */
-	struct fs_batch next;
-	int64_t next_first_ms, next_costly;
+	/* commit.overlap: batches of this partition handed to committer threads and not yet
+	 * finished, and the meta as it will be once they are all committed. */
+	int n_fly;
+	struct fs_part_meta ahead;
 };
 
-/* One batch commit handed to the committer thread (commit.overlap). */
-struct commit_job {
-	bool ready, done, quit; /* guarded by worker.mu */
-	struct part *p;
-	struct fs_part_meta meta;
-	int64_t next, replied;
-	bool careful;
-	int rc;
-	int64_t us; /* time the commit took, on the committer thread */
+/* A batch's expiry results and stock records, rendered from the core when the batch is
+ * decided and produced once it is committed (by then the core may have moved on). */
+struct extra {
+	size_t key, key_len, at, len; /* offsets into extras.buf */
+	bool stock;		      /* the stock topic (else results) */
+};
+struct extras {
+	struct fs_buf buf;
+	struct extra *e;
+	uint32_t len, cap;
+	bool failed; /* out of memory while rendering */
+};
+
+struct worker;
+
+/* A committer thread and its own connection (commit.overlap); slot 0's is the worker's. */
+struct slot {
+	struct worker *w;
+	pthread_t thread;
+	bool up;
+	struct fs_store *store;
+	struct fs_batch batch;	  /* the batch handed over (swapped with the partition's) */
+	struct part *p;		  /* whose batch it is */
+	struct fs_part_meta meta; /* the partition's meta once this batch is committed */
+	struct extras ex;
+	/* The partition's batch handed over before this one and still in flight then (slot
+	 * index, or -1, and its generation): this one's compare-and-set must not be sent before
+	 * that one's ran, or it would find the offset not moved yet. */
+	int pred;
+	uint64_t pred_gen;
+	/* guarded by worker.mu: */
+	bool ready, done, quit;
+	bool cas_done; /* this batch's compare-and-set ran (or will not be sent) */
+	uint64_t gen;  /* batches handed to this slot */
+	int rc;	       /* an enum fs_commit_result */
+	int64_t us;    /* time the transaction took, on the committer thread */
 };
 
 struct counters {
@@ -115,15 +146,19 @@ struct worker {
 	struct inflight *orphans;
 	int64_t last_stats_ms;
 
-	/* commit.overlap: a committer thread runs fs_store_commit for one batch at a time while
-	 * this thread goes on reading and parsing. Only one of the two uses the store at a time:
-	 * every other store call here first waits for the commit in flight (commit_wait). */
-	bool committer_up;
-	pthread_t committer;
+	/* commit.overlap: up to `depth` committer threads each send one decided batch's
+	 * transaction while this thread goes on reading, parsing and (at depth 2) deciding the
+	 * next batch on top of the state the one in flight will commit. `fly` lists the slots
+	 * in flight in the order their batches were handed over; they are finished in that
+	 * order. Every other store call here first waits for all of them (commit_wait): the
+	 * store (w->store, slot 0's connection) is then this thread's. */
+	int depth;
+	struct slot slots[SLOTS_MAX];
+	int fly[SLOTS_MAX];
+	int n_fly;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct commit_job job;
-	struct part *inflight; /* whose batch the committer has; this thread's own field */
+	struct extras ex; /* the in-line path's */
 
 	/* --replay: decide the log into the database from the stored offsets to the log end
 	 * (read at start), as the live worker would, but publish nothing; then exit. */
@@ -175,13 +210,17 @@ static bool crash_stop; /* FLASHSALE_CRASH=stop:point[:n]: stop (SIGSTOP) instea
  * after_publish, in_revoke; and commit_cut, where the process lives
  * but its Postgres connection is cut with COMMIT in flight (the unknown-outcome path).
  * FLASHSALE_CRASH=stop:point[:n] stops the process there (SIGSTOP) instead, for fencing tests. */
+static pthread_mutex_t crash_mu = PTHREAD_MUTEX_INITIALIZER; /* committer threads call it too */
+
 static bool crash_at(const char *point)
 {
-	if (!crash_name[0] || strcmp(crash_name, point) != 0)
+	pthread_mutex_lock(&crash_mu);
+	bool fire = crash_name[0] && strcmp(crash_name, point) == 0 && --crash_count <= 0;
+	if (fire)
+		crash_name[0] = '\0'; /* a point fires once */
+	pthread_mutex_unlock(&crash_mu);
+	if (!fire)
 		return false;
-	if (--crash_count > 0)
-		return false;
-	crash_name[0] = '\0'; /* a point fires once */
 	if (crash_stop) {
 		/* A pause the test ends with SIGCONT: the group moves on meanwhile (fencing). */
 		fprintf(stderr, "flashsale-worker: stop point %s reached, stopping\n", point);
@@ -355,33 +394,86 @@ static void publish_results(struct worker *w, struct part *p, struct fs_batch *b
 	p->tail = f;
 }
 
-/* One `expired` result per hold the clock ended in this batch (tracked with the batch's
- * results, so that a crash before delivery answers them again). */
-static void publish_expired(struct worker *w, struct part *p)
+static void extras_add(struct extras *ex, const char *key, bool stock, size_t at)
+{
+	if (ex->len == ex->cap) {
+		uint32_t cap = ex->cap ? ex->cap * 2 : 16;
+		struct extra *e = realloc(ex->e, cap * sizeof *e);
+		if (!e) {
+			ex->failed = true;
+			return;
+		}
+		ex->e = e;
+		ex->cap = cap;
+	}
+	size_t key_at = ex->buf.len;
+	fs_buf_add(&ex->buf, key, strlen(key));
+	ex->e[ex->len++] = (struct extra){.key = key_at,
+					  .key_len = strlen(key),
+					  .at = at,
+					  .len = key_at - at,
+					  .stock = stock};
+}
+
+/* Renders what the core's last decisions owe besides the batch's own results: one `expired`
+ * result per hold the clock ended (tracked with the batch's results, so that a crash before
+ * delivery answers them again), and the stock record of every SKU that changed. Before
+ * fs_core_commit, which forgets both lists. */
+static void render_extras(struct extras *ex, const struct part *p)
 {
 	const struct fs_core *c = &p->core;
+	fs_buf_clear(&ex->buf);
+	ex->len = 0;
+	ex->failed = false;
 	for (uint32_t k = 0; k < c->expired_len; k++) {
 		const struct fs_hold *h = &c->holds[c->expired[k]];
-		fs_buf_clear(&w->out);
-		fs_reply_expired(&w->out, h->intent_id, c->skus[h->sku_index].sku, h->qty,
+		size_t at = ex->buf.len;
+		fs_reply_expired(&ex->buf, h->intent_id, c->skus[h->sku_index].sku, h->qty,
 				 c->expired_at_ms[k], p->id, c->expired_offset[k]);
-		if (produce(w, w->cfg.topic_results, RD_KAFKA_PARTITION_UA, h->intent_id,
-			    strlen(h->intent_id), &w->out, p->tail) < 0 &&
+		extras_add(ex, h->intent_id, false, at);
+	}
+	for (uint32_t d = 0; d < c->dirty_skus_len; d++) {
+		const struct fs_sku *s = &c->skus[c->dirty_skus[d]];
+		size_t at = ex->buf.len;
+		fs_reply_stock(&ex->buf, s);
+		extras_add(ex, s->sku, true, at);
+	}
+	if (!fs_buf_ok(&ex->buf))
+		ex->failed = true;
+}
+
+static void produce_extras(struct worker *w, struct part *p, const struct extras *ex)
+{
+	if (ex->failed) {
+		fs_error("partition %" PRId32 ": out of memory for expiry and stock records; "
+			 "expiries are answered again after a restart",
+			 p->id);
+		if (p->tail)
+			p->tail->failed = true; /* replied stops here */
+		return;
+	}
+	for (uint32_t i = 0; i < ex->len; i++) {
+		const struct extra *e = &ex->e[i];
+		struct fs_buf one = {.data = ex->buf.data + e->at, .len = e->len};
+		const char *key = ex->buf.data + e->key;
+		if (e->stock) {
+			produce(w, w->cfg.topic_stock, RD_KAFKA_PARTITION_UA, key, e->key_len, &one,
+				NULL);
+			continue;
+		}
+		w->n.expired++;
+		if (produce(w, w->cfg.topic_results, RD_KAFKA_PARTITION_UA, key, e->key_len, &one,
+			    p->tail) < 0 &&
 		    p->tail)
 			p->tail->failed = true;
 	}
-	w->n.expired += c->expired_len;
 }
 
-static void publish_stock(struct worker *w, const struct fs_core *core)
+static void extras_free(struct extras *ex)
 {
-	for (uint32_t d = 0; d < core->dirty_skus_len; d++) {
-		const struct fs_sku *s = &core->skus[core->dirty_skus[d]];
-		fs_buf_clear(&w->out);
-		fs_reply_stock(&w->out, s);
-		produce(w, w->cfg.topic_stock, RD_KAFKA_PARTITION_UA, s->sku, strlen(s->sku),
-			&w->out, NULL);
-	}
+	fs_buf_free(&ex->buf);
+	free(ex->e);
+	memset(ex, 0, sizeof *ex);
 }
 
 /* Moves p->replied over every batch whose results were all delivered, in order. */
@@ -441,13 +533,25 @@ static int store_ready(struct worker *w)
 	}
 }
 
+static void batch_clear(struct part *p)
+{
+	fs_batch_clear(&p->batch);
+	p->batch_costly = 0;
+}
+
 /* Loads a partition's state from Postgres, retrying transient failures. */
 static int part_load(struct worker *w, struct part *p)
 {
 	int64_t backoff = 0;
 	for (;;) {
-		if (store_ready(w) < 0)
+		if (store_ready(w) < 0) {
+			/* Shutting down: the state is not known. Nothing more is decided here;
+			 * whoever owns the partition next decides what was read. */
+			batch_clear(p);
+			fs_core_reset(&p->core);
+			p->loaded = false;
 			return -EINTR;
+		}
 		if (fs_store_load(w->store, w->cfg.group, w->cfg.topic_intents, p->id, &p->core,
 				  &p->meta) == 0) {
 			p->loaded = true;
@@ -501,8 +605,7 @@ static struct part *part_get(struct worker *w, int32_t id)
 		p->id = id;
 		fs_seen_init(&p->seen, (uint32_t)w->cfg.dedupe_cache_max);
 		if (fs_core_init(&p->core, id) < 0 || fs_batch_init(&p->batch, batch_room(w)) < 0 ||
-		    fs_batch_init(&p->again, (uint32_t)w->cfg.batch_max) < 0 ||
-		    fs_batch_init(&p->next, batch_room(w)) < 0) {
+		    fs_batch_init(&p->again, (uint32_t)w->cfg.batch_max) < 0) {
 			fs_batch_free(&p->batch);
 			fs_batch_free(&p->again);
 			free(p);
@@ -517,12 +620,6 @@ static struct part *part_get(struct worker *w, int32_t id)
 	return w->parts[id];
 }
 
-static void batch_clear(struct part *p)
-{
-	fs_batch_clear(&p->batch);
-	p->batch_costly = 0;
-}
-
 /* A partial batch waits batch.max.wait ms for more records; but while records are already
  * waiting in the consumer's queue (a backlog), it waits up to ten times that, to fill. */
 static bool batch_waited(const struct worker *w, const struct part *p, int64_t now)
@@ -534,18 +631,18 @@ static bool batch_waited(const struct worker *w, const struct part *p, int64_t n
 	       (!w->consumer_queue || rd_kafka_queue_length(w->consumer_queue) == 0);
 }
 
-/* Full: no room, or batch.max costly records (t: the partition's batch or next); past
- * batch.max, a batch goes on filling while it and the records waiting in the consumer's
- * queue are at least batch.max.behind together, up to that many (the batch's own count in
- * it: the last of a crowd then goes in fewer transactions, docs/PERFORMANCE.md item 36). A
- * sale's crowd arrives at once (S1, S4 in docs/BENCHMARKS.md): each transaction has a fixed
- * cost (its round trips, its flush), and fewer of them drain the backlog sooner. A worker
- * that keeps up (S5) never has that many queued, and its batches stay small: a record waits
- * for its whole batch's commit, so a larger batch after a short stall would only make the
- * first of its records wait longer (item 34). */
-static bool part_full(const struct worker *w, const struct part *p, const struct fs_batch *t)
+/* Full: no room, or batch.max costly records; past batch.max, a batch goes on filling while
+ * it and the records waiting in the consumer's queue are at least batch.max.behind together,
+ * up to that many (the batch's own count in it: the last of a crowd then goes in fewer
+ * transactions, docs/PERFORMANCE.md item 36). A sale's crowd arrives at once (S1, S4 in
+ * docs/BENCHMARKS.md): each transaction has a fixed cost (its round trips, its flush), and
+ * fewer of them drain the backlog sooner. A worker that keeps up (S5) never has that many
+ * queued, and its batches stay small: a record waits for its whole batch's commit, so a larger
+ * batch after a short stall would only make the first of its records wait longer (item 34). */
+static bool batch_full(const struct worker *w, const struct part *p)
 {
-	int64_t costly = t == &p->next ? p->next_costly : p->batch_costly;
+	const struct fs_batch *t = &p->batch;
+	int64_t costly = p->batch_costly;
 	if (t->len == t->cap || costly >= w->cfg.batch_max + batch_extra(w))
 		return true;
 	if (costly < w->cfg.batch_max)
@@ -554,22 +651,11 @@ static bool part_full(const struct worker *w, const struct part *p, const struct
 	       costly + (int64_t)rd_kafka_queue_length(w->consumer_queue) < w->cfg.batch_max_behind;
 }
 
-static bool batch_full(const struct worker *w, const struct part *p)
-{
-	return part_full(w, p, &p->batch);
-}
-
-static void next_clear(struct part *p)
-{
-	fs_batch_clear(&p->next);
-	p->next_costly = 0;
-}
-
-/* Drops what is pending and forgets the state; deliveries still in flight become orphans. */
+/* Drops what is pending and forgets the state; deliveries still in flight become orphans. The
+ * partition has no batch in flight (commit_wait first). */
 static void part_drop(struct worker *w, struct part *p)
 {
 	batch_clear(p);
-	next_clear(p);
 	fs_batch_clear(&p->again);
 	fs_core_reset(&p->core);
 	fs_seen_clear(&p->seen);
@@ -612,13 +698,13 @@ static void commit_kafka_offset(struct worker *w, int32_t part, int64_t next)
 }
 
 /* The partition was fenced: another worker committed past us. Forget our state, reload,
- * and go on from the stored offset (the group will revoke the partition if it is not ours). */
+ * and go on from the stored offset (the group will revoke the partition if it is not ours).
+ * No batch of it is in flight. */
 static void part_fenced(struct worker *w, struct part *p)
 {
 	w->n.fenced++;
 	int64_t old = p->meta.next_offset;
-	batch_clear(p);
-	next_clear(p); /* read past a batch that was not ours: the seek below reads again */
+	batch_clear(p); /* and what was read after it: the seek below reads it again */
 	fs_batch_clear(&p->again);
 	if (part_load(w, p) < 0)
 		return;
@@ -638,9 +724,8 @@ static void part_fenced(struct worker *w, struct part *p)
 
 /* The part of a commit attempt before the commit: repeats from memory (or a lookup), then
  * the decisions. 0, or FS_COMMIT_RETRY (the core's state must be reloaded). */
-static int part_decide(struct worker *w, struct part *p)
+static int part_decide(struct worker *w, struct part *p, struct fs_batch *b)
 {
-	struct fs_batch *b = &p->batch;
 	if (p->replied < 0)
 		p->replied = b->items[0].rec.offset; /* nothing below the first record to answer */
 	fs_batch_reset_decisions(b);
@@ -659,29 +744,100 @@ static int part_decide(struct worker *w, struct part *p)
 	return rc == 0 ? 0 : FS_COMMIT_RETRY;
 }
 
-static int64_t batch_end(const struct part *p)
+static int64_t end_of(const struct fs_batch *b)
 {
-	return p->batch.items[p->batch.len - 1].rec.offset + 1;
+	return b->items[b->len - 1].rec.offset + 1;
 }
 
-/* Decides and commits p->batch. Returns when it is committed, fenced, or on shutdown. rc0 is
- * the outcome of a first attempt already made (decided, and committed by the committer
- * thread), or -1 to make it here. */
-static void part_process_from(struct worker *w, struct part *p, int rc0)
+/* The dedupe cache learns the batch's new decisions. */
+static void seen_add_batch(struct part *p, const struct fs_batch *b)
 {
-	struct fs_batch *b = &p->batch;
-	if (b->len == 0)
-		return;
-	int64_t expected = p->meta.next_offset;
-	int64_t next = batch_end(p);
+	for (uint32_t i = 0; i < b->len; i++)
+		if (b->items[i].cls == FS_ITEM_NEW && fs_seen_add(&p->seen, &b->items[i]) < 0)
+			fs_seen_clear(&p->seen); /* out of memory: forget; lookups cover it */
+}
+
+/* The partition's meta once b, decided on the state `before` describes, is committed. */
+static struct fs_part_meta meta_after(const struct part *p, const struct fs_part_meta *before,
+				      const struct fs_batch *b)
+{
+	struct fs_part_meta m = *before;
+	m.next_offset = end_of(b);
+	if (m.first_offset < 0)
+		m.first_offset = b->items[0].rec.offset;
+	m.clock_ms = p->core.clock_ms;
+	return m;
+}
+
+/* b is committed (m: the partition's meta now): answer its records, produce its extras. */
+static void batch_done(struct worker *w, struct part *p, struct fs_batch *b,
+		       const struct fs_part_meta *m, const struct extras *ex)
+{
+	crash_at("after_commit");
+	p->need_lookup = false;
+	int64_t next = m->next_offset;
+	p->meta.next_offset = next;
+	p->meta.first_offset = m->first_offset;
+	p->meta.clock_ms = m->clock_ms;
+	count_batch(w, b);
+	if (w->replay) {
+		p->replied = next; /* the live run answered these; a replay answers nothing */
+	} else {
+		int64_t t0 = now_us();
+		publish_results(w, p, b, next);
+		produce_extras(w, p, ex);
+		w->n.us_publish += now_us() - t0;
+	}
+	crash_at("after_publish");
+	if (!w->replay)
+		commit_kafka_offset(w, p->id, next);
+	fs_batch_clear(b);
+	if (b == &p->batch)
+		p->batch_costly = 0;
+}
+
+/* Reads the stored offset back (on the connection that made the attempt: its commit token
+ * says whether the offset moved by that attempt), retrying until it answers or shutdown. */
+static void read_stored(struct worker *w, struct fs_store *s, int32_t part, int64_t *stored,
+			bool *mine)
+{
 	int64_t backoff = 0;
+	*stored = -2;
+	*mine = false;
+	while (!stop_requested) {
+		if (fs_store_ensure(s) == 0 &&
+		    fs_store_read_next(s, w->cfg.group, w->cfg.topic_intents, part, stored, mine) ==
+			    0)
+			return;
+		fs_warn("partition %" PRId32 ": reading the stored offset: %s", part,
+			fs_store_error(s));
+		sleep_ms(backoff = backoff_next(w, backoff));
+	}
+}
+
+/* Decides and commits b (the partition's batch, or one handed to a committer). Returns when
+ * it is committed, fenced, or on shutdown: 0 committed on the first attempt, 1 committed after
+ * the state was reloaded and b decided again, -1 not committed (fenced, or shutting down; the
+ * partition's pending records are dropped then). rc0 is the outcome of a first attempt
+ * already made, or -1 to make it here; sl is the committer that made it (its connection, its
+ * batch's meta and extras), or NULL. */
+static int part_process_from(struct worker *w, struct part *p, struct fs_batch *b, int rc0,
+			     struct slot *sl)
+{
+	if (b->len == 0)
+		return 0;
+	int64_t expected = p->meta.next_offset;
+	int64_t next = end_of(b);
+	int64_t backoff = 0;
+	bool reloaded = false;
 	for (;;) {
 		int rc = rc0;
+		struct fs_store *att = sl ? sl->store : w->store;
 		rc0 = -1;
 		if (rc < 0) {
 			if (store_ready(w) < 0)
-				return;
-			rc = part_decide(w, p);
+				return -1;
+			rc = part_decide(w, p, b);
 			if (rc == 0) {
 				int64_t t = now_us();
 				rc = fs_store_commit(w->store, w->cfg.group, w->cfg.topic_intents,
@@ -698,12 +854,9 @@ static void part_process_from(struct worker *w, struct part *p, int rc0)
 			/* The connection died with COMMIT in flight: only the stored offset knows.
 			 */
 			w->n.unknown++;
-			int64_t stored = -2;
-			bool mine = false;
-			while (store_ready(w) == 0 &&
-			       fs_store_read_next(w->store, w->cfg.group, w->cfg.topic_intents,
-						  p->id, &stored, &mine) < 0)
-				sleep_ms(backoff = backoff_next(w, backoff));
+			int64_t stored;
+			bool mine;
+			read_stored(w, att, p->id, &stored, &mine);
 			/* The offset at our batch's end is not enough: another worker may have
 			 * committed the same range. The commit token says whose commit it was. */
 			if (stored == next && mine) {
@@ -725,127 +878,214 @@ static void part_process_from(struct worker *w, struct part *p, int rc0)
 			break;
 		if (rc == FS_COMMIT_FENCED) {
 			part_fenced(w, p);
-			return;
+			return -1;
 		}
 		/* Not committed: the core's state moved while deciding; reload it from the truth.
 		 */
+		sl = NULL; /* from here on decided and committed in line */
 		if (rc == FS_COMMIT_REDO) {
 			w->n.redo++;
 			if (!p->need_lookup)
 				w->n.lookups_forced++;
 			p->need_lookup = true;
-		} else {
+		} else if (rc != COMMIT_AGAIN) {
 			w->n.retries++;
 		}
-		backoff = backoff_next(w, backoff);
-		fs_warn("partition %" PRId32 ": batch at %" PRId64
-			" not committed (%s); reloading, "
-			"retry in %" PRId64 " ms",
-			p->id, expected, fs_store_error(w->store), backoff);
-		if (stop_requested)
-			return; /* shutting down: whoever owns it next decides these records */
-		sleep_ms(backoff);
+		if (rc != COMMIT_AGAIN) {
+			backoff = backoff_next(w, backoff);
+			fs_warn("partition %" PRId32 ": batch at %" PRId64
+				" not committed (%s); reloading, "
+				"retry in %" PRId64 " ms",
+				p->id, expected, fs_store_error(att), backoff);
+		}
+		if (stop_requested) {
+			/* Shutting down: whoever owns it next decides these records. The core
+			 * holds this attempt's decisions: nothing more is decided here. */
+			batch_clear(p);
+			fs_core_reset(&p->core);
+			p->loaded = false;
+			return -1;
+		}
+		if (rc != COMMIT_AGAIN)
+			sleep_ms(backoff);
 		if (part_load(w, p) < 0)
-			return;
+			return -1;
+		reloaded = true;
 		if (p->meta.next_offset != expected) {
 			part_fenced(w, p);
-			return;
+			return -1;
 		}
 	}
-	crash_at("after_commit");
-	p->need_lookup = false;
-	for (uint32_t i = 0; i < b->len; i++)
-		if (b->items[i].cls == FS_ITEM_NEW && fs_seen_add(&p->seen, &b->items[i]) < 0)
-			fs_seen_clear(&p->seen); /* out of memory: forget; lookups cover it */
-	p->meta.next_offset = next;
-	if (p->meta.first_offset < 0)
-		p->meta.first_offset = b->items[0].rec.offset;
-	p->meta.clock_ms = p->core.clock_ms;
-	count_batch(w, b);
-	if (w->replay) {
-		p->replied = next; /* the live run answered these; a replay answers nothing */
-	} else {
-		int64_t t0 = now_us();
-		publish_results(w, p, b, next);
-		publish_expired(w, p);
-		publish_stock(w, &p->core);
-		w->n.us_publish += now_us() - t0;
+	if (sl) {
+		/* Committed as handed over: the core moved past it then. */
+		batch_done(w, p, b, &sl->meta, &sl->ex);
+		return 0;
 	}
+	seen_add_batch(p, b);
+	struct fs_part_meta m = meta_after(p, &p->meta, b);
+	render_extras(&w->ex, p);
 	fs_core_commit(&p->core);
-	crash_at("after_publish");
-	if (!w->replay)
-		commit_kafka_offset(w, p->id, next);
-	batch_clear(p);
+	batch_done(w, p, b, &m, &w->ex);
+	return reloaded ? 1 : 0;
 }
 
 static void part_process(struct worker *w, struct part *p)
 {
-	part_process_from(w, p, -1);
+	part_process_from(w, p, &p->batch, -1, NULL);
 }
 
-/* ---- the committer thread (commit.overlap) ------------------------------------------------ */
+/* ---- the committer threads (commit.overlap) ---------------------------------------------- */
+
+/* Committer thread: around its compare-and-set (fs_store_commit_send's hook). */
+static void on_cas(void *ctx, bool before)
+{
+	struct slot *sl = ctx;
+	struct worker *w = sl->w;
+	pthread_mutex_lock(&w->mu);
+	if (before) {
+		const struct slot *pr = sl->pred >= 0 ? &w->slots[sl->pred] : NULL;
+		while (pr && pr->gen == sl->pred_gen && !pr->cas_done && !pr->done)
+			pthread_cond_wait(&w->cv, &w->mu);
+	} else {
+		sl->cas_done = true;
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+}
 
 static void *committer_main(void *arg)
 {
-	struct worker *w = arg;
+	struct slot *sl = arg;
+	struct worker *w = sl->w;
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
-		while (!w->job.ready && !w->job.quit)
+		while (!sl->ready && !sl->quit)
 			pthread_cond_wait(&w->cv, &w->mu);
-		if (w->job.quit)
+		if (sl->quit)
 			break;
-		w->job.ready = false;
-		struct commit_job j = w->job;
+		sl->ready = false;
 		pthread_mutex_unlock(&w->mu);
 		int64_t t = now_us();
-		int rc = fs_store_commit(w->store, w->cfg.group, w->cfg.topic_intents, &j.meta,
-					 j.next, j.replied, &j.p->batch, &j.p->core, j.careful);
+		/* A connection that cannot be made: nothing was sent (not committed). */
+		int rc = fs_store_ensure(sl->store) == 0
+				 ? fs_store_commit_send(sl->store, on_cas, sl)
+				 : FS_COMMIT_RETRY;
 		t = now_us() - t;
 		pthread_mutex_lock(&w->mu);
-		w->job.rc = rc;
-		w->job.us = t;
-		w->job.done = true;
+		sl->rc = rc;
+		sl->us = t;
+		sl->cas_done = true;
+		sl->done = true;
 		pthread_cond_broadcast(&w->cv);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return NULL;
 }
 
-/* Moves the records read during the commit into the (now empty) batch. */
-static void take_next(struct part *p)
+/* Waits until every slot in flight is done. */
+static void wait_all(struct worker *w)
 {
-	if (p->batch.len || !p->next.len)
-		return;
-	struct fs_batch t = p->batch;
-	p->batch = p->next;
-	p->next = t;
-	p->first_ms = p->next_first_ms;
-	p->batch_costly = p->next_costly;
-	next_clear(p);
+	pthread_mutex_lock(&w->mu);
+	for (int i = 0; i < w->n_fly; i++)
+		while (!w->slots[w->fly[i]].done)
+			pthread_cond_wait(&w->cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
 }
 
-/* The commit in flight is done (or block == true: wait for it): finish its batch as
- * part_process would (answers, or the retry and fencing paths), then take up the records read
- * meanwhile. */
-static void commit_finish(struct worker *w, bool block)
+/* Takes the slot at fly[i] out of flight (it is done). */
+static struct slot *fly_take(struct worker *w, int i)
 {
-	struct part *p = w->inflight;
-	if (!p)
-		return;
+	struct slot *sl = &w->slots[w->fly[i]];
+	for (int j = i + 1; j < w->n_fly; j++)
+		w->fly[j - 1] = w->fly[j];
+	w->n_fly--;
+	count_commit(&w->n, sl->us);
+	sl->p->n_fly--;
+	return sl;
+}
+
+/* sl0's transaction, the oldest of its partition in flight, did not commit (or its outcome is
+ * unknown). The partition's later batches in flight were decided on top of it: wait for them
+ * all, then settle the partition's batches in order, the first through part_process_from's
+ * retry paths and the later ones decided again on the state it leaves (their transactions'
+ * compare-and-set failed, as their predecessor's had not committed; or one of them committed,
+ * and then so did sl0's). Other partitions' batches stay in flight, finished in turn. */
+static void recover(struct worker *w, struct slot *sl0)
+{
+	struct part *p = sl0->p;
+	wait_all(w);
+	struct slot *chain[SLOTS_MAX];
+	int n = 0;
+	chain[n++] = sl0;
+	for (int i = 0; i < w->n_fly;) {
+		if (w->slots[w->fly[i]].p == p)
+			chain[n++] = fly_take(w, i);
+		else
+			i++;
+	}
+	/* The cache has the ids of the batches handed over: a redo would answer its own records
+	 * as repeats. Committed decisions are in Postgres; lookups cover what it forgets. */
+	fs_seen_clear(&p->seen);
+	bool live = true, redone = false;
+	for (int i = 0; i < n; i++) {
+		struct slot *sl = chain[i];
+		if (!live || !p->loaded) {
+			fs_batch_clear(&sl->batch); /* read again after the seek, or dropped */
+			continue;
+		}
+		int rc = sl->rc;
+		for (int j = i + 1; rc == FS_COMMIT_UNKNOWN && j < n; j++) {
+			if (chain[j]->rc == FS_COMMIT_OK) {
+				/* A successor's compare-and-set found this batch's end. */
+				w->n.unknown++;
+				w->n.unknown_committed++;
+				rc = FS_COMMIT_OK;
+			}
+		}
+		if (rc == FS_COMMIT_OK && !redone) {
+			batch_done(w, p, &sl->batch, &sl->meta, &sl->ex);
+			continue;
+		}
+		/* Decided on a state that did not commit: decide again. A successor's failed
+		 * compare-and-set is its predecessor's failure, not a fence (the reload checks). */
+		if (redone || (i > 0 && rc == FS_COMMIT_FENCED))
+			rc = COMMIT_AGAIN;
+		int r = part_process_from(w, p, &sl->batch, rc, redone ? NULL : sl);
+		if (r < 0)
+			live = false;
+		if (r > 0)
+			redone = true;
+		fs_batch_clear(&sl->batch);
+	}
+}
+
+/* Finishes the oldest transaction in flight (waiting for it if block): answers its batch, or
+ * takes the retry and fencing paths. false if it is not done yet (or none is in flight). */
+static bool finish_oldest(struct worker *w, bool block)
+{
+	if (w->n_fly == 0)
+		return false;
+	struct slot *sl = &w->slots[w->fly[0]];
 	pthread_mutex_lock(&w->mu);
-	while (block && !w->job.done)
+	while (block && !sl->done)
 		pthread_cond_wait(&w->cv, &w->mu);
-	bool done = w->job.done;
-	int rc = w->job.rc;
-	if (done)
-		count_commit(&w->n, w->job.us);
-	w->job.done = false;
+	bool done = sl->done;
 	pthread_mutex_unlock(&w->mu);
 	if (!done)
-		return;
-	w->inflight = NULL;
-	part_process_from(w, p, rc);
-	take_next(p);
+		return false;
+	fly_take(w, 0);
+	if (sl->rc == FS_COMMIT_OK)
+		batch_done(w, sl->p, &sl->batch, &sl->meta, &sl->ex);
+	else
+		recover(w, sl);
+	return true;
+}
+
+/* Finishes every transaction in flight that is done, in order (or block: all of them). */
+static void commit_finish(struct worker *w, bool block)
+{
+	while (finish_oldest(w, block))
+		;
 }
 
 static void commit_wait(struct worker *w)
@@ -853,33 +1093,80 @@ static void commit_wait(struct worker *w)
 	commit_finish(w, true);
 }
 
-/* Decides p->batch and, with commit.overlap, hands its commit to the committer thread and
- * returns; otherwise (or when the first attempt fails before the commit) part_process. */
+static bool slot_free(const struct worker *w)
+{
+	return w->n_fly < w->depth;
+}
+
+static bool slot_busy(const struct worker *w, int k)
+{
+	for (int i = 0; i < w->n_fly; i++)
+		if (w->fly[i] == k)
+			return true;
+	return false;
+}
+
+/* Decides p->batch and, with commit.overlap, hands its transaction to a committer thread and
+ * returns (waiting first for a free one); otherwise, or when it needs the store (a lookup),
+ * commits it in line. At depth 2 the batch is decided on top of the partition's batch in
+ * flight: its statements are rendered now, the core takes its state as the base
+ * (fs_core_commit) and its new ids go into the dedupe cache; a failure of either undoes all
+ * that (recover). */
 static void part_process_start(struct worker *w, struct part *p)
 {
-	commit_wait(w); /* one commit in flight at most: the store is one connection */
-	if (!w->committer_up || p->batch.len == 0) {
-		part_process(w, p);
+	while (w->depth > 0 && !slot_free(w))
+		finish_oldest(w, true);
+	if (!p->loaded || p->batch.len == 0)
+		return;
+	if (w->depth == 0 || p->need_lookup) {
+		commit_wait(w);
+		if (p->loaded)
+			part_process(w, p);
 		return;
 	}
-	if (store_ready(w) < 0)
-		return;
-	int rc = part_decide(w, p);
+	int k = 0;
+	while (slot_busy(w, k))
+		k++;
+	struct slot *sl = &w->slots[k];
+	int rc = part_decide(w, p, &p->batch);
+	const struct fs_part_meta before = p->n_fly ? p->ahead : p->meta;
+	if (rc == 0 &&
+	    fs_store_commit_prepare(sl->store, w->cfg.group, w->cfg.topic_intents, &before,
+				    end_of(&p->batch), p->replied < 0 ? -1 : p->replied, &p->batch,
+				    &p->core, false, p->n_fly > 0) < 0)
+		rc = FS_COMMIT_RETRY; /* out of memory */
 	if (rc != 0) {
-		part_process_from(w, p, rc);
+		commit_wait(w);
+		if (p->loaded)
+			part_process_from(w, p, &p->batch, rc, NULL);
 		return;
 	}
+	render_extras(&sl->ex, p);
+	seen_add_batch(p, &p->batch);
+	sl->meta = meta_after(p, &before, &p->batch);
+	p->ahead = sl->meta;
+	fs_core_commit(&p->core);
+	struct fs_batch t = sl->batch;
+	sl->batch = p->batch;
+	p->batch = t;
+	p->batch_costly = 0;
+	sl->p = p;
+	sl->pred = -1;
+	for (int i = 0; i < w->n_fly; i++) {
+		if (w->slots[w->fly[i]].p == p) {
+			sl->pred = w->fly[i];
+			sl->pred_gen = w->slots[w->fly[i]].gen;
+		}
+	}
+	p->n_fly++;
+	w->fly[w->n_fly++] = k;
 	pthread_mutex_lock(&w->mu);
-	w->job.p = p;
-	w->job.meta = p->meta;
-	w->job.next = batch_end(p);
-	w->job.replied = p->replied;
-	w->job.careful = p->need_lookup;
-	w->job.done = false;
-	w->job.ready = true;
+	sl->gen++;
+	sl->done = false;
+	sl->cas_done = false;
+	sl->ready = true;
 	pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->mu);
-	w->inflight = p;
 }
 
 struct again_ctx {
@@ -984,17 +1271,14 @@ static void on_message(struct worker *w, rd_kafka_message_t *m)
 	if (!p || !p->assigned || !p->loaded)
 		return; /* not ours (any more) */
 	int64_t off = m->offset;
-	/* While p's batch is being committed, its records go to p->next. */
-	struct fs_batch *fresh = w->inflight == p ? &p->next : &p->batch;
-	int64_t expected = p->meta.next_offset;
+	/* The batch follows those in flight (commit.overlap), if any, or the stored offset. */
+	int64_t expected = p->n_fly ? p->ahead.next_offset : p->meta.next_offset;
 	if (expected >= 0)
-		expected += p->batch.len + (fresh == &p->next ? p->next.len : 0);
-	else if (fresh->len)
-		expected = fresh->items[fresh->len - 1].rec.offset + 1;
+		expected += p->batch.len;
 	else if (p->batch.len)
-		expected = batch_end(p);
+		expected = end_of(&p->batch);
 
-	struct fs_batch *target = fresh;
+	struct fs_batch *target = &p->batch;
 	if (p->meta.next_offset >= 0 && off < p->meta.next_offset) {
 		if (off < p->replied) {
 			w->n.skipped_stale++;
@@ -1015,25 +1299,16 @@ static void on_message(struct worker *w, rd_kafka_message_t *m)
 		if (!p->loaded || target->len == target->cap)
 			return;
 	}
-	/* A full batch is decided and committed (handed to the committer); a full next waits for
-	 * the commit in flight, and becomes the batch. */
-	for (int n = 0; target != &p->again && part_full(w, p, target); n++) {
+	/* A full batch is decided and committed (handed to a committer, once one is free). */
+	for (int n = 0; target != &p->again && batch_full(w, p); n++) {
 		if (n == 3)
 			return; /* could not make room (shutting down): read again later */
-		if (target == &p->next)
-			commit_wait(w);
-		else
-			part_process_start(w, p);
+		part_process_start(w, p);
 		if (!p->loaded)
 			return;
-		target = w->inflight == p ? &p->next : &p->batch;
 	}
-	if (target != &p->again && target->len == 0) {
-		if (target == &p->next)
-			p->next_first_ms = now_ms();
-		else
-			p->first_ms = now_ms();
-	}
+	if (target != &p->again && target->len == 0)
+		p->first_ms = now_ms();
 	p->last_record_ms = now_ms();
 	struct fs_item *it = fs_batch_push(target);
 	rd_kafka_timestamp_type_t tstype;
@@ -1042,12 +1317,8 @@ static void on_message(struct worker *w, rd_kafka_message_t *m)
 			ts < 0 ? 0 : ts, &it->rec);
 	if (it->rec.kind == FS_KIND_TICK)
 		p->tick_pending = false;
-	if (target != &p->again && it->rec.kind != FS_KIND_INVALID) {
-		if (target == &p->next)
-			p->next_costly++;
-		else
-			p->batch_costly++;
-	}
+	if (target != &p->again && it->rec.kind != FS_KIND_INVALID)
+		p->batch_costly++;
 }
 
 static int64_t wall_ms(void)
@@ -1067,7 +1338,7 @@ static void maybe_tick(struct worker *w, struct part *p, int64_t now)
 	int64_t due = fs_core_next_expiry(&p->core);
 	/* One tick in flight at a time (until it is read back, or ten intervals if it got lost). */
 	bool in_flight = p->tick_pending && now - p->last_tick_ms < 10 * w->cfg.tick_interval_ms;
-	if (due < 0 || p->batch.len || in_flight ||
+	if (due < 0 || p->batch.len || p->n_fly || in_flight ||
 	    now - p->last_record_ms < w->cfg.tick_interval_ms || wall_ms() < due)
 		return;
 	static const char tick[] = "{\"v\":1,\"type\":\"tick\"}";
@@ -1092,8 +1363,10 @@ static void process_due(struct worker *w, bool all)
 			continue;
 		if (p->again.len)
 			part_answer_again(w, p);
-		if (w->inflight != p && p->batch.len &&
-		    (all || batch_full(w, p) || batch_waited(w, p, now)))
+		/* With every committer busy, a batch waits for the loop to finish one (all: it
+		 * waits here). */
+		if (p->loaded && p->batch.len && (all || slot_free(w) || w->depth == 0) &&
+		    (all || batch_full(w, p) || (!p->n_fly && batch_waited(w, p, now))))
 			part_process_start(w, p);
 		if (p->loaded && !stop_requested && !w->replay)
 			maybe_tick(w, p, now);
@@ -1103,11 +1376,11 @@ static void process_due(struct worker *w, bool all)
 static int64_t next_due_ms(const struct worker *w)
 {
 	int64_t wait = w->cfg.poll_timeout_ms, now = now_ms();
-	if (w->inflight)
-		wait = 1; /* look for the commit's end often */
+	if (w->n_fly)
+		wait = 1; /* look for the commits' end often */
 	for (int j = 0; j < w->n_parts; j++) {
 		const struct part *p = w->parts[w->part_ids[j]];
-		if (!p->assigned || p->batch.len == 0 || w->inflight == p)
+		if (!p->assigned || p->batch.len == 0 || (w->depth > 0 && !slot_free(w)))
 			continue;
 		int64_t left = p->first_ms + w->cfg.batch_wait_ms - now;
 		if (left < wait)
@@ -1200,6 +1473,15 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	fs_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
+static int64_t stalled_broken(const struct worker *w)
+{
+	int64_t n = w->store ? fs_store_stalled_broken(w->store) : 0;
+	for (int i = 1; i < SLOTS_MAX; i++)
+		if (w->slots[i].store)
+			n += fs_store_stalled_broken(w->slots[i].store);
+	return n;
+}
+
 static void log_stats(struct worker *w, const char *when)
 {
 	fs_info("%s: records=%" PRId64 " fresh=%" PRId64 " repeats=%" PRId64 " conflicts=%" PRId64
@@ -1214,9 +1496,9 @@ static void log_stats(struct worker *w, const char *when)
 		w->n.sale, w->n.expired, w->n.ticks, w->n.batches, w->n.fenced, w->n.redo,
 		w->n.retries, w->n.unknown, w->n.unknown_committed, w->n.answered_again,
 		w->n.skipped_stale, w->n.gaps, w->n.published, w->n.delivery_failed,
-		w->store ? fs_store_stalled_broken(w->store) : 0, w->n.us_lookup / 1000,
-		w->n.us_decide / 1000, w->n.us_commit / 1000, w->n.us_commit_max / 1000,
-		w->n.us_publish / 1000, w->n.lookups_forced, w->n.batches_behind);
+		stalled_broken(w), w->n.us_lookup / 1000, w->n.us_decide / 1000,
+		w->n.us_commit / 1000, w->n.us_commit_max / 1000, w->n.us_publish / 1000,
+		w->n.lookups_forced, w->n.batches_behind);
 }
 
 static int handle_consumer_error(struct worker *w, rd_kafka_message_t *m)
@@ -1463,12 +1745,29 @@ static int setup(struct worker *w)
 	fs_store_set_crash_hook(w->store, crash_at);
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
-	if (w->cfg.commit_overlap) {
-		int e = pthread_create(&w->committer, NULL, committer_main, w);
-		if (e)
-			fs_warn("commit.overlap: no committer thread (%s); committing in line",
-				strerror(e));
-		w->committer_up = e == 0;
+	for (int i = 0; i < w->cfg.commit_overlap && i < SLOTS_MAX; i++) {
+		struct slot *sl = &w->slots[i];
+		sl->w = w;
+		if (i == 0) {
+			sl->store = w->store;
+		} else if (fs_store_open(w->cfg.pg, &sl->store) < 0) {
+			if (!sl->store) {
+				fs_warn("commit.overlap: out of memory for a connection");
+				break;
+			}
+			fs_warn("%s (will retry)", fs_store_error(sl->store));
+		}
+		fs_store_set_crash_hook(sl->store, crash_at);
+		int e = fs_batch_init(&sl->batch, batch_room(w)) < 0 ? ENOMEM : 0;
+		if (e == 0)
+			e = pthread_create(&sl->thread, NULL, committer_main, sl);
+		if (e) {
+			fs_warn("commit.overlap: no committer thread %d (%s); %d in flight at most",
+				i, strerror(e), i);
+			break;
+		}
+		sl->up = true;
+		w->depth = i + 1;
 	}
 
 	if (w->replay)
@@ -1509,7 +1808,6 @@ static void teardown(struct worker *w)
 		fs_core_free(&p->core);
 		fs_batch_free(&p->batch);
 		fs_batch_free(&p->again);
-		fs_batch_free(&p->next);
 		fs_seen_free(&p->seen);
 		free(p);
 	}
@@ -1519,14 +1817,24 @@ static void teardown(struct worker *w)
 		w->orphans = f->next;
 		free(f);
 	}
-	if (w->committer_up) {
-		pthread_mutex_lock(&w->mu);
-		w->job.quit = true;
-		pthread_cond_broadcast(&w->cv);
-		pthread_mutex_unlock(&w->mu);
-		pthread_join(w->committer, NULL);
-		w->committer_up = false;
+	pthread_mutex_lock(&w->mu);
+	for (int i = 0; i < SLOTS_MAX; i++)
+		w->slots[i].quit = true;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	for (int i = 0; i < SLOTS_MAX; i++) {
+		struct slot *sl = &w->slots[i];
+		if (sl->up)
+			pthread_join(sl->thread, NULL);
+		sl->up = false;
+		if (sl->store != w->store)
+			fs_store_close(sl->store);
+		sl->store = NULL;
+		fs_batch_free(&sl->batch);
+		extras_free(&sl->ex);
 	}
+	w->depth = 0;
+	extras_free(&w->ex);
 	fs_store_close(w->store);
 	w->store = NULL; /* log_stats runs after teardown */
 	fs_buf_free(&w->out);
