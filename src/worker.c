@@ -112,6 +112,8 @@ struct counters {
 	int64_t us_commit_max;	/* the slowest batch transaction (a stalled WAL flush shows) */
 	int64_t lookups_forced; /* batches redone with a lookup: an id was decided elsewhere */
 	int64_t batches_behind; /* batches past batch.max (batch.max.behind: a backlog) */
+	int64_t stacked;	/* batches decided on top of one of theirs in flight */
+	int64_t stacked_redone; /* of those, decided again: the one before did not commit */
 };
 
 static void count_commit(struct counters *n, int64_t us)
@@ -1040,6 +1042,10 @@ static void recover(struct worker *w, struct slot *sl0)
 				w->n.unknown++;
 				w->n.unknown_committed++;
 				rc = FS_COMMIT_OK;
+				fs_warn("partition %" PRId32 ": commit outcome unknown, stored "
+					"offset %" PRId64 ": committed (the batch after it "
+					"committed on top of it)",
+					p->id, chain[j]->meta.next_offset);
 			}
 		}
 		if (rc == FS_COMMIT_OK && !redone) {
@@ -1055,6 +1061,8 @@ static void recover(struct worker *w, struct slot *sl0)
 			live = false;
 		if (r > 0)
 			redone = true;
+		if (r > 0 && i > 0)
+			w->n.stacked_redone++;
 		fs_batch_clear(&sl->batch);
 	}
 }
@@ -1158,6 +1166,8 @@ static void part_process_start(struct worker *w, struct part *p)
 			sl->pred_gen = w->slots[w->fly[i]].gen;
 		}
 	}
+	if (p->n_fly)
+		w->n.stacked++;
 	p->n_fly++;
 	w->fly[w->n_fly++] = k;
 	pthread_mutex_lock(&w->mu);
@@ -1491,14 +1501,15 @@ static void log_stats(struct worker *w, const char *when)
 		" stale=%" PRId64 " gaps=%" PRId64 " published=%" PRId64 " delivery_failed=%" PRId64
 		" stalled_broken=%" PRId64 " ms_lookup=%" PRId64 " ms_decide=%" PRId64
 		" ms_commit=%" PRId64 " ms_commit_max=%" PRId64 " ms_publish=%" PRId64
-		" lookups_forced=%" PRId64 " batches_behind=%" PRId64,
+		" lookups_forced=%" PRId64 " batches_behind=%" PRId64 " stacked=%" PRId64
+		" stacked_redone=%" PRId64,
 		when, w->n.records, w->n.fresh, w->n.repeats, w->n.conflicts, w->n.invalid,
 		w->n.sale, w->n.expired, w->n.ticks, w->n.batches, w->n.fenced, w->n.redo,
 		w->n.retries, w->n.unknown, w->n.unknown_committed, w->n.answered_again,
 		w->n.skipped_stale, w->n.gaps, w->n.published, w->n.delivery_failed,
 		stalled_broken(w), w->n.us_lookup / 1000, w->n.us_decide / 1000,
 		w->n.us_commit / 1000, w->n.us_commit_max / 1000, w->n.us_publish / 1000,
-		w->n.lookups_forced, w->n.batches_behind);
+		w->n.lookups_forced, w->n.batches_behind, w->n.stacked, w->n.stacked_redone);
 }
 
 static int handle_consumer_error(struct worker *w, rd_kafka_message_t *m)
