@@ -64,6 +64,10 @@ struct part {
 	 * finished, and the meta as it will be once they are all committed. */
 	int n_fly;
 	struct fs_part_meta ahead;
+	/* The committer slot rendering the statements of this partition's last batch handed
+	 * over, which reads the core meanwhile (-1: none): the core is not changed until it is
+	 * done (core_settle). */
+	int lent;
 };
 
 /* A batch's expiry results and stock records, rendered from the core when the batch is
@@ -87,9 +91,12 @@ struct slot {
 	pthread_t thread;
 	bool up;
 	struct fs_store *store;
-	struct fs_batch batch;	  /* the batch handed over (swapped with the partition's) */
-	struct part *p;		  /* whose batch it is */
-	struct fs_part_meta meta; /* the partition's meta once this batch is committed */
+	struct fs_batch batch;	    /* the batch handed over (swapped with the partition's) */
+	struct part *p;		    /* whose batch it is */
+	struct fs_part_meta before; /* the partition's meta this batch was decided on */
+	struct fs_part_meta meta;   /* the partition's meta once this batch is committed */
+	int64_t replied;
+	bool after; /* a batch of the partition was in flight when this one was handed over */
 	struct extras ex;
 	/* The partition's batch handed over before this one and still in flight then (slot
 	 * index, or -1, and its generation): this one's compare-and-set must not be sent before
@@ -98,6 +105,7 @@ struct slot {
 	uint64_t pred_gen;
 	/* guarded by worker.mu: */
 	bool ready, done, quit;
+	bool prepared; /* its statements are rendered: the core is the main thread's again */
 	bool cas_done; /* this batch's compare-and-set ran (or will not be sent) */
 	uint64_t gen;  /* batches handed to this slot */
 	int rc;	       /* an enum fs_commit_result */
@@ -605,6 +613,7 @@ static struct part *part_get(struct worker *w, int32_t id)
 		if (!p)
 			return NULL;
 		p->id = id;
+		p->lent = -1;
 		fs_seen_init(&p->seen, (uint32_t)w->cfg.dedupe_cache_max);
 		if (fs_core_init(&p->core, id) < 0 || fs_batch_init(&p->batch, batch_room(w)) < 0 ||
 		    fs_batch_init(&p->again, (uint32_t)w->cfg.batch_max) < 0) {
@@ -968,8 +977,17 @@ static void *committer_main(void *arg)
 		sl->ready = false;
 		pthread_mutex_unlock(&w->mu);
 		int64_t t = now_us();
-		/* A connection that cannot be made: nothing was sent (not committed). */
-		int rc = fs_store_ensure(sl->store) == 0
+		/* The statements are rendered here, off the main thread (about a tenth of its
+		 * work per record, scripts/profile), while it reads the next records. */
+		bool ok = fs_store_commit_prepare(sl->store, w->cfg.group, w->cfg.topic_intents,
+						  &sl->before, end_of(&sl->batch), sl->replied,
+						  &sl->batch, &sl->p->core, false, sl->after) == 0;
+		pthread_mutex_lock(&w->mu);
+		sl->prepared = true;
+		pthread_cond_broadcast(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		/* Out of memory, or a connection that cannot be made: nothing was sent. */
+		int rc = ok && fs_store_ensure(sl->store) == 0
 				 ? fs_store_commit_send(sl->store, on_cas, sl)
 				 : FS_COMMIT_RETRY;
 		t = now_us() - t;
@@ -977,6 +995,7 @@ static void *committer_main(void *arg)
 		sl->rc = rc;
 		sl->us = t;
 		sl->cas_done = true;
+		sl->prepared = true;
 		sl->done = true;
 		pthread_cond_broadcast(&w->cv);
 	}
@@ -994,6 +1013,22 @@ static void wait_all(struct worker *w)
 	pthread_mutex_unlock(&w->mu);
 }
 
+/* Once the committer that was handed p's last batch has rendered its statements, the core's
+ * decided state becomes its base (fs_core_commit), as if that batch were committed: the next
+ * batch is decided on top of it. Any failure reloads the core (recover). */
+static void core_settle(struct worker *w, struct part *p)
+{
+	if (p->lent < 0)
+		return;
+	const struct slot *sl = &w->slots[p->lent];
+	pthread_mutex_lock(&w->mu);
+	while (!sl->prepared)
+		pthread_cond_wait(&w->cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+	fs_core_commit(&p->core);
+	p->lent = -1;
+}
+
 /* Takes the slot at fly[i] out of flight (it is done). */
 static struct slot *fly_take(struct worker *w, int i)
 {
@@ -1001,6 +1036,7 @@ static struct slot *fly_take(struct worker *w, int i)
 	for (int j = i + 1; j < w->n_fly; j++)
 		w->fly[j - 1] = w->fly[j];
 	w->n_fly--;
+	core_settle(w, sl->p);
 	count_commit(&w->n, sl->us);
 	sl->p->n_fly--;
 	return sl;
@@ -1116,10 +1152,10 @@ static bool slot_busy(const struct worker *w, int k)
 
 /* Decides p->batch and, with commit.overlap, hands its transaction to a committer thread and
  * returns (waiting first for a free one); otherwise, or when it needs the store (a lookup),
- * commits it in line. At depth 2 the batch is decided on top of the partition's batch in
- * flight: its statements are rendered now, the core takes its state as the base
- * (fs_core_commit) and its new ids go into the dedupe cache; a failure of either undoes all
- * that (recover). */
+ * commits it in line. Its expiry and stock records are rendered now and its new ids go into
+ * the dedupe cache; the committer renders its statements from the core, which then takes the
+ * decided state as its base (core_settle). At depth 2 the next batch is decided on top of
+ * it while it is in flight; a failure of either undoes all that (recover). */
 static void part_process_start(struct worker *w, struct part *p)
 {
 	while (w->depth > 0 && !slot_free(w))
@@ -1136,13 +1172,8 @@ static void part_process_start(struct worker *w, struct part *p)
 	while (slot_busy(w, k))
 		k++;
 	struct slot *sl = &w->slots[k];
+	core_settle(w, p);
 	int rc = part_decide(w, p, &p->batch);
-	const struct fs_part_meta before = p->n_fly ? p->ahead : p->meta;
-	if (rc == 0 &&
-	    fs_store_commit_prepare(sl->store, w->cfg.group, w->cfg.topic_intents, &before,
-				    end_of(&p->batch), p->replied < 0 ? -1 : p->replied, &p->batch,
-				    &p->core, false, p->n_fly > 0) < 0)
-		rc = FS_COMMIT_RETRY; /* out of memory */
 	if (rc != 0) {
 		commit_wait(w);
 		if (p->loaded)
@@ -1151,9 +1182,12 @@ static void part_process_start(struct worker *w, struct part *p)
 	}
 	render_extras(&sl->ex, p);
 	seen_add_batch(p, &p->batch);
-	sl->meta = meta_after(p, &before, &p->batch);
+	sl->before = p->n_fly ? p->ahead : p->meta;
+	sl->meta = meta_after(p, &sl->before, &p->batch);
+	sl->replied = p->replied < 0 ? -1 : p->replied;
+	sl->after = p->n_fly > 0;
 	p->ahead = sl->meta;
-	fs_core_commit(&p->core);
+	p->lent = k;
 	struct fs_batch t = sl->batch;
 	sl->batch = p->batch;
 	p->batch = t;
@@ -1173,6 +1207,7 @@ static void part_process_start(struct worker *w, struct part *p)
 	pthread_mutex_lock(&w->mu);
 	sl->gen++;
 	sl->done = false;
+	sl->prepared = false;
 	sl->cas_done = false;
 	sl->ready = true;
 	pthread_cond_broadcast(&w->cv);
