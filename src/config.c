@@ -52,9 +52,10 @@ static const struct key keys[] = {
 	    "How long a partial batch may wait for more records while they keep coming (it is "
 	    "decided once a poll comes back empty); up to ten times that while more are queued."),
 	INT(commit_overlap, 0, 2, "2",
-	    "2: up to two batch transactions in flight, each on its own thread and connection: the "
-	    "next batch is decided and its rows sent while the one before commits; 1: one in "
-	    "flight, the next records read and parsed meanwhile; 0: in line."),
+	    "2: up to two batch transactions in flight, each on its own thread and connection: a "
+	    "partition's next full batch is decided on top of the one in flight and its rows sent "
+	    "while that one commits; 1: one in flight, the next records read and parsed "
+	    "meanwhile; 0: in line."),
 	INT(poll_timeout_ms, 1, 1000, "100", "Consumer poll timeout when nothing is pending."),
 	INT(record_max_bytes, 64, 65536, "4096",
 	    "Payload size cap, checked before parsing; larger records are rejected."),

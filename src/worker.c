@@ -1462,7 +1462,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 			 rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
 	struct worker *w = opaque;
-	commit_wait(w); /* the commit in flight finishes first (and the store is free) */
+	commit_wait(w); /* the commits in flight finish first (and the store is free) */
 	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
 		for (int i = 0; i < parts->cnt; i++) {
 			rd_kafka_topic_partition_t *tp = &parts->elems[i];
