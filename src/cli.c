@@ -351,6 +351,29 @@ static int cmd_stock(flashsale_t *fs, int argc, char **argv)
 
 /* ---- wait -------------------------------------------------------------------------------- */
 
+/* The high watermark of one partition. A handle that has only just learned the topic may not
+ * know the partition's leader yet (librdkafka 2.0.2 answers "Local: Unknown partition", once
+ * seen in CI right after a rebalance): such errors are retried for up to 10 s. */
+static rd_kafka_resp_err_t partition_end(rd_kafka_t *rk, const char *topic, int32_t p, int64_t *hi)
+{
+	int64_t lo;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		rd_kafka_resp_err_t e =
+			rd_kafka_query_watermark_offsets(rk, topic, p, &lo, hi, 10000);
+		if (e != RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION &&
+		    e != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE &&
+		    e != RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION &&
+		    e != RD_KAFKA_RESP_ERR__TRANSPORT)
+			return e;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec >= 10)
+			return e;
+		rd_kafka_poll(rk, 200); /* serves the metadata refresh meanwhile */
+	}
+}
+
 int cli_topic_ends(flashsale_t *fs, const char *topic, int64_t **ends)
 {
 	rd_kafka_t *rk = flashsale_producer(fs);
@@ -372,8 +395,8 @@ int cli_topic_ends(flashsale_t *fs, const char *topic, int64_t **ends)
 	rd_kafka_metadata_destroy(md);
 	*ends = calloc((size_t)n, sizeof **ends);
 	for (int p = 0; p < n; p++) {
-		int64_t lo, hi;
-		e = rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, 10000);
+		int64_t hi;
+		e = partition_end(rk, topic, p, &hi);
 		if (e) {
 			cli_err("topic %s partition %d: %s", topic, p, rd_kafka_err2str(e));
 			free(*ends);
