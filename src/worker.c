@@ -549,17 +549,22 @@ static void batch_clear(struct part *p)
 	p->batch_costly = 0;
 }
 
+/* Shutting down with the partition's state not known (a batch not committed, or not loaded):
+ * nothing more is decided here; whoever owns the partition next decides what was read. */
+static void part_abandon(struct part *p)
+{
+	batch_clear(p);
+	fs_core_reset(&p->core);
+	p->loaded = false;
+}
+
 /* Loads a partition's state from Postgres, retrying transient failures. */
 static int part_load(struct worker *w, struct part *p)
 {
 	int64_t backoff = 0;
 	for (;;) {
 		if (store_ready(w) < 0) {
-			/* Shutting down: the state is not known. Nothing more is decided here;
-			 * whoever owns the partition next decides what was read. */
-			batch_clear(p);
-			fs_core_reset(&p->core);
-			p->loaded = false;
+			part_abandon(p);
 			return -EINTR;
 		}
 		if (fs_store_load(w->store, w->cfg.group, w->cfg.topic_intents, p->id, &p->core,
@@ -846,8 +851,10 @@ static int part_process_from(struct worker *w, struct part *p, struct fs_batch *
 		struct fs_store *att = sl ? sl->store : w->store;
 		rc0 = -1;
 		if (rc < 0) {
-			if (store_ready(w) < 0)
+			if (store_ready(w) < 0) {
+				part_abandon(p);
 				return -1;
+			}
 			rc = part_decide(w, p, b);
 			if (rc == 0) {
 				int64_t t = now_us();
@@ -910,11 +917,7 @@ static int part_process_from(struct worker *w, struct part *p, struct fs_batch *
 				p->id, expected, fs_store_error(att), backoff);
 		}
 		if (stop_requested) {
-			/* Shutting down: whoever owns it next decides these records. The core
-			 * holds this attempt's decisions: nothing more is decided here. */
-			batch_clear(p);
-			fs_core_reset(&p->core);
-			p->loaded = false;
+			part_abandon(p); /* the core holds this attempt's decisions */
 			return -1;
 		}
 		if (rc != COMMIT_AGAIN)
