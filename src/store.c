@@ -874,8 +874,7 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 {
 	x->what = "offset compare-and-set";
 	x->cas = true;
-	x->sql = CAS_SQL;
-	x->prepared = s->cas_prepared ? CAS_NAME : NULL;
+	x->sql = CAS_SQL; /* sent prepared or not: fs_store_commit_send decides */
 	x->nparams = 16;
 	x->params[1] = grp;
 	x->params[2] = topic;
@@ -1023,7 +1022,7 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 static int send_copies(struct fs_store *s, char state[6])
 {
 	int rc = 0;
-	if (rc == 0 && s->ndec > 0)
+	if (s->ndec > 0)
 		rc = copy_rows(
 			s, "batch decisions",
 			"COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, "

@@ -943,11 +943,6 @@ static int part_process_from(struct worker *w, struct part *p, struct fs_batch *
 	return reloaded ? 1 : 0;
 }
 
-static void part_process(struct worker *w, struct part *p)
-{
-	part_process_from(w, p, &p->batch, -1, NULL);
-}
-
 /* ---- the committer threads (commit.overlap) ---------------------------------------------- */
 
 /* Committer thread: around its compare-and-set (fs_store_commit_send's hook). */
@@ -1168,7 +1163,7 @@ static void part_process_start(struct worker *w, struct part *p)
 	if (w->depth == 0 || p->need_lookup) {
 		commit_wait(w);
 		if (p->loaded)
-			part_process(w, p);
+			part_process_from(w, p, &p->batch, -1, NULL);
 		return;
 	}
 	int k = 0;
