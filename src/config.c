@@ -41,7 +41,7 @@ static const struct key keys[] = {
 	STR(topic_intents, "intents", "Topic of buy intents and sale records (key = SKU)."),
 	STR(topic_results, "results", "Topic the worker publishes one result per record to."),
 	STR(topic_stock, "stock", "Compacted topic of per-SKU stock (the web tier's flag)."),
-	STR(log_level, "info", "error, warn, info or debug."),
+	STR(log_level, "info", "error, warn, info or debug (a line per batch transaction)."),
 	INT(batch_max, 1, 10000, "2000", "Records per partition batch (one transaction each)."),
 	INT(batch_max_behind, 1, 10000, "10000",
 	    "Records per batch while the worker is far behind: while a batch and the records "

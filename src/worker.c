@@ -105,11 +105,12 @@ struct slot {
 	uint64_t pred_gen;
 	/* guarded by worker.mu: */
 	bool ready, done, quit;
-	bool prepared; /* its statements are rendered: the core is the main thread's again */
-	bool cas_done; /* this batch's compare-and-set ran (or will not be sent) */
-	uint64_t gen;  /* batches handed to this slot */
-	int rc;	       /* an enum fs_commit_result */
-	int64_t us;    /* time the transaction took, on the committer thread */
+	bool prepared;	   /* its statements are rendered: the core is the main thread's again */
+	bool cas_done;	   /* this batch's compare-and-set ran (or will not be sent) */
+	uint64_t gen;	   /* batches handed to this slot */
+	int rc;		   /* an enum fs_commit_result */
+	int64_t us;	   /* time the transaction took, on the committer thread */
+	int64_t handed_us; /* when the main thread handed it over (the debug log) */
 };
 
 struct counters {
@@ -1116,6 +1117,10 @@ static bool finish_oldest(struct worker *w, bool block)
 	if (!done)
 		return false;
 	fly_take(w, 0);
+	fs_debug("partition %" PRId32 ": batch of %u at %" PRId64 "%s: %d, transaction %" PRId64
+		 " us, handed over %" PRId64 " us before",
+		 sl->p->id, sl->batch.len, sl->before.next_offset, sl->after ? " (stacked)" : "",
+		 sl->rc, sl->us, now_us() - sl->handed_us);
 	if (sl->rc == FS_COMMIT_OK)
 		batch_done(w, sl->p, &sl->batch, &sl->meta, &sl->ex);
 	else
@@ -1202,6 +1207,7 @@ static void part_process_start(struct worker *w, struct part *p)
 		w->n.stacked++;
 	p->n_fly++;
 	w->fly[w->n_fly++] = k;
+	sl->handed_us = now_us();
 	pthread_mutex_lock(&w->mu);
 	sl->gen++;
 	sl->done = false;
