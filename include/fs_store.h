@@ -50,10 +50,14 @@ void fs_store_set_crash_hook(struct fs_store *s, fs_crash_fn fn);
 int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
 		  struct fs_core *core, struct fs_part_meta *meta);
 
-/* Reads the stored next offset, and whether this store's last commit attempt was the one that
- * moved it (to resolve an unknown commit outcome). */
+/* The commit token of this store's last commit attempt ("" before the first). Valid until the
+ * next attempt on the store. */
+const char *fs_store_token(const struct fs_store *s);
+
+/* Reads the stored next offset, and whether the commit attempt with this token (one of
+ * fs_store_token's) was the one that moved it (to resolve an unknown commit outcome). */
 int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
-		       int64_t *next_offset, bool *mine);
+		       const char *token, int64_t *next_offset, bool *mine);
 
 /* Records that results were delivered below replied_offset (guarded by next_offset). */
 int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic, int32_t partition,

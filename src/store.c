@@ -345,8 +345,13 @@ int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_
 	return rc;
 }
 
+const char *fs_store_token(const struct fs_store *s)
+{
+	return s->token;
+}
+
 int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
-		       int64_t *next_offset, bool *mine)
+		       const char *token, int64_t *next_offset, bool *mine)
 {
 	/* The backend of the dead connection may not have noticed yet and still run the batch's
 	 * transaction: end it (an uncommitted transaction rolls back, a committed one stays) and
@@ -382,7 +387,7 @@ int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, i
 	int rc = PQntuples(r) == 1 ? 0 : -ENOENT;
 	if (rc == 0) {
 		*next_offset = get_i64(r, 0, 0);
-		*mine = s->token[0] && strcmp(PQgetvalue(r, 0, 1), s->token) == 0;
+		*mine = token[0] && strcmp(PQgetvalue(r, 0, 1), token) == 0;
 	} else
 		set_err(s, "read next offset", "partition row missing");
 	PQclear(r);

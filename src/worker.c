@@ -111,6 +111,9 @@ struct slot {
 	int rc;		   /* an enum fs_commit_result */
 	int64_t us;	   /* time the transaction took, on the committer thread */
 	int64_t handed_us; /* when the main thread handed it over (the debug log) */
+	/* The commit token of its transaction: slot 0's store also makes the in-line attempts
+	 * (a redo), which replace the store's own before an unknown outcome here is read. */
+	char token[64];
 };
 
 struct counters {
@@ -813,18 +816,18 @@ static void batch_done(struct worker *w, struct part *p, struct fs_batch *b,
 		p->batch_costly = 0;
 }
 
-/* Reads the stored offset back (on the connection that made the attempt: its commit token
- * says whether the offset moved by that attempt), retrying until it answers or shutdown. */
-static void read_stored(struct worker *w, struct fs_store *s, int32_t part, int64_t *stored,
-			bool *mine)
+/* Reads the stored offset back on s and whether the attempt with this commit token moved it,
+ * retrying until it answers or shutdown. */
+static void read_stored(struct worker *w, struct fs_store *s, const char *token, int32_t part,
+			int64_t *stored, bool *mine)
 {
 	int64_t backoff = 0;
 	*stored = -2;
 	*mine = false;
 	while (!stop_requested) {
 		if (fs_store_ensure(s) == 0 &&
-		    fs_store_read_next(s, w->cfg.group, w->cfg.topic_intents, part, stored, mine) ==
-			    0)
+		    fs_store_read_next(s, w->cfg.group, w->cfg.topic_intents, part, token, stored,
+				       mine) == 0)
 			return;
 		fs_warn("partition %" PRId32 ": reading the stored offset: %s", part,
 			fs_store_error(s));
@@ -875,7 +878,8 @@ static int part_process_from(struct worker *w, struct part *p, struct fs_batch *
 			w->n.unknown++;
 			int64_t stored;
 			bool mine;
-			read_stored(w, att, p->id, &stored, &mine);
+			read_stored(w, att, sl ? sl->token : fs_store_token(w->store), p->id,
+				    &stored, &mine);
 			/* The offset at our batch's end is not enough: another worker may have
 			 * committed the same range. The commit token says whose commit it was. */
 			if (stored == next && mine) {
@@ -989,6 +993,7 @@ static void *committer_main(void *arg)
 		int rc = ok && fs_store_ensure(sl->store) == 0
 				 ? fs_store_commit_send(sl->store, on_cas, sl)
 				 : FS_COMMIT_RETRY;
+		snprintf(sl->token, sizeof sl->token, "%s", ok ? fs_store_token(sl->store) : "");
 		t = now_us() - t;
 		pthread_mutex_lock(&w->mu);
 		sl->rc = rc;
