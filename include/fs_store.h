@@ -51,7 +51,8 @@ int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_
 		  struct fs_core *core, struct fs_part_meta *meta);
 
 /* The commit token of this store's last commit attempt ("" before the first). Valid until the
- * next attempt on the store. */
+ * next attempt on the store; a copy needs FS_STORE_TOKEN_SIZE bytes. */
+#define FS_STORE_TOKEN_SIZE 64
 const char *fs_store_token(const struct fs_store *s);
 
 /* Reads the stored next offset, and whether the commit attempt with this token (one of

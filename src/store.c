@@ -44,7 +44,7 @@ struct fs_store {
 	_Atomic int64_t stalled_broken;
 	char id[40]; /* random, per store: the commit tokens' prefix */
 	int64_t attempt;
-	char token[64];	   /* the token of the last commit attempt */
+	char token[FS_STORE_TOKEN_SIZE]; /* the token of the last commit attempt */
 	bool cas_prepared; /* this connection has the compare-and-set as a prepared statement */
 	struct fs_buf bufs[BUF_COUNT];
 	/* The batch fs_store_commit_prepare encoded, for fs_store_commit_send: every parameter

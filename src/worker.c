@@ -113,7 +113,7 @@ struct slot {
 	int64_t handed_us; /* when the main thread handed it over (the debug log) */
 	/* The commit token of its transaction: slot 0's store also makes the in-line attempts
 	 * (a redo), which replace the store's own before an unknown outcome here is read. */
-	char token[64];
+	char token[FS_STORE_TOKEN_SIZE];
 };
 
 struct counters {
