@@ -519,39 +519,30 @@ static int64_t decisions_copy(struct fs_buf *d, const struct fs_batch *b, int32_
 	return n;
 }
 
-/* Sends rows with one COPY (sql; the transaction is open). 0, -EIO (the server refused:
- * sqlstate says why), or -EPIPE (the connection failed). */
-static int copy_rows(struct fs_store *s, const char *what, const char *sql, const struct fs_buf *d,
-		     char sqlstate[6])
+/* One table's rows into the COPY the server just opened. With last_of_commit, COMMIT follows
+ * in the same query string: once the end of this COPY is on the wire, so is the commit. */
+static int put_copy(struct fs_store *s, const struct fs_buf *d, const char *what,
+		    bool last_of_commit)
 {
-	PGresult *r = PQexec(s->conn, sql);
-	int rc = 0;
-	if (PQresultStatus(r) != PGRES_COPY_IN) {
-		rc = -EIO;
-	} else {
-		PQclear(r);
-		bool sent = PQputCopyData(s->conn, d->data, (int)d->len) == 1;
-		/* The rows are on the wire, the COPY still open: the backend is busy inside the
-		 * statement (not idle in transaction), with the batch's locks held. */
-		if (sent)
-			crash_point(s, "in_copy");
-		if (!sent || PQputCopyEnd(s->conn, NULL) != 1) {
-			set_err(s, what, PQerrorMessage(s->conn));
-			return -EPIPE;
-		}
-		r = PQgetResult(s->conn);
-		if (PQresultStatus(r) != PGRES_COMMAND_OK)
-			rc = -EIO;
+	bool sent = PQputCopyData(s->conn, d->data, (int)d->len) == 1;
+	/* The rows are on the wire, the COPY still open: the backend is busy inside the
+	 * statement (not idle in transaction), with the batch's locks held. */
+	if (sent)
+		crash_point(s, "in_copy");
+	if (sent && last_of_commit)
+		crash_point(s, "before_commit");
+	if (!sent || PQputCopyEnd(s->conn, NULL) != 1) {
+		set_err(s, what, PQerrorMessage(s->conn));
+		return -EPIPE;
 	}
-	if (rc < 0) {
-		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-		snprintf(sqlstate, 6, "%s", state ? state : "");
-		set_err(s, what, r ? PQresultErrorMessage(r) : PQerrorMessage(s->conn));
+	if (last_of_commit) {
+		crash_point(s, "commit_sent");
+		/* Fault injection: the connection dies with COMMIT on the wire, the process
+		 * lives on. */
+		if (crash_point(s, "commit_cut"))
+			shutdown(PQsocket(s->conn), SHUT_RDWR);
 	}
-	PQclear(r);
-	while ((r = PQgetResult(s->conn)) != NULL)
-		PQclear(r);
-	return conn_bad(s) ? -EPIPE : rc;
+	return 0;
 }
 
 static const char *reject_reason(const struct fs_item *it)
@@ -903,10 +894,27 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 		x->params[i + 3] = int_str(buf(s, 44 + i), vals[i]);
 }
 
-/* Sends st[0..n-1] as one pipeline and collects every result. The crash points around
- * COMMIT fire only for the pipeline that carries it (commit). */
-static int run_pipeline(struct fs_store *s, struct step *st, int n, bool commit, int *failed_step,
-			char sqlstate[6])
+/* fs_store_commit_send's hook, told once that the compare-and-set's result is in (or that it
+ * will not be sent). */
+struct cas_hook {
+	fs_cas_fn fn;
+	void *ctx;
+	bool ended;
+};
+
+static void cas_ended(struct cas_hook *h)
+{
+	if (h && h->fn && !h->ended) {
+		h->ended = true;
+		h->fn(h->ctx, false);
+	}
+}
+
+/* Sends st[0..n-1] as one pipeline and collects every result; the hook (may be NULL) hears of
+ * the compare-and-set's as soon as it is read, before the statements after it. The crash
+ * points around COMMIT fire only for the pipeline that carries it (commit). */
+static int run_pipeline(struct fs_store *s, struct step *st, int n, bool commit,
+			struct cas_hook *hook, int *failed_step, char sqlstate[6])
 {
 	*failed_step = -1;
 	sqlstate[0] = '\0';
@@ -956,6 +964,8 @@ static int run_pipeline(struct fs_store *s, struct step *st, int n, bool commit,
 			}
 			PQclear(r);
 		}
+		if (st[i].cas)
+			cas_ended(hook);
 	}
 	if (synced && !conn_bad(s)) {
 		PGresult *r = PQgetResult(s->conn);
@@ -1023,27 +1033,89 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 	return 0;
 }
 
-/* The batch's new rows, one COPY per table (a pipeline cannot carry COPY). */
-static int send_copies(struct fs_store *s, char state[6])
+static bool has_copies(const struct fs_store *s)
 {
-	int rc = 0;
-	if (s->ndec > 0)
-		rc = copy_rows(
-			s, "batch decisions",
-			"COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, "
-			"qty, outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN (FORMAT "
-			"binary)",
-			&s->bufs[1], state);
-	if (rc == 0 && s->nres > 0)
-		rc = copy_rows(
-			s, "batch reservations",
-			"COPY reservations (intent_id, sku, buyer_id, qty, expires_at_ms, part, "
-			"off, status, late, ended_at_ms, ended_off) FROM STDIN (FORMAT binary)",
-			&s->bufs[2], state);
-	if (rc == 0 && s->nbuy > 0)
-		rc = copy_rows(s, "batch buyers",
-			       "COPY buyers (sku, buyer_id, units) FROM STDIN (FORMAT binary)",
-			       &s->bufs[3], state);
+	return s->ndec > 0 || s->nres > 0 || s->nbuy > 0;
+}
+
+/* The batch's new rows, one COPY per table, all in one query string (a pipeline cannot carry
+ * COPY). The server opens each COPY as it reaches it, in the reply that completes the one
+ * before, so n tables cost n + 1 round trips instead of 2n. begin puts BEGIN first; commit
+ * puts COMMIT last, which then completes in the last table's round trip. On an error the
+ * server skips the rest of the string: the transaction is left aborted, as by a failed
+ * statement. 0, -EIO (the server refused: sqlstate says why) or -EPIPE. */
+static int send_copies(struct fs_store *s, bool begin, bool commit, char sqlstate[6])
+{
+	static const char *const names[3] = {"batch decisions", "batch reservations",
+					     "batch buyers"};
+	static const char *const copies[3] = {
+		"COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, qty, "
+		"outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN (FORMAT binary)",
+		"COPY reservations (intent_id, sku, buyer_id, qty, expires_at_ms, part, off, "
+		"status, late, ended_at_ms, ended_off) FROM STDIN (FORMAT binary)",
+		"COPY buyers (sku, buyer_id, units) FROM STDIN (FORMAT binary)",
+	};
+	const int64_t rows[3] = {s->ndec, s->nres, s->nbuy};
+	/* The statements of the string in order, named for errors, and the COPYs' data. */
+	const char *what[5];
+	const struct fs_buf *data[3];
+	int nstmt = 0, ncopy = 0;
+	char sql[1024];
+	size_t len = 0;
+	sql[0] = '\0';
+	if (begin) {
+		len += (size_t)snprintf(sql + len, sizeof sql - len, "BEGIN; ");
+		what[nstmt++] = "begin";
+	}
+	for (int i = 0; i < 3; i++) {
+		if (rows[i] <= 0)
+			continue;
+		len += (size_t)snprintf(sql + len, sizeof sql - len, "%s; ", copies[i]);
+		what[nstmt++] = names[i];
+		data[ncopy++] = &s->bufs[1 + i];
+	}
+	if (commit) {
+		len += (size_t)snprintf(sql + len, sizeof sql - len, "COMMIT");
+		what[nstmt++] = "commit";
+	}
+	assert(ncopy > 0 && len < sizeof sql);
+	if (!PQsendQuery(s->conn, sql)) {
+		set_err(s, "batch rows", PQerrorMessage(s->conn));
+		return -EPIPE;
+	}
+	int done = 0, copied = 0, rc = 0;
+	PGresult *r;
+	while ((r = PQgetResult(s->conn)) != NULL) {
+		ExecStatusType t = PQresultStatus(r);
+		if (t == PGRES_COPY_IN && copied < ncopy) {
+			PQclear(r);
+			if (put_copy(s, data[copied], what[done], commit && copied == ncopy - 1) <
+			    0)
+				return -EPIPE;
+			copied++;
+			continue;
+		}
+		if (t == PGRES_COMMAND_OK) {
+			done++;
+		} else if (rc == 0) {
+			const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+			snprintf(sqlstate, 6, "%s", state ? state : "");
+			set_err(s, done < nstmt ? what[done] : "batch rows",
+				t == PGRES_COPY_IN ? "an unexpected COPY"
+						   : PQresultErrorMessage(r));
+			if (t == PGRES_COPY_IN)
+				PQputCopyEnd(s->conn, "unexpected COPY");
+			rc = -EIO;
+		}
+		PQclear(r);
+		if (conn_bad(s))
+			break;
+	}
+	if (conn_bad(s)) {
+		if (rc == 0)
+			set_err(s, "postgres connection lost", PQerrorMessage(s->conn));
+		return -EPIPE;
+	}
 	return rc;
 }
 
@@ -1065,35 +1137,43 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 		if (s->st[i].cas)
 			s->st[i].prepared = s->cas_prepared ? CAS_NAME : NULL;
 
-	/* In line: the statements (offset compare-and-set first) in one pipeline, then the new
-	 * rows by COPY, then COMMIT. With a predecessor in flight (after), the COPYs go first:
-	 * they touch no row of it, and run while it commits; the compare-and-set then waits for
-	 * the predecessor's row lock, and Postgres orders the two commits (item 37 of
-	 * docs/PERFORMANCE.md). */
-	int failed;
+	/* Round trips are the fixed cost of a transaction (docs/PERFORMANCE.md item 39): COMMIT
+	 * rides with the last statements sent. In line: the statements (offset compare-and-set
+	 * first) in one pipeline, then the new rows by COPY with COMMIT after them in the same
+	 * query string. With a predecessor in flight (after), BEGIN and the COPYs go first: they
+	 * touch no row of it, and run while it commits; then the statements, from the row lock
+	 * that waits for the predecessor's outcome, and COMMIT, in one pipeline: Postgres orders
+	 * the two commits (item 37). A batch without new rows is one pipeline either way. */
+	struct cas_hook hook = {cas, ctx, false};
+	struct step *st = s->st;
+	int k = s->k;
+	bool copies = has_copies(s);
 	char state[6] = "";
-	int rc;
+	int failed, rc;
+	if (s->after || !copies) {
+		assert(k < STEPS_MAX);
+		st[k++] = (struct step){.sql = "COMMIT", .what = "commit"};
+	}
 	if (s->after) {
-		rc = run_pipeline(s, s->st, 1, false, &failed, state);
-		if (rc == 0)
-			rc = send_copies(s, state);
+		rc = copies ? send_copies(s, true, false, state) : 0;
+		if (rc == 0 && copies)
+			crash_point(s, "idle_in_tx");
 		if (rc == 0 && cas)
 			cas(ctx, true);
 		if (rc == 0)
-			rc = run_pipeline(s, s->st + 1, s->k - 1, false, &failed, state);
-		if (cas)
-			cas(ctx, false);
+			rc = copies ? run_pipeline(s, st + 1, k - 1, true, &hook, &failed, state)
+				    : run_pipeline(s, st, k, true, &hook, &failed, state);
 	} else {
-		rc = run_pipeline(s, s->st, s->k, false, &failed, state);
-		if (cas)
-			cas(ctx, false);
-		if (rc == 0)
-			rc = send_copies(s, state);
+		rc = run_pipeline(s, st, k, !copies, &hook, &failed, state);
+		cas_ended(&hook);
+		if (rc == 0 && copies) {
+			/* The statements ran: the session is idle in the transaction, its locks
+			 * held, until the rows come (after the rows, when after). */
+			crash_point(s, "idle_in_tx");
+			rc = send_copies(s, false, true, state);
+		}
 	}
-	if (rc == 0) {
-		struct step commit = {.sql = "COMMIT", .what = "commit"};
-		rc = run_pipeline(s, &commit, 1, true, &failed, state);
-	}
+	cas_ended(&hook);
 	if (rc == 0)
 		return FS_COMMIT_OK;
 	if (rc == -EPIPE) {

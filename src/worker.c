@@ -219,10 +219,12 @@ static long crash_count;
 static bool crash_stop; /* FLASHSALE_CRASH=stop:point[:n]: stop (SIGSTOP) instead of dying */
 
 /* FLASHSALE_CRASH=point[:n]: the n-th time (default 1) the worker reaches `point`, it dies at
- * once, as kill -9 would. Points: after_poll, after_lookup, after_cas_sent, in_copy (the
- * decision rows sent, the COPY still open), before_commit, commit_sent, after_commit,
- * after_publish, in_revoke; and commit_cut, where the process lives
- * but its Postgres connection is cut with COMMIT in flight (the unknown-outcome path).
+ * once, as kill -9 would. Points: after_poll, after_lookup, after_cas_sent, idle_in_tx (the
+ * transaction idle between its statements and its new rows, in either order), in_copy (a
+ * table's rows sent, its COPY still open), before_commit (the last rows sent, not the end of
+ * their COPY, which COMMIT follows), commit_sent, after_commit, after_publish, in_revoke; and
+ * commit_cut, where the process lives but its Postgres connection is cut with COMMIT in
+ * flight (the unknown-outcome path).
  * FLASHSALE_CRASH=stop:point[:n] stops the process there (SIGSTOP) instead, for fencing tests. */
 static pthread_mutex_t crash_mu = PTHREAD_MUTEX_INITIALIZER; /* committer threads call it too */
 

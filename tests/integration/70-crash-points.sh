@@ -22,7 +22,7 @@ check_sku() { # check_sku SKU IDS_FILE
 }
 
 n=0
-for point in after_poll after_lookup after_cas_sent in_copy before_commit commit_sent after_commit after_publish; do
+for point in after_poll after_lookup after_cas_sent idle_in_tx in_copy before_commit commit_sent after_commit after_publish; do
 	n=$((n + 1))
 	sku="CP-$n"
 	fs sale open "$sku" --stock "$stock" >/dev/null

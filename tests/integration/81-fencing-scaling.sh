@@ -11,8 +11,8 @@ state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null; }
 stat_of() { grep -o " $2=[0-9]*" "$IT_DIR/$1.log" | tail -n 1 | cut -d= -f2; }
 
 # 1. Pause (SIGSTOP at a named point) with a batch read and looked up, not yet committed;
-# in_copy and before_commit with the batch's statements executed and its locks held.
-for point in after_lookup in_copy before_commit; do
+# idle_in_tx and in_copy with the batch's transaction open and holding locks.
+for point in after_lookup idle_in_tx in_copy; do
 	sku="F-$point"
 	fs sale open "$sku" --stock 500 >/dev/null
 	fs load "$sku" --buyers 5000 --seed 81 --ids "$IT_DIR/ids-$point" >/dev/null
@@ -36,13 +36,13 @@ for point in after_lookup in_copy before_commit; do
 			say "ok: the stalled session was ended by the new owner" ||
 			fail "in_copy: the stalled worker's session was never ended"
 	fi
-	if [ "$point" = before_commit ]; then
-		# Paused between statements, its session is idle in a transaction: the server ends it
-		# (idle_in_transaction_session_timeout, 5 s) and the lock goes with it; on resuming the
-		# worker finds its COMMIT's outcome unknown and the offset moved.
+	if [ "$point" = idle_in_tx ]; then
+		# Paused between its statements and its rows, its session is idle in a transaction: the
+		# server ends it (idle_in_transaction_session_timeout, 5 s) and the locks go with it;
+		# on resuming the worker finds its COMMIT's outcome unknown and the offset moved.
 		grep -q 'commit outcome unknown, stored offset [0-9]*: fenced' "$IT_DIR/p_$point.log" &&
 			say "ok: the idle stalled session was ended; the resumed worker saw it fenced" ||
-			fail "before_commit: no unknown-then-fenced outcome in the paused worker's log"
+			fail "idle_in_tx: no unknown-then-fenced outcome in the paused worker's log"
 	fi
 	assert_eq "500|4500" "$(sql "SELECT count(*) FILTER (WHERE outcome = 'held'), count(*) FILTER (WHERE outcome = 'sold_out') FROM decisions WHERE sku = '$sku'")" "$sku held|sold_out"
 	sql "SELECT intent_id FROM decisions WHERE sku = '$sku'" | sort >"$IT_DIR/decided"
