@@ -1004,6 +1004,12 @@ static void *committer_main(void *arg)
 		sl->prepared = true;
 		sl->done = true;
 		pthread_cond_broadcast(&w->cv);
+		/* Wake the main thread if it waits in the consumer's poll: the batch's answers
+		 * can go. (The queue outlives this thread: teardown joins it first.) */
+		pthread_mutex_unlock(&w->mu);
+		if (w->consumer_queue)
+			rd_kafka_queue_yield(w->consumer_queue);
+		pthread_mutex_lock(&w->mu);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return NULL;
@@ -1431,9 +1437,9 @@ static void process_due(struct worker *w, bool all)
 
 static int64_t next_due_ms(const struct worker *w)
 {
+	/* A committer that finishes wakes the poll (rd_kafka_queue_yield): no need to look for
+	 * the commits' end on a clock. */
 	int64_t wait = w->cfg.poll_timeout_ms, now = now_ms();
-	if (w->n_fly)
-		wait = 1; /* look for the commits' end often */
 	for (int j = 0; j < w->n_parts; j++) {
 		const struct part *p = w->parts[w->part_ids[j]];
 		if (!p->assigned || p->batch.len == 0 || (w->depth > 0 && !slot_free(w)))
@@ -1840,9 +1846,29 @@ static int setup(struct worker *w)
 	return 0;
 }
 
+/* Ends the committer threads (nothing is in flight): the batches that come after, if any,
+ * commit in line. */
+static void committers_stop(struct worker *w)
+{
+	pthread_mutex_lock(&w->mu);
+	for (int i = 0; i < SLOTS_MAX; i++)
+		w->slots[i].quit = true;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	for (int i = 0; i < SLOTS_MAX; i++) {
+		struct slot *sl = &w->slots[i];
+		if (sl->up)
+			pthread_join(sl->thread, NULL);
+		sl->up = false;
+	}
+	w->depth = 0;
+}
+
 static void teardown(struct worker *w)
 {
 	commit_wait(w);
+	/* Before the consumer's queue goes: a committer wakes the poll through it. */
+	committers_stop(w);
 	if (w->consumer) {
 		rd_kafka_consumer_close(w->consumer); /* runs the revoke callback */
 		if (w->intents_rkt)
@@ -1874,23 +1900,14 @@ static void teardown(struct worker *w)
 		w->orphans = f->next;
 		free(f);
 	}
-	pthread_mutex_lock(&w->mu);
-	for (int i = 0; i < SLOTS_MAX; i++)
-		w->slots[i].quit = true;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
 	for (int i = 0; i < SLOTS_MAX; i++) {
 		struct slot *sl = &w->slots[i];
-		if (sl->up)
-			pthread_join(sl->thread, NULL);
-		sl->up = false;
 		if (sl->store != w->store)
 			fs_store_close(sl->store);
 		sl->store = NULL;
 		fs_batch_free(&sl->batch);
 		extras_free(&sl->ex);
 	}
-	w->depth = 0;
 	extras_free(&w->ex);
 	fs_store_close(w->store);
 	w->store = NULL; /* log_stats runs after teardown */
