@@ -519,6 +519,15 @@ static int64_t decisions_copy(struct fs_buf *d, const struct fs_batch *b, int32_
 	return n;
 }
 
+/* COMMIT is on the wire (its outcome unknown until the reply): the crash points there. */
+static void commit_on_wire(struct fs_store *s)
+{
+	crash_point(s, "commit_sent");
+	/* Fault injection: the connection dies with COMMIT on the wire, the process lives on. */
+	if (crash_point(s, "commit_cut"))
+		shutdown(PQsocket(s->conn), SHUT_RDWR);
+}
+
 /* One table's rows into the COPY the server just opened. With last_of_commit, COMMIT follows
  * in the same query string: once the end of this COPY is on the wire, so is the commit. */
 static int put_copy(struct fs_store *s, const struct fs_buf *d, const char *what,
@@ -535,13 +544,8 @@ static int put_copy(struct fs_store *s, const struct fs_buf *d, const char *what
 		set_err(s, what, PQerrorMessage(s->conn));
 		return -EPIPE;
 	}
-	if (last_of_commit) {
-		crash_point(s, "commit_sent");
-		/* Fault injection: the connection dies with COMMIT on the wire, the process
-		 * lives on. */
-		if (crash_point(s, "commit_cut"))
-			shutdown(PQsocket(s->conn), SHUT_RDWR);
-	}
+	if (last_of_commit)
+		commit_on_wire(s);
 	return 0;
 }
 
@@ -941,10 +945,7 @@ static int run_pipeline(struct fs_store *s, struct step *st, int n, bool commit,
 		crash_point(s, "before_commit");
 	bool synced = sent == n && PQpipelineSync(s->conn);
 	if (synced && commit)
-		crash_point(s, "commit_sent");
-	/* Fault injection: the connection dies with COMMIT on the wire, the process lives on. */
-	if (synced && commit && crash_point(s, "commit_cut"))
-		shutdown(PQsocket(s->conn), SHUT_RDWR);
+		commit_on_wire(s);
 	int rc = sent == n && synced ? 0 : -EIO;
 	/* Collect one result (plus its NULL terminator) per statement, then the sync. */
 	for (int i = 0; i < sent && !conn_bad(s); i++) {
