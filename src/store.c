@@ -908,14 +908,14 @@ struct cas_hook {
 
 static void cas_ended(struct cas_hook *h)
 {
-	if (h && h->fn && !h->ended) {
+	if (h->fn && !h->ended) {
 		h->ended = true;
 		h->fn(h->ctx, false);
 	}
 }
 
-/* Sends st[0..n-1] as one pipeline and collects every result; the hook (may be NULL) hears of
- * the compare-and-set's as soon as it is read, before the statements after it. The crash
+/* Sends st[0..n-1] as one pipeline and collects every result; the hook hears of the
+ * compare-and-set's as soon as it is read, before the statements after it. The crash
  * points around COMMIT fire only for the pipeline that carries it (commit). */
 static int run_pipeline(struct fs_store *s, struct step *st, int n, bool commit,
 			struct cas_hook *hook, int *failed_step, char sqlstate[6])
@@ -1161,12 +1161,12 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 			crash_point(s, "idle_in_tx");
 		if (rc == 0 && cas)
 			cas(ctx, true);
+		int from = copies ? 1 : 0; /* BEGIN went with the COPYs */
 		if (rc == 0)
-			rc = copies ? run_pipeline(s, st + 1, k - 1, true, &hook, &failed, state)
-				    : run_pipeline(s, st, k, true, &hook, &failed, state);
+			rc = run_pipeline(s, st + from, k - from, true, &hook, &failed, state);
 	} else {
+		/* Its compare-and-set is in this pipeline: the hook has heard by its end. */
 		rc = run_pipeline(s, st, k, !copies, &hook, &failed, state);
-		cas_ended(&hook);
 		if (rc == 0 && copies) {
 			/* The statements ran: the session is idle in the transaction, its locks
 			 * held, until the rows come (after the rows, when after). */
