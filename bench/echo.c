@@ -13,6 +13,11 @@
  * database's work. FILE is a ring of RING_BYTES written with zeros first, overwritten in place
  * as Postgres overwrites its recycled WAL segments, so that a flush carries no change of size.
  *
+ * With --probe SECONDS (and --sync FILE) it touches no broker: it writes 8 KiB into the ring and
+ * waits for fdatasync every 5 ms for SECONDS, the disk alone under whatever else the machine is
+ * doing, and prints the flushes' percentiles. scripts/bench runs it with the services idle, so
+ * that S5's tail can be read against what the disk does with no load at all.
+ *
  * Not a worker: no group offsets, no Postgres, no dedupe, nothing a buyer may rely on. It reads
  * every partition of the intents topic from the beginning (a fresh run's topic), prints
  * "flashsale-echo: ready" on stderr once it has reached the end of each, and on SIGTERM or
@@ -33,7 +38,13 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { DRAIN_MAX = 10000, ANSWER_MAX = 64 };
+enum {
+	DRAIN_MAX = 10000,
+	ANSWER_MAX = 64,
+	PROBE_BYTES = 8192,    /* --probe: one write, as a small commit's WAL */
+	PROBE_EVERY_US = 5000, /* --probe: one flush every 5 ms */
+	PROBE_SECONDS_MAX = 600,
+};
 #define RING_BYTES ((off_t)64 << 20)
 
 static volatile sig_atomic_t stop_requested;
@@ -57,6 +68,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: flashsale-echo -c FILE [--sync PATH]\n"
+		"       flashsale-echo --probe SECONDS --sync PATH\n"
 		"\n"
 		"The floor under scripts/bench's S5: answers every record of topic.intents\n"
 		"on topic.results at once, with\n"
@@ -72,7 +84,10 @@ static void usage(FILE *out)
 		"               fdatasync it before answering them. PATH is created (or\n"
 		"               truncated), filled with 64 MiB of zeros, written as a ring, and\n"
 		"               removed at exit; the exit line counts the flushes and gives\n"
-		"               the slowest.\n"
+		"               their p50, p99, p99.9 and max (us_sync_p50= ... us_sync_max=).\n"
+		"  --probe SECONDS  the disk alone, no broker and no FILE needed: write 8 KiB\n"
+		"               into the --sync ring and fdatasync it every 5 ms for SECONDS\n"
+		"               (1..600), then print the same exit line.\n"
 		"Errors the consumer reports are printed and reading goes on. Exit 0; 1 when an\n"
 		"answer could not be made durable, queued or delivered, or the topic has no\n"
 		"partitions; 2 on a usage error.\n");
@@ -150,6 +165,8 @@ struct ring {
 	off_t at;
 	struct fs_buf batch; /* the batch's bytes, written at once */
 	int64_t syncs, us_total, us_max;
+	int64_t *us; /* each flush's time, for the percentiles */
+	size_t us_cap;
 };
 
 /* Creates the ring: RING_BYTES of zeros, on disk before the first batch. */
@@ -173,21 +190,24 @@ static int ring_open(struct ring *r, const char *path)
 	return 0;
 }
 
-/* Writes the records' keys and payloads at the ring's position in one write (the ring wraps
- * to its start when a batch does not fit before its end), then fdatasync. */
-static int ring_sync(struct ring *r, rd_kafka_message_t **in, int n)
+/* Writes the ring's batch at its position in one write (the ring wraps to its start when the
+ * batch does not fit before its end), then fdatasync; the time of both is counted. */
+static int ring_flush(struct ring *r)
 {
 	int64_t t = now_us();
-	fs_buf_clear(&r->batch);
-	for (int i = 0; i < n; i++) {
-		if (in[i]->key)
-			fs_buf_add(&r->batch, in[i]->key, in[i]->key_len);
-		if (in[i]->payload)
-			fs_buf_add(&r->batch, in[i]->payload, in[i]->len);
-	}
 	if (!fs_buf_ok(&r->batch) || (off_t)r->batch.len > RING_BYTES) {
 		errno = fs_buf_ok(&r->batch) ? EFBIG : ENOMEM;
 		return -1;
+	}
+	if ((size_t)r->syncs == r->us_cap) {
+		size_t cap = r->us_cap ? 2 * r->us_cap : 4096;
+		int64_t *us = realloc(r->us, cap * sizeof *us);
+		if (!us) {
+			errno = ENOMEM;
+			return -1;
+		}
+		r->us = us;
+		r->us_cap = cap;
 	}
 	if (r->at + (off_t)r->batch.len > RING_BYTES)
 		r->at = 0;
@@ -201,10 +221,85 @@ static int ring_sync(struct ring *r, rd_kafka_message_t **in, int n)
 		return -1;
 	r->at += (off_t)r->batch.len;
 	t = now_us() - t;
-	r->syncs++;
+	r->us[r->syncs++] = t;
 	r->us_total += t;
 	if (t > r->us_max)
 		r->us_max = t;
+	return 0;
+}
+
+/* Writes the records' keys and payloads to the ring, then fdatasync. */
+static int ring_sync(struct ring *r, rd_kafka_message_t **in, int n)
+{
+	fs_buf_clear(&r->batch);
+	for (int i = 0; i < n; i++) {
+		if (in[i]->key)
+			fs_buf_add(&r->batch, in[i]->key, in[i]->key_len);
+		if (in[i]->payload)
+			fs_buf_add(&r->batch, in[i]->payload, in[i]->len);
+	}
+	return ring_flush(r);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The flushes' percentile q (0..1) in microseconds, nearest rank; the times get sorted. */
+static int64_t ring_pct(struct ring *r, double q)
+{
+	if (r->syncs == 0)
+		return 0;
+	qsort(r->us, (size_t)r->syncs, sizeof *r->us, cmp_i64);
+	size_t k = (size_t)(q * (double)r->syncs + 0.999999);
+	return r->us[k > 0 ? k - 1 : 0];
+}
+
+/* How many flushes took longer than `us`. */
+static int64_t ring_over(const struct ring *r, int64_t us)
+{
+	int64_t n = 0;
+	for (int64_t i = 0; i < r->syncs; i++)
+		n += r->us[i] > us;
+	return n;
+}
+
+/* The ring's exit line: its flushes, their total and percentiles. */
+static void ring_report(struct ring *r)
+{
+	fprintf(stderr,
+		" syncs=%" PRId64 " ms_sync=%" PRId64 " ms_sync_max=%" PRId64
+		" us_sync_p50=%" PRId64 " us_sync_p99=%" PRId64 " us_sync_p999=%" PRId64
+		" us_sync_max=%" PRId64 " syncs_over_20ms=%" PRId64 "\n",
+		r->syncs, r->us_total / 1000, r->us_max / 1000, ring_pct(r, 0.5), ring_pct(r, 0.99),
+		ring_pct(r, 0.999), r->us_max, ring_over(r, 20000));
+}
+
+/* --probe: PROBE_BYTES into the ring and fdatasync every PROBE_EVERY_US for `seconds` (a flush
+ * that overruns its slot moves the next one on, it does not bunch them), then the exit line.
+ * No broker: the disk alone. */
+static int probe(struct ring *r, long seconds)
+{
+	static const char page[PROBE_BYTES] = {'p'};
+	int64_t end = now_us() + (int64_t)seconds * 1000000, next = now_us();
+	while (!stop_requested && next < end) {
+		fs_buf_clear(&r->batch);
+		fs_buf_add(&r->batch, page, sizeof page);
+		if (ring_flush(r) < 0) {
+			fprintf(stderr, "flashsale-echo: --probe: %s\n", strerror(errno));
+			return 1;
+		}
+		next += PROBE_EVERY_US;
+		int64_t now = now_us();
+		if (next < now)
+			next = now;
+		else
+			usleep((useconds_t)(next - now));
+	}
+	fprintf(stderr, "flashsale-echo: exit: probe_s=%ld", seconds);
+	ring_report(r);
 	return 0;
 }
 
@@ -245,12 +340,14 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"sync", required_argument, NULL, 'S'},
+		{"probe", required_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	char err[FS_CONF_ERR_MAX];
 	bool have_config = false;
 	const char *sync_path = NULL;
+	long probe_s = 0;
 	int c;
 	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
 		if (c == 'h') {
@@ -259,6 +356,19 @@ int main(int argc, char **argv)
 		}
 		if (c == 'S') {
 			sync_path = optarg;
+			continue;
+		}
+		if (c == 'P') {
+			char *end;
+			errno = 0;
+			probe_s = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || probe_s < 1 ||
+			    probe_s > PROBE_SECONDS_MAX) {
+				fprintf(stderr,
+					"flashsale-echo: --probe takes 1..%d seconds, not '%s'\n",
+					PROBE_SECONDS_MAX, optarg);
+				return 2;
+			}
 			continue;
 		}
 		if (c != 'c') {
@@ -271,6 +381,24 @@ int main(int argc, char **argv)
 		}
 		have_config = true;
 	}
+	if (probe_s > 0 && (!sync_path || optind < argc)) {
+		fprintf(stderr, "flashsale-echo: --probe needs --sync PATH (and nothing else)\n");
+		return 2;
+	}
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	struct ring ring = {.fd = -1};
+	if (probe_s > 0) {
+		int prc = ring_open(&ring, sync_path) == 0 ? probe(&ring, probe_s) : 1;
+		if (ring.fd >= 0) {
+			close(ring.fd);
+			unlink(sync_path);
+		}
+		fs_buf_free(&ring.batch);
+		free(ring.us);
+		return prc;
+	}
 	if (!have_config || optind < argc) {
 		usage(stderr);
 		return 2;
@@ -279,10 +407,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "flashsale-echo: %s\n", err);
 		return 2;
 	}
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-
 	rd_kafka_t *producer = new_client(&cfg, RD_KAFKA_PRODUCER);
 	rd_kafka_t *consumer = producer ? new_client(&cfg, RD_KAFKA_CONSUMER) : NULL;
 	rd_kafka_topic_t *results =
@@ -291,7 +415,6 @@ int main(int argc, char **argv)
 	rd_kafka_message_t *out = calloc(DRAIN_MAX, sizeof *out);
 	char *bodies = calloc(DRAIN_MAX, ANSWER_MAX);
 	int rc = 1, parts = -1;
-	struct ring ring = {.fd = -1};
 	if (!results || !in || !out || !bodies)
 		fprintf(stderr, "flashsale-echo: could not start (%s)\n",
 			results ? strerror(ENOMEM) : "see above");
@@ -349,15 +472,15 @@ int main(int argc, char **argv)
 			rd_kafka_outq_len(producer));
 	if (producer && (rd_kafka_outq_len(producer) > 0 || delivery_failed > 0))
 		rc = 1;
-	fprintf(stderr,
-		"flashsale-echo: exit: answered=%" PRId64 " delivery_failed=%" PRId64
-		" syncs=%" PRId64 " ms_sync=%" PRId64 " ms_sync_max=%" PRId64 "\n",
-		answered, delivery_failed, ring.syncs, ring.us_total / 1000, ring.us_max / 1000);
+	fprintf(stderr, "flashsale-echo: exit: answered=%" PRId64 " delivery_failed=%" PRId64,
+		answered, delivery_failed);
+	ring_report(&ring);
 	if (ring.fd >= 0) {
 		close(ring.fd);
 		unlink(sync_path);
 	}
 	fs_buf_free(&ring.batch);
+	free(ring.us);
 	if (consumer) {
 		rd_kafka_consumer_close(consumer);
 		rd_kafka_destroy(consumer);

@@ -10,7 +10,8 @@
 #      sells no order key twice. The conditional statements and flashsale sell exactly their
 #      stock.
 #   3. S3 .. S6 and S5's two floors pass their checks (every intent answered), the durable one
-#      counted its flushes, and S6's rebuilt decisions are identical to the fresh ones.
+#      counted its flushes, S5's disk probe flushed and gave its percentiles in order, and S6's
+#      rebuilt decisions are identical to the fresh ones.
 #   4. DIR has the report, with every section, and the chart; docs/ is untouched.
 # It runs the benchmark as a user does (build/, not the build under test, and .local/bench/ for
 # its raw rows and logs, which a real benchmark run also rewrites).
@@ -70,11 +71,17 @@ for f in S5-floor S5-floor-durable; do
 done
 [ "$(val "$(row S5-floor-durable echo)" flushes)" -gt 0 ] 2>/dev/null ||
 	fail "S5-floor-durable: no flush counted"
+disk=$(row S5-disk probe)
+assert_eq ok "$(val "$disk" check)" "S5-disk check"
+[ "$(val "$disk" requests)" -gt 0 ] 2>/dev/null || fail "S5-disk: no flush counted"
+awk -v a="$(val "$disk" p50_ms)" -v b="$(val "$disk" p99_ms)" -v c="$(val "$disk" p999_ms)" \
+	-v d="$(val "$disk" max_ms)" 'BEGIN { exit !(a > 0 && a <= b && b <= c && c <= d) }' ||
+	fail "S5-disk: percentiles out of order: $disk"
 assert_eq yes "$(val "$(row S6 flashsale)" same_decisions)" "S6 rebuilt decisions identical"
 
 # 4.
 for section in '## The machine' '## S1 hot SKU' '## S2 all winners' '## flashsale alone' \
-	'| S5 floor |' '| S5 floor, durable |' '| S6 |'; do
+	'| S5 floor |' '| S5 floor, durable |' '| S5 disk alone |' '| S6 |'; do
 	grep -qF "$section" "$out/BENCHMARKS.md" 2>/dev/null || fail "report: no '$section'"
 done
 [ -s "$out/benchmarks.png" ] || fail "no chart in $out"
