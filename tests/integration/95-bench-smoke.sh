@@ -20,7 +20,9 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/flashsale-bench.XXXXXX")
 results=$IT_ROOT/.local/bench/results.txt
 docs_before=$(cd "$IT_ROOT" && cat docs/BENCHMARKS.md docs/benchmarks.png 2>/dev/null | md5sum)
 
-# 1.
+# 1. (results.txt goes first: a bench that stopped before its runs must not leave an older
+# run's rows for the checks below to find)
+rm -f "$results"
 rc=0
 (cd "$IT_ROOT" && scripts/bench --quick --out "$out") >"$out/bench.log" 2>&1 </dev/null || rc=$?
 grep -E '^\[ *[0-9]+/[0-9]+\]|^bench:' "$out/bench.log" || true
