@@ -247,34 +247,30 @@ static int cmp_i64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The flushes' percentile q (0..1) in microseconds, nearest rank; the times get sorted. */
-static int64_t ring_pct(struct ring *r, double q)
+/* Percentile q (0..1) of n sorted times, nearest rank. */
+static int64_t pct_sorted(const int64_t *us, int64_t n, double q)
 {
-	if (r->syncs == 0)
+	if (n == 0)
 		return 0;
-	qsort(r->us, (size_t)r->syncs, sizeof *r->us, cmp_i64);
-	size_t k = (size_t)(q * (double)r->syncs + 0.999999);
-	return r->us[k > 0 ? k - 1 : 0];
+	int64_t k = (int64_t)(q * (double)n + 0.999999);
+	return us[k > 0 ? k - 1 : 0];
 }
 
-/* How many flushes took longer than `us`. */
-static int64_t ring_over(const struct ring *r, int64_t us)
-{
-	int64_t n = 0;
-	for (int64_t i = 0; i < r->syncs; i++)
-		n += r->us[i] > us;
-	return n;
-}
-
-/* The ring's exit line: its flushes, their total and percentiles. */
+/* The ring's exit line: its flushes, their total and percentiles (the times get sorted). */
 static void ring_report(struct ring *r)
 {
+	int64_t over = 0;
+	if (r->syncs)
+		qsort(r->us, (size_t)r->syncs, sizeof *r->us, cmp_i64);
+	for (int64_t i = r->syncs; i > 0 && r->us[i - 1] > 20000; i--)
+		over++;
 	fprintf(stderr,
 		" syncs=%" PRId64 " ms_sync=%" PRId64 " ms_sync_max=%" PRId64
 		" us_sync_p50=%" PRId64 " us_sync_p99=%" PRId64 " us_sync_p999=%" PRId64
 		" us_sync_max=%" PRId64 " syncs_over_20ms=%" PRId64 "\n",
-		r->syncs, r->us_total / 1000, r->us_max / 1000, ring_pct(r, 0.5), ring_pct(r, 0.99),
-		ring_pct(r, 0.999), r->us_max, ring_over(r, 20000));
+		r->syncs, r->us_total / 1000, r->us_max / 1000, pct_sorted(r->us, r->syncs, 0.5),
+		pct_sorted(r->us, r->syncs, 0.99), pct_sorted(r->us, r->syncs, 0.999), r->us_max,
+		over);
 }
 
 /* --probe: PROBE_BYTES into the ring and fdatasync every PROBE_EVERY_US for `seconds` (a flush
