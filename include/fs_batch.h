@@ -8,6 +8,7 @@
 #ifndef FS_BATCH_H
 #define FS_BATCH_H
 
+#include "fs_buf.h"
 #include "fs_core.h"
 #include "fs_map.h"
 #include "fs_record.h"
@@ -32,6 +33,9 @@ enum fs_item_class {
 	FS_ITEM_INVALID = 4,  /* unparseable or invalid record: write a rejects row */
 	FS_ITEM_SALE = 5,     /* open / restock / close: write a sale_log row */
 	FS_ITEM_TICK = 6,
+	/* On the wrong partition (rec.misrouted): not decided here; a forwards row, and its key
+	 * and payload (kept by fs_batch_keep) re-published to rec.route once committed. */
+	FS_ITEM_FORWARD = 7,
 };
 
 struct fs_item {
@@ -41,10 +45,14 @@ struct fs_item {
 	/* Where the answered decision was first made (itself unless a repeat). */
 	int32_t first_partition;
 	int64_t first_offset;
+	/* FS_ITEM_FORWARD: the message's key and payload, at fwd_at in the batch's fwd buffer. */
+	size_t fwd_at;
+	uint32_t fwd_key_len, fwd_len;
 };
 
 struct fs_batch_counts {
-	int64_t records, fresh, repeats, conflicts, invalid, sale, ticks;
+	int64_t records, fresh, repeats, conflicts, invalid, sale, ticks, forwarded;
+	int64_t wrong_partition; /* of the invalid: misrouted, rejected (not stored apart) */
 };
 
 struct fs_batch {
@@ -54,6 +62,7 @@ struct fs_batch {
 	uint32_t stored_len, stored_cap;
 	struct fs_map index; /* (intent id, kind) -> item or stored entry */
 	struct fs_batch_counts counts;
+	struct fs_buf fwd; /* the bytes of misrouted records (fs_batch_keep) */
 };
 
 int fs_batch_init(struct fs_batch *b, uint32_t cap);
@@ -61,10 +70,24 @@ void fs_batch_free(struct fs_batch *b);
 void fs_batch_clear(struct fs_batch *b);
 /* Returns the next free item (zeroed), or NULL when the batch is full. */
 struct fs_item *fs_batch_push(struct fs_batch *b);
+/* Keeps a misrouted item's key and payload, to forward them once the batch is committed.
+ * Returns 0, or -ENOMEM (the batch can then not be committed: the caller drops it). */
+int fs_batch_keep(struct fs_batch *b, struct fs_item *it, const void *key, size_t key_len,
+		  const void *payload, size_t len);
+/* The kept bytes of a forwarded item. */
+static inline const char *fs_item_fwd_key(const struct fs_batch *b, const struct fs_item *it)
+{
+	return b->fwd.data + it->fwd_at;
+}
+static inline const char *fs_item_fwd_payload(const struct fs_batch *b, const struct fs_item *it)
+{
+	return b->fwd.data + it->fwd_at + it->fwd_key_len;
+}
 /* Drops the stored entries and decisions (before a redo of the same records). */
 void fs_batch_reset_decisions(struct fs_batch *b);
 int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s);
-/* True if the record is answered by intent id (buy, confirm, cancel) and so is deduplicated. */
+/* True if the record is answered by intent id (buy, confirm, cancel) and so is deduplicated
+ * (a misrouted record is not: the partition it belongs on dedupes it). */
 bool fs_item_has_key(const struct fs_item *it);
 
 /* Decides every item. Returns 0, or -ENOMEM (the core's state is then unusable: reload). */

@@ -23,6 +23,7 @@ struct fs_config {
 	char topic_results[FS_CONF_STR_MAX];
 	char topic_stock[FS_CONF_STR_MAX];
 	char log_level[16];
+	char misrouted[16]; /* "forward" or "reject" */
 	int64_t batch_max;
 	int64_t batch_max_behind;
 	int64_t batch_wait_ms;

@@ -8,7 +8,12 @@
 #include <librdkafka/rdkafka.h>
 #include <stddef.h>
 
-/* defaults: a NULL-terminated list of key, value pairs. type picks which passthrough keys
+/* The partitioner of every producer built here: the intents topic's partitioning rule
+ * (fs_partition_of in fs_record.h) for a non-empty key. */
+#define FS_KAFKA_PARTITIONER "murmur2_random"
+
+/* defaults: a NULL-terminated list of key, value pairs; a producer gets FS_KAFKA_PARTITIONER
+ * first. type picks which passthrough keys
  * apply: kafka.X to both, kafka.consumer.X only to consumers, kafka.producer.X only to
  * producers (so that neither warns about the other's properties). */
 rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,

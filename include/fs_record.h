@@ -62,12 +62,25 @@ struct fs_record {
 	 * same intent id with another body (a conflict). Zero for invalid records. */
 	int64_t body_hash;
 
+	/* The partitioning rule (fs_partition_of) for a keyed record, when the limits name the
+	 * partition count: the partition the record belongs on; -1 for a record without a key
+	 * or when not checked. */
+	int32_t route;
+	/* On the wrong partition (route != partition) and to be forwarded there, not decided here
+	 * (limits.misrouted_reject unset). The rest of the record is parsed as usual. */
+	bool misrouted;
+
 	const char *reject_reason; /* static string, set iff kind == FS_KIND_INVALID */
 };
 
 struct fs_record_limits {
 	size_t bytes_max;  /* payload size cap, <= FS_RECORD_BYTES_MAX */
 	bool jansson_only; /* skip the flat-object scanner (tests compare the two paths) */
+	/* The intents topic's partition count, as recorded for the topic (0: the rule is not
+	 * checked). A keyed record whose rule partition is not its own is misrouted: forwarded
+	 * (rec.misrouted), or with misrouted_reject rejected `wrong_partition`. */
+	int32_t partitions;
+	bool misrouted_reject;
 };
 
 /* Parses one message. Always fills *out (partition/offset/ts from the arguments). Returns 0
@@ -77,6 +90,15 @@ int fs_record_parse(const struct fs_record_limits *limits, const void *key, size
 		    int64_t ts_ms, struct fs_record *out);
 
 const char *fs_kind_name(enum fs_kind kind);
+
+/* The partitioning rule of the intents topic: Kafka's Java default partitioner for a keyed
+ * record, toPositive(murmur2(key)) % partitions (librdkafka's murmur2 / murmur2_random for a
+ * non-empty key). fs_murmur2 is Kafka's Utils.murmur2 (seed 0x9747b28c), as an unsigned
+ * value; fs_partition_of returns -1 for an empty key or partitions < 1. */
+uint32_t fs_murmur2(const void *key, size_t len);
+int32_t fs_partition_of(const void *key, size_t len, int32_t partitions);
+/* The rule's name, as results and messages give it. */
+#define FS_PARTITIONER_NAME "murmur2"
 
 /* True if the payload has the common shape that fs_record_parse reads without jansson (one
  * object of plain string, integer and null members); for tests and tools. */

@@ -60,6 +60,12 @@ const char *fs_store_token(const struct fs_store *s);
 int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
 		       const char *token, int64_t *next_offset, bool *mine);
 
+/* The partitioning rule's inputs for the intents topic (the schema's `topics`): records
+ * partitions and misrouted ("forward" or "reject") if the topic has no row yet, and returns
+ * what is recorded (the caller compares). */
+int fs_store_topic_rule(struct fs_store *s, const char *topic, int32_t partitions,
+			const char *misrouted, int32_t *rec_partitions, char rec_misrouted[16]);
+
 /* Records that results were delivered below replied_offset (guarded by next_offset). */
 int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
 			  int64_t next_offset, int64_t replied_offset);

@@ -163,3 +163,29 @@ BEGIN
     RETURN 1;
 END
 $$;
+
+-- Records that arrived on the wrong partition of the intents topic (the partitioning rule:
+-- Kafka's Java default, toPositive(murmur2(key)) % partitions) and were forwarded, key and
+-- payload unchanged, to the partition the rule names, once their batch committed: that
+-- partition decides them (and dedupes a second copy after a crash). One row per original
+-- offset; the intent id and kind when the record named them.
+CREATE TABLE IF NOT EXISTS forwards (
+    part      int      NOT NULL,
+    off       bigint   NOT NULL,
+    to_part   int      NOT NULL CHECK (to_part >= 0),
+    intent_id uuid,
+    kind      smallint,           -- as decisions.kind; NULL for a record that names none
+    PRIMARY KEY (part, off),
+    CHECK (to_part <> part)
+);
+ALTER TABLE partitions ADD COLUMN IF NOT EXISTS n_forwarded bigint NOT NULL DEFAULT 0;
+
+-- The partitioning rule's inputs, recorded at a worker's first start for the intents topic:
+-- the partition count (growing the topic would move SKUs away from their state) and what is
+-- done with a misrouted record (a replay must decide alike). A worker whose topic or
+-- configuration disagrees refuses to start.
+CREATE TABLE IF NOT EXISTS topics (
+    topic      text PRIMARY KEY,
+    partitions int  NOT NULL CHECK (partitions >= 1),
+    misrouted  text NOT NULL CHECK (misrouted IN ('forward', 'reject'))
+);

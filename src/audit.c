@@ -46,17 +46,31 @@ static const struct check checks[] = {
 	 "GROUP BY 1, 2"},
 	{"INV-2", "record counters add up to the offsets decided",
 	 "SELECT part, first_offset, next_offset, n_records, n_fresh + n_repeats + n_conflicts + "
-	 "n_invalid + n_sale + n_ticks AS by_class FROM partitions WHERE grp = $1 AND topic = $2 "
-	 "AND (n_records <> n_fresh + n_repeats + n_conflicts + n_invalid + n_sale + n_ticks OR "
+	 "n_invalid + n_sale + n_ticks + n_forwarded AS by_class FROM partitions WHERE grp = $1 "
+	 "AND topic = $2 AND (n_records <> n_fresh + n_repeats + n_conflicts + n_invalid + "
+	 "n_sale + n_ticks + n_forwarded OR "
 	 "(first_offset >= 0 AND n_records <> next_offset - first_offset) OR (first_offset < 0 "
 	 "AND n_records <> 0))"},
-	{"INV-2", "every decided record has its row (decisions, rejects, sale log)",
-	 "WITH c AS (SELECT p.part, p.n_fresh, p.n_invalid, p.n_sale, (SELECT count(*) FROM "
+	{"INV-2", "every decided record has its row (decisions, rejects, sale log, forwards)",
+	 "WITH c AS (SELECT p.part, p.n_fresh, p.n_invalid, p.n_sale, p.n_forwarded, (SELECT "
+	 "count(*) FROM forwards f WHERE f.part = p.part) AS forwards, (SELECT count(*) FROM "
 	 "decisions d WHERE d.part = p.part) AS decisions, (SELECT coalesce(sum(j.off_end - "
 	 "j.off + 1), 0) FROM rejects j WHERE j.part = p.part) AS rejects, (SELECT count(*) FROM "
 	 "sale_log s WHERE s.part = p.part) AS sale_log FROM partitions p WHERE p.grp = $1 AND "
 	 "p.topic = $2) SELECT * FROM c WHERE n_fresh <> decisions OR n_invalid <> rejects OR "
-	 "n_sale <> sale_log"},
+	 "n_sale <> sale_log OR n_forwarded <> forwards"},
+	{"INV-2",
+	 "forwarded records lie inside the decided offsets and go to a partition of the "
+	 "topic",
+	 "SELECT f.part, f.off, f.to_part FROM forwards f LEFT JOIN partitions p ON p.grp = $1 "
+	 "AND p.topic = $2 AND p.part = f.part LEFT JOIN topics t ON t.topic = $2 WHERE p.part "
+	 "IS NULL OR f.off < p.first_offset OR f.off >= p.next_offset OR t.topic IS NULL OR "
+	 "f.to_part >= t.partitions LIMIT 20"},
+	{"INV-2", "every forwarded intent was decided where it was forwarded",
+	 "SELECT f.part, f.off, f.to_part, f.intent_id FROM forwards f WHERE f.kind IS NOT NULL "
+	 "AND NOT EXISTS (SELECT 1 FROM decisions d WHERE d.intent_id = f.intent_id AND d.kind = "
+	 "f.kind) AND NOT EXISTS (SELECT 1 FROM rejects j WHERE j.intent_id = f.intent_id AND "
+	 "j.part = f.to_part) LIMIT 20"},
 	{"INV-2", "reject rows lie inside the decided offsets and never overlap",
 	 "SELECT j.part, j.off, j.off_end FROM rejects j LEFT JOIN partitions p ON p.grp = $1 AND "
 	 "p.topic = $2 AND p.part = j.part WHERE p.part IS NULL OR j.off < p.first_offset OR "

@@ -50,6 +50,7 @@ void fs_batch_free(struct fs_batch *b)
 	free(b->items);
 	free(b->stored);
 	fs_map_free(&b->index);
+	fs_buf_free(&b->fwd);
 	memset(b, 0, sizeof *b);
 }
 
@@ -67,7 +68,21 @@ void fs_batch_reset_decisions(struct fs_batch *b)
 void fs_batch_clear(struct fs_batch *b)
 {
 	b->len = 0;
+	fs_buf_clear(&b->fwd);
 	fs_batch_reset_decisions(b);
+}
+
+int fs_batch_keep(struct fs_batch *b, struct fs_item *it, const void *key, size_t key_len,
+		  const void *payload, size_t len)
+{
+	it->fwd_at = b->fwd.len;
+	it->fwd_key_len = (uint32_t)key_len;
+	it->fwd_len = (uint32_t)len;
+	if (key_len)
+		fs_buf_add(&b->fwd, key, key_len);
+	if (len)
+		fs_buf_add(&b->fwd, payload, len);
+	return fs_buf_ok(&b->fwd) ? 0 : -ENOMEM;
 }
 
 struct fs_item *fs_batch_push(struct fs_batch *b)
@@ -81,6 +96,8 @@ struct fs_item *fs_batch_push(struct fs_batch *b)
 
 bool fs_item_has_key(const struct fs_item *it)
 {
+	if (it->rec.misrouted)
+		return false;
 	switch (it->rec.kind) {
 	case FS_KIND_BUY:
 	case FS_KIND_CONFIRM:
@@ -153,6 +170,8 @@ static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found
 
 static enum fs_item_class class_of(const struct fs_record *r)
 {
+	if (r->misrouted)
+		return FS_ITEM_FORWARD;
 	switch (r->kind) {
 	case FS_KIND_INVALID:
 		return FS_ITEM_INVALID;
@@ -191,6 +210,14 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 				return rc;
 		}
 		it->cls = class_of(&it->rec);
+		if (it->cls == FS_ITEM_FORWARD) {
+			/* Not decided here, but a record of this log all the same: it moves the
+			 * clock like any other (a replay sees it too). */
+			fs_core_advance(core, it->rec.ts_ms, it->rec.offset);
+			it->dec.decided_at_ms = it->rec.ts_ms;
+			b->counts.forwarded++;
+			continue;
+		}
 		int rc = fs_core_decide(core, &it->rec, &it->dec);
 		if (rc < 0)
 			return rc;
@@ -203,6 +230,8 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 			break;
 		case FS_ITEM_INVALID:
 			b->counts.invalid++;
+			if (it->rec.route >= 0 && it->rec.route != it->rec.partition)
+				b->counts.wrong_partition++;
 			break;
 		case FS_ITEM_SALE:
 			b->counts.sale++;

@@ -18,6 +18,11 @@ int cli_replay(flashsale_t *fs, int argc, char **argv);
  * replay.c). Returns 0 when it all matches, 1 on a difference or an error (counted in diffs);
  * quiet: print no DIFF lines. */
 int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *diffs);
+/* Reads the partitioning rule recorded for the topic (the schema's `topics`) into limits;
+ * leaves them unchecked if no worker recorded one yet. 0, or -EIO (said on stderr). */
+struct fs_record_limits;
+typedef struct pg_conn PGconn;
+int cli_topic_rule(PGconn *pg, const char *topic, struct fs_record_limits *limits);
 
 /* The global options as given (for commands that start another program with them). */
 extern const char *cli_config_file;

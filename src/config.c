@@ -42,6 +42,12 @@ static const struct key keys[] = {
 	STR(topic_results, "results", "Topic the worker publishes one result per record to."),
 	STR(topic_stock, "stock", "Compacted topic of per-SKU stock (the web tier's flag)."),
 	STR(log_level, "info", "error, warn, info or debug (a line per batch transaction)."),
+	STR(misrouted, "forward",
+	    "What the worker does with a keyed record on the wrong partition of the intents topic "
+	    "(the rule: Kafka's Java default, murmur2 of the key): forward (re-publish it to the "
+	    "right partition once its batch commits; it is decided there) or reject (answer it "
+	    "`rejected`, reason wrong_partition, naming the expected partition). Recorded for the "
+	    "topic at the first start: a worker configured otherwise refuses to start."),
 	INT(batch_max, 1, 10000, "2000", "Records per partition batch (one transaction each)."),
 	INT(batch_max_behind, 1, 10000, "10000",
 	    "Records per batch while the worker is far behind: while a batch and the records "
@@ -100,6 +106,13 @@ static int set_key(struct fs_config *c, const struct key *k, const char *value, 
 			snprintf(err, FS_CONF_ERR_MAX,
 				 "%s: log.level: '%s' is not one of error, warn, info, debug",
 				 source, value);
+			return -EINVAL;
+		}
+		if (strcmp(k->name, "misrouted") == 0 && strcmp(value, "forward") != 0 &&
+		    strcmp(value, "reject") != 0) {
+			snprintf(err, FS_CONF_ERR_MAX,
+				 "%s: misrouted: '%s' is not one of forward, reject", source,
+				 value);
 			return -EINVAL;
 		}
 		strcpy(field, value);

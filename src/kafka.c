@@ -46,6 +46,15 @@ rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,
 	if (rd_kafka_conf_set(conf, "bootstrap.servers", c->brokers, err, err_len) !=
 	    RD_KAFKA_CONF_OK)
 		goto fail;
+	/* Every producer of ours, whatever its own defaults: the intents topic's partitioning
+	 * rule is Kafka's Java default (murmur2 of the key), which most web tiers' clients
+	 * share; librdkafka's own default is CRC32 (consistent_random). For an empty key
+	 * murmur2_random picks a partition at random. kafka.producer.partitioner overrides it
+	 * (the tests do, to publish as a CRC32 web tier would). */
+	if (type == RD_KAFKA_PRODUCER &&
+	    rd_kafka_conf_set(conf, "partitioner", FS_KAFKA_PARTITIONER, err, err_len) !=
+		    RD_KAFKA_CONF_OK)
+		goto fail;
 	for (int i = 0; defaults && defaults[i]; i += 2)
 		if (rd_kafka_conf_set(conf, defaults[i], defaults[i + 1], err, err_len) !=
 		    RD_KAFKA_CONF_OK)

@@ -363,6 +363,50 @@ static int64_t body_hash(const struct fs_record *r, const struct val *token)
 	return (int64_t)(h & 0x7fffffffffffffffULL);
 }
 
+uint32_t fs_murmur2(const void *key, size_t len)
+{
+	/* Kafka's Utils.murmur2, in unsigned arithmetic (Java's int wraps the same way; its >>>
+	 * is the unsigned shift). */
+	const unsigned char *d = key;
+	const uint32_t m = 0x5bd1e995u;
+	uint32_t h = 0x9747b28cu ^ (uint32_t)len;
+	size_t n4 = len / 4;
+	for (size_t i = 0; i < n4; i++) {
+		const unsigned char *q = d + i * 4;
+		uint32_t k = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+			     (uint32_t)q[3] << 24;
+		k *= m;
+		k ^= k >> 24;
+		k *= m;
+		h *= m;
+		h ^= k;
+	}
+	const unsigned char *t = d + n4 * 4;
+	switch (len % 4) {
+	case 3:
+		h ^= (uint32_t)t[2] << 16;
+		/* fall through */
+	case 2:
+		h ^= (uint32_t)t[1] << 8;
+		/* fall through */
+	case 1:
+		h ^= t[0];
+		h *= m;
+	}
+	h ^= h >> 13;
+	h *= m;
+	h ^= h >> 15;
+	return h;
+}
+
+int32_t fs_partition_of(const void *key, size_t len, int32_t partitions)
+{
+	if (!key || len == 0 || partitions < 1)
+		return -1;
+	/* Java's toPositive: the sign bit dropped, not the absolute value. */
+	return (int32_t)((fs_murmur2(key, len) & 0x7fffffffu) % (uint32_t)partitions);
+}
+
 static int reject(struct fs_record *r, const char *reason)
 {
 	r->kind = FS_KIND_INVALID;
@@ -528,14 +572,9 @@ static int parse_object(const struct obj *o, const void *key, size_t key_len, st
 	return reject(r, "bad_type");
 }
 
-int fs_record_parse(const struct fs_record_limits *limits, const void *key, size_t key_len,
-		    const void *payload, size_t payload_len, int32_t partition, int64_t offset,
-		    int64_t ts_ms, struct fs_record *out)
+static int parse_payload(const struct fs_record_limits *limits, const void *key, size_t key_len,
+			 const void *payload, size_t payload_len, struct fs_record *out)
 {
-	memset(out, 0, sizeof *out);
-	out->partition = partition;
-	out->offset = offset;
-	out->ts_ms = ts_ms;
 	size_t cap = limits->bytes_max ? limits->bytes_max : FS_RECORD_BYTES_MAX;
 	if (cap > FS_RECORD_BYTES_MAX)
 		cap = FS_RECORD_BYTES_MAX;
@@ -569,4 +608,28 @@ int fs_record_parse(const struct fs_record_limits *limits, const void *key, size
 				      : reject(out, "not_object");
 	json_decref(root);
 	return rc;
+}
+
+int fs_record_parse(const struct fs_record_limits *limits, const void *key, size_t key_len,
+		    const void *payload, size_t payload_len, int32_t partition, int64_t offset,
+		    int64_t ts_ms, struct fs_record *out)
+{
+	memset(out, 0, sizeof *out);
+	out->partition = partition;
+	out->offset = offset;
+	out->ts_ms = ts_ms;
+	out->route =
+		limits->partitions > 0 ? fs_partition_of(key, key_len, limits->partitions) : -1;
+	int rc = parse_payload(limits, key, key_len, payload, payload_len, out);
+	if (out->route < 0 || out->route == partition)
+		return rc;
+	/* The rule is checked before what the record says: a record on the wrong partition is
+	 * not decided here whatever it holds (the right partition decides it, bad or good). The
+	 * parse above still names its intent id for the stored row and the answer. */
+	if (!limits->misrouted_reject) {
+		out->misrouted = true;
+		return rc;
+	}
+	reject(out, "wrong_partition");
+	return -EINVAL;
 }

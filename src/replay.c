@@ -48,7 +48,7 @@ struct rp_part {
 	bool done;
 	/* every intent id decided so far on this partition, for the repeats of later batches */
 	struct fs_seen seen;
-	struct rows dec, rej, sale;
+	struct rows dec, rej, sale, fwd;
 	struct fs_batch_counts counts;
 };
 
@@ -176,6 +176,9 @@ static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item 
 		p->dec.next++;
 	} else if (it->cls == FS_ITEM_INVALID) {
 		compare_reject(rp, part, &p->rej, off, d->reason);
+	} else if (it->cls == FS_ITEM_FORWARD && seek_row(rp, part, &p->fwd, "forwards", off)) {
+		check_int(rp, part, off, "forwarded to partition", icol(&p->fwd, 1), it->rec.route);
+		p->fwd.next++;
 	} else if (it->cls == FS_ITEM_SALE && seek_row(rp, part, &p->sale, "sale_log", off)) {
 		check_text(rp, part, off, "sale outcome", col(&p->sale, 1),
 			   fs_outcome_name(d->outcome));
@@ -208,6 +211,7 @@ static void decide_batch(struct rp *rp, struct rp_part *p)
 	p->counts.invalid += b->counts.invalid;
 	p->counts.sale += b->counts.sale;
 	p->counts.ticks += b->counts.ticks;
+	p->counts.forwarded += b->counts.forwarded;
 	rp->records += b->len;
 	fs_core_commit(&p->core);
 	fs_batch_clear(b);
@@ -218,9 +222,9 @@ static void compare_state(struct rp *rp, int part, struct rp_part *p)
 {
 	if (p->rej.next < PQntuples(p->rej.r) && p->rej.covered > icol(&p->rej, 0))
 		finish_reject_row(rp, part, &p->rej); /* a partly matched last row */
-	struct rows *tables[] = {&p->dec, &p->rej, &p->sale};
-	const char *names[] = {"decisions", "rejects", "sale_log"};
-	for (int t = 0; t < 3; t++) {
+	struct rows *tables[] = {&p->dec, &p->rej, &p->sale, &p->fwd};
+	const char *names[] = {"decisions", "rejects", "sale_log", "forwards"};
+	for (int t = 0; t < 4; t++) {
 		for (; tables[t]->next < PQntuples(tables[t]->r); tables[t]->next++)
 			diff(rp, part, icol(tables[t], 0),
 			     "%s: a row in Postgres for a record the replay did not decide there",
@@ -286,15 +290,16 @@ static void compare_state(struct rp *rp, int part, struct rp_part *p)
 	const char *q[] = {cfg->group, cfg->topic_intents, pp};
 	r = PQexecParams(rp->pg,
 			 "SELECT n_records, n_fresh, n_repeats, n_conflicts, n_invalid, n_sale, "
-			 "n_ticks FROM partitions WHERE grp = $1 AND topic = $2 AND part = $3::int",
+			 "n_ticks, n_forwarded FROM partitions WHERE grp = $1 AND topic = $2 AND "
+			 "part = $3::int",
 			 3, NULL, q, NULL, NULL, 0);
 	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-		int64_t v[] = {p->counts.records,   p->counts.fresh,   p->counts.repeats,
-			       p->counts.conflicts, p->counts.invalid, p->counts.sale,
-			       p->counts.ticks};
+		int64_t v[] = {p->counts.records,   p->counts.fresh,	p->counts.repeats,
+			       p->counts.conflicts, p->counts.invalid,	p->counts.sale,
+			       p->counts.ticks,	    p->counts.forwarded};
 		const char *names3[] = {"records", "fresh", "repeats", "conflicts",
-					"invalid", "sale",  "ticks"};
-		for (int k = 0; k < 7; k++) {
+					"invalid", "sale",  "ticks",   "forwarded"};
+		for (int k = 0; k < 8; k++) {
 			char what[64];
 			snprintf(what, sizeof what, "counter n_%s", names3[k]);
 			check_int(rp, part, -1, what, strtoll(PQgetvalue(r, 0, k), NULL, 10), v[k]);
@@ -315,9 +320,10 @@ static int load_rows(struct rp *rp, int part, struct rp_part *p)
 		"decided_at_ms FROM decisions WHERE part = $1::int ORDER BY off",
 		"SELECT off, reason, off_end FROM rejects WHERE part = $1::int ORDER BY off",
 		"SELECT off, outcome, reason FROM sale_log WHERE part = $1::int ORDER BY off",
+		"SELECT off, to_part FROM forwards WHERE part = $1::int ORDER BY off",
 	};
-	struct rows *t[] = {&p->dec, &p->rej, &p->sale};
-	for (int i = 0; i < 3; i++) {
+	struct rows *t[] = {&p->dec, &p->rej, &p->sale, &p->fwd};
+	for (int i = 0; i < 4; i++) {
 		t[i]->r = PQexecParams(rp->pg, sql[i], 1, NULL, prm, NULL, NULL, 0);
 		if (PQresultStatus(t[i]->r) != PGRES_TUPLES_OK) {
 			cli_err("replay: postgres: %s", PQerrorMessage(rp->pg));
@@ -393,6 +399,25 @@ static void feed(struct rp *rp, rd_kafka_message_t *m)
 		p->done = true;
 }
 
+int cli_topic_rule(PGconn *pg, const char *topic, struct fs_record_limits *limits)
+{
+	const char *q[] = {topic};
+	PGresult *r = PQexecParams(pg, "SELECT partitions, misrouted FROM topics WHERE topic = $1",
+				   1, NULL, q, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		cli_err("postgres: %s", PQerrorMessage(pg));
+		PQclear(r);
+		return -EIO;
+	}
+	/* No row: no worker has started on this topic, nothing was decided by the rule. */
+	if (PQntuples(r) == 1) {
+		limits->partitions = atoi(PQgetvalue(r, 0, 0));
+		limits->misrouted_reject = strcmp(PQgetvalue(r, 0, 1), "reject") == 0;
+	}
+	PQclear(r);
+	return 0;
+}
+
 int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *diffs)
 {
 	struct rp rp = {.fs = fs, .quiet = quiet};
@@ -403,6 +428,8 @@ int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *dif
 	}
 	const struct fs_config *cfg = flashsale_config(fs);
 	rp.limits.bytes_max = (size_t)cfg->record_max_bytes;
+	if (cli_topic_rule(rp.pg, cfg->topic_intents, &rp.limits) < 0)
+		return 1;
 	int64_t *ends = NULL, *lo = NULL;
 	rp.nparts = cli_topic_ends(fs, cfg->topic_intents, &ends);
 	if (rp.nparts < 0)
@@ -458,6 +485,7 @@ int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *dif
 		PQclear(p->dec.r);
 		PQclear(p->rej.r);
 		PQclear(p->sale.r);
+		PQclear(p->fwd.r);
 		fs_core_free(&p->core);
 		fs_batch_free(&p->batch);
 		fs_seen_free(&p->seen);
@@ -484,7 +512,9 @@ static const char usage_replay[] =
 	"log's start stops with an error, never a silent skip.\n"
 	"--dry-run changes nothing: it replays the log through the pure core in memory and names\n"
 	"every difference with what Postgres recorded (decisions, rejects, sale records,\n"
-	"reservations, stock counters, record counters). Exit 1 if there is any.\n";
+	"forwarded records, reservations, stock counters, record counters). Exit 1 if there\n"
+	"is any. Both apply the partitioning rule recorded for the topic (partition count,\n"
+	"misrouted = forward | reject) as the live worker did.\n";
 
 int cli_replay(flashsale_t *fs, int argc, char **argv)
 {

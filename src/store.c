@@ -17,7 +17,7 @@
 
 enum {
 	ERR_LEN_MAX = 512,
-	STEPS_MAX = 12,
+	STEPS_MAX = 14,
 	STALE_WAIT_STEPS = 200, /* 200 x 50 ms: how long to wait for a dead connection's backend */
 	STALE_WAIT_STEP_US = 50000,
 	/* Columns of the array-literal parameters of the batch statements. */
@@ -28,7 +28,7 @@ struct step {
 	const char *sql;
 	const char *prepared; /* the name sql is prepared under on this connection, or NULL */
 	int nparams;
-	const char *params[16];
+	const char *params[20];
 	const char *what;
 	bool cas; /* the offset compare-and-set */
 };
@@ -350,6 +350,32 @@ const char *fs_store_token(const struct fs_store *s)
 	return s->token;
 }
 
+int fs_store_topic_rule(struct fs_store *s, const char *topic, int32_t partitions,
+			const char *misrouted, int32_t *rec_partitions, char rec_misrouted[16])
+{
+	char n[16];
+	snprintf(n, sizeof n, "%" PRId32, partitions);
+	const char *p[] = {topic, n, misrouted};
+	/* The first worker of the topic records what it found; everyone after reads it back. */
+	PGresult *r = exec(s,
+			   "WITH ins AS (INSERT INTO topics (topic, partitions, misrouted) VALUES "
+			   "($1, $2::int, $3) ON CONFLICT (topic) DO NOTHING RETURNING partitions, "
+			   "misrouted) SELECT partitions, misrouted FROM ins UNION ALL SELECT "
+			   "partitions, misrouted FROM topics WHERE topic = $1",
+			   3, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	int rc = PQntuples(r) >= 1 ? 0 : -ENOENT;
+	if (rc == 0) {
+		*rec_partitions = (int32_t)get_i64(r, 0, 0);
+		snprintf(rec_misrouted, 16, "%s", PQgetvalue(r, 0, 1));
+	} else {
+		set_err(s, "topic rule", "no row");
+	}
+	PQclear(r);
+	return rc;
+}
+
 int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
 		       const char *token, int64_t *next_offset, bool *mine)
 {
@@ -608,6 +634,40 @@ static void add_rejects(struct fs_store *s, const struct fs_batch *b, struct ste
 	x->params[4] = fs_buf_cstr(end);
 }
 
+/* forwards: records on the wrong partition, and where they go (the rule's partition). */
+static void add_forwards(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
+{
+	if (b->counts.forwarded == 0)
+		return;
+	struct fs_buf *off = buf(s, 57), *to = buf(s, 58), *id = buf(s, 59), *kind = buf(s, 60);
+	struct fs_buf *all[] = {off, to, id, kind};
+	for (size_t i = 0; i < 4; i++)
+		fs_arr_begin(all[i]);
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (it->cls != FS_ITEM_FORWARD)
+			continue;
+		bool named = it->rec.has_intent && it->rec.kind >= FS_KIND_BUY &&
+			     it->rec.kind <= FS_KIND_CANCEL;
+		fs_arr_int(off, it->rec.offset);
+		fs_arr_int(to, it->rec.route);
+		fs_arr_text(id, it->rec.has_intent ? it->rec.intent_id : NULL);
+		if (named)
+			fs_arr_int(kind, it->rec.kind);
+		else
+			fs_arr_text(kind, NULL);
+	}
+	for (size_t i = 0; i < 4; i++)
+		fs_arr_end(all[i]);
+	struct step *x = &st[(*k)++];
+	x->what = "forwards";
+	x->sql = "INSERT INTO forwards (part, off, to_part, intent_id, kind) SELECT $1::int, * "
+		 "FROM unnest($2::int8[], $3::int4[], $4::uuid[], $5::int2[])";
+	x->nparams = 5;
+	for (int i = 0; i < 4; i++)
+		x->params[i + 1] = fs_buf_cstr(all[i]);
+}
+
 /* sale_log: open / restock / close records. */
 static void add_sale_log(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
 {
@@ -862,7 +922,8 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct
 	"n_records = n_records + $9::bigint, n_fresh = n_fresh + $10::bigint, "                    \
 	"n_repeats = n_repeats + $11::bigint, n_conflicts = n_conflicts + $12::bigint, "           \
 	"n_invalid = n_invalid + $13::bigint, n_sale = n_sale + $14::bigint, "                     \
-	"n_ticks = n_ticks + $15::bigint, n_batches = n_batches + 1, commit_token = $16 "          \
+	"n_ticks = n_ticks + $15::bigint, n_forwarded = n_forwarded + $17::bigint, "               \
+	"n_batches = n_batches + 1, commit_token = $16 "                                           \
 	"WHERE grp = $2 AND topic = $3 AND part = $1::int AND next_offset = $4::bigint "           \
 	"RETURNING 1) SELECT fs_assert((SELECT count(*) FROM cas) = 1, 'FSCAS', "                  \
 	"'partition offset moved: another worker owns it')"
@@ -875,7 +936,7 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 	x->what = "offset compare-and-set";
 	x->cas = true;
 	x->sql = CAS_SQL; /* sent prepared or not: fs_store_commit_send decides */
-	x->nparams = 16;
+	x->nparams = 17;
 	x->params[1] = grp;
 	x->params[2] = topic;
 	/* A token per attempt: this store's random id and a counter. */
@@ -896,6 +957,7 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 			  b->counts.ticks};
 	for (int i = 0; i < 12; i++)
 		x->params[i + 3] = int_str(buf(s, 44 + i), vals[i]);
+	x->params[16] = int_str(buf(s, 56), b->counts.forwarded);
 }
 
 /* fs_store_commit_send's hook, told once that the compare-and-set's result is in (or that it
@@ -1014,6 +1076,7 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 	add_cas(s, grp, topic, meta, next_offset, replied_offset, b, core, &st[k++]);
 	s->ndec = decisions_copy(buf(s, 1), b, meta->partition);
 	add_rejects(s, b, st, &k);
+	add_forwards(s, b, st, &k);
 	add_sale_log(s, b, st, &k);
 	s->nres = add_reservations(s, core, st, &k, careful, buf(s, 2), meta->partition);
 	add_skus(s, core, st, &k);

@@ -32,6 +32,8 @@ enum {
 	/* part_process_from's first attempt: not made, a predecessor in flight failed; reload
 	 * and redo at once (no backoff: nothing is wrong with the database). */
 	COMMIT_AGAIN = 100,
+	MISROUTED_WARN_MS = 60000, /* at most one misrouted-records warning a minute */
+	METADATA_TIMEOUT_MS = 5000,
 };
 
 /* Results of one committed batch still on their way to the broker. */
@@ -120,6 +122,9 @@ struct counters {
 	int64_t records, fresh, repeats, conflicts, invalid, sale, expired, ticks, batches, fenced,
 		redo, retries, unknown, unknown_committed, answered_again, skipped_stale, gaps,
 		published, delivery_failed;
+	/* the partitioning rule: records forwarded to their partition (and the copies sent,
+	 * again after a restart included), records rejected wrong_partition */
+	int64_t forwarded, forwards_sent, wrong_partition;
 	int64_t us_lookup, us_decide, us_commit, us_publish; /* time spent per step */
 	int64_t us_commit_max;	/* the slowest batch transaction (a stalled WAL flush shows) */
 	int64_t lookups_forced; /* batches redone with a lookup: an id was decided elsewhere */
@@ -159,6 +164,8 @@ struct worker {
 	struct counters n;
 	struct inflight *orphans;
 	int64_t last_stats_ms;
+	/* The misrouted records' warning: at most one a minute, with the count since the last. */
+	int64_t misrouted_warned_ms, misrouted_warned_n;
 
 	/* commit.overlap: up to `depth` committer threads each send one decided batch's
 	 * transaction while this thread goes on reading, parsing and (at depth 2) deciding the
@@ -318,6 +325,29 @@ static int produce(struct worker *w, const char *topic, int32_t partition, const
 	}
 }
 
+/* Re-publishes a misrouted record, key and payload unchanged, to the partition the rule
+ * names; tracked with the batch's results, so that a crash before its delivery forwards it
+ * again (the target's dedupe on the intent id makes the second copy a repeat). */
+static void forward(struct worker *w, const struct fs_batch *b, const struct fs_item *it,
+		    struct inflight *f)
+{
+	if (it->fwd_at == SIZE_MAX) {
+		/* Its bytes were not kept (out of memory): replied stops here, a restart reads
+		 * the record again and forwards it then. */
+		if (f)
+			f->failed = true;
+		return;
+	}
+	struct fs_buf one = {.data = (char *)fs_item_fwd_payload(b, it), .len = it->fwd_len};
+	if (produce(w, w->cfg.topic_intents, it->rec.route, fs_item_fwd_key(b, it), it->fwd_key_len,
+		    &one, f) < 0) {
+		if (f)
+			f->failed = true;
+		return;
+	}
+	w->n.forwards_sent++;
+}
+
 /* Room for n messages in the produce arrays. */
 static bool msgs_reserve(struct worker *w, uint32_t n)
 {
@@ -353,6 +383,10 @@ static void publish_results(struct worker *w, struct part *p, struct fs_batch *b
 		const struct fs_item *it = &b->items[i];
 		if (it->cls == FS_ITEM_TICK)
 			continue;
+		if (it->cls == FS_ITEM_FORWARD) {
+			forward(w, b, it, f);
+			continue;
+		}
 		const char *key = it->rec.has_intent ? it->rec.intent_id : it->rec.sku;
 		if (!batched) {
 			fs_buf_clear(&w->out);
@@ -705,6 +739,8 @@ static void count_batch(struct worker *w, const struct fs_batch *b)
 	w->n.conflicts += b->counts.conflicts;
 	w->n.invalid += b->counts.invalid;
 	w->n.sale += b->counts.sale;
+	w->n.forwarded += b->counts.forwarded;
+	w->n.wrong_partition += b->counts.wrong_partition;
 	w->n.batches++;
 	if (b->counts.records - b->counts.invalid > w->cfg.batch_max)
 		w->n.batches_behind++;
@@ -1269,6 +1305,11 @@ static void part_answer_again(struct worker *w, struct part *p)
 		struct fs_item *it = &b->items[i];
 		it->first_partition = it->rec.partition;
 		it->first_offset = it->rec.offset;
+		if (it->rec.misrouted) {
+			/* Parsing is pure: misrouted then, misrouted now; forwarded again. */
+			it->cls = FS_ITEM_FORWARD;
+			continue;
+		}
 		if (it->rec.kind == FS_KIND_INVALID) {
 			/* Parsing is pure: the same bytes give the same reason. */
 			it->cls = FS_ITEM_INVALID;
@@ -1379,7 +1420,14 @@ static void on_message(struct worker *w, rd_kafka_message_t *m)
 			ts < 0 ? 0 : ts, &it->rec);
 	if (it->rec.kind == FS_KIND_TICK)
 		p->tick_pending = false;
-	if (target != &p->again && it->rec.kind != FS_KIND_INVALID)
+	if (it->rec.misrouted &&
+	    fs_batch_keep(target, it, m->key, m->key_len, m->payload, m->len) < 0) {
+		fs_error("partition %" PRId32 ": out of memory keeping a misrouted record at "
+			 "%" PRId64 "; it is forwarded after a restart",
+			 p->id, off);
+		it->fwd_at = SIZE_MAX;
+	}
+	if (target != &p->again && it->rec.kind != FS_KIND_INVALID && !it->rec.misrouted)
 		p->batch_costly++;
 }
 
@@ -1483,6 +1531,20 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
 		for (int i = 0; i < parts->cnt; i++) {
 			rd_kafka_topic_partition_t *tp = &parts->elems[i];
+			if (tp->partition >= w->limits.partitions) {
+				/* The topic grew while we ran: the rule's count is the recorded
+				 * one. */
+				fs_error("partition %" PRId32 " of %s is beyond the %" PRId32
+					 " recorded "
+					 "for the topic: it grew, and the partitioning rule would "
+					 "move "
+					 "SKUs away from their state; not consuming it (README: "
+					 "Growing "
+					 "the intents topic)",
+					 tp->partition, w->cfg.topic_intents, w->limits.partitions);
+				tp->offset = RD_KAFKA_OFFSET_END;
+				continue;
+			}
 			struct part *p = part_get(w, tp->partition);
 			if (!p) {
 				fs_error("partition %" PRId32 " out of range or out of memory; "
@@ -1554,14 +1616,36 @@ static void log_stats(struct worker *w, const char *when)
 		" stalled_broken=%" PRId64 " ms_lookup=%" PRId64 " ms_decide=%" PRId64
 		" ms_commit=%" PRId64 " ms_commit_max=%" PRId64 " ms_publish=%" PRId64
 		" lookups_forced=%" PRId64 " batches_behind=%" PRId64 " stacked=%" PRId64
-		" stacked_redone=%" PRId64,
+		" stacked_redone=%" PRId64 " forwarded=%" PRId64 " forwards_sent=%" PRId64
+		" wrong_partition=%" PRId64,
 		when, w->n.records, w->n.fresh, w->n.repeats, w->n.conflicts, w->n.invalid,
 		w->n.sale, w->n.expired, w->n.ticks, w->n.batches, w->n.fenced, w->n.redo,
 		w->n.retries, w->n.unknown, w->n.unknown_committed, w->n.answered_again,
 		w->n.skipped_stale, w->n.gaps, w->n.published, w->n.delivery_failed,
 		stalled_broken(w), w->n.us_lookup / 1000, w->n.us_decide / 1000,
 		w->n.us_commit / 1000, w->n.us_commit_max / 1000, w->n.us_publish / 1000,
-		w->n.lookups_forced, w->n.batches_behind, w->n.stacked, w->n.stacked_redone);
+		w->n.lookups_forced, w->n.batches_behind, w->n.stacked, w->n.stacked_redone,
+		w->n.forwarded, w->n.forwards_sent, w->n.wrong_partition);
+}
+
+/* One line a minute at most while records arrive on the wrong partition: how many, and the
+ * fix, so that the producer's owner sees the cause without reading the stats. */
+static void warn_misrouted(struct worker *w, int64_t now)
+{
+	int64_t n = w->n.forwarded + w->n.wrong_partition;
+	if (n == w->misrouted_warned_n ||
+	    (w->misrouted_warned_ms && now - w->misrouted_warned_ms < MISROUTED_WARN_MS))
+		return;
+	fs_warn("%" PRId64 " record(s) arrived on the wrong partition of %s since the last "
+		"warning (%s); the rule is Kafka's default, toPositive(murmur2(key)) %% "
+		"%" PRId32 ": set the producer's partitioner to murmur2 (librdkafka and "
+		"confluent-kafka: partitioner=murmur2_random; sarama: "
+		"NewReferenceHashPartitioner; README: Publishing from your web tier)",
+		n - w->misrouted_warned_n, w->cfg.topic_intents,
+		w->limits.misrouted_reject ? "rejected wrong_partition" : "forwarded",
+		w->limits.partitions);
+	w->misrouted_warned_n = n;
+	w->misrouted_warned_ms = now;
 }
 
 static int handle_consumer_error(struct worker *w, rd_kafka_message_t *m)
@@ -1612,6 +1696,7 @@ static int run(struct worker *w)
 			log_stats(w, "stats");
 			w->last_stats_ms = now;
 		}
+		warn_misrouted(w, now);
 		if (w->replay && replay_progress(w, false))
 			break;
 	}
@@ -1745,6 +1830,74 @@ static void usage(FILE *out)
 		"SIGTERM or SIGINT: finish the batches already read, deliver results, exit 0.\n");
 }
 
+/* The intents topic's partition count, from the broker. */
+static int topic_partitions(struct worker *w, int32_t *out)
+{
+	rd_kafka_topic_t *t = rd_kafka_topic_new(w->producer, w->cfg.topic_intents, NULL);
+	const struct rd_kafka_metadata *md = NULL;
+	int rc = -EAGAIN;
+	if (t && rd_kafka_metadata(w->producer, 0, t, &md, METADATA_TIMEOUT_MS) ==
+			 RD_KAFKA_RESP_ERR_NO_ERROR) {
+		if (md->topic_cnt == 1 && !md->topics[0].err && md->topics[0].partition_cnt > 0) {
+			*out = md->topics[0].partition_cnt;
+			rc = 0;
+		}
+		rd_kafka_metadata_destroy(md);
+	}
+	if (t)
+		rd_kafka_topic_destroy(t);
+	return rc;
+}
+
+/* The partitioning rule's inputs (README, "Records"): the intents topic's partition count
+ * and what is done with a misrouted record, recorded for the topic at the first start. A
+ * topic grown since would move SKUs away from their state, and another mode would decide
+ * the log otherwise than a replay of it: refuse to start. Waits while the broker or Postgres
+ * cannot be reached (they may come up after us). */
+static int rule_check(struct worker *w)
+{
+	int64_t backoff = 0;
+	while (!stop_requested) {
+		int32_t n = 0, rec_n = 0;
+		char rec_mode[16] = "";
+		if (topic_partitions(w, &n) < 0) {
+			fs_warn("no partition count for topic %s from the broker yet (will retry)",
+				w->cfg.topic_intents);
+		} else if (fs_store_ensure(w->store) < 0 ||
+			   fs_store_topic_rule(w->store, w->cfg.topic_intents, n, w->cfg.misrouted,
+					       &rec_n, rec_mode) < 0) {
+			fs_warn("%s (will retry)", fs_store_error(w->store));
+		} else if (rec_n != n) {
+			fs_error(
+				"topic %s has %" PRId32 " partitions, but this database recorded "
+				"%" PRId32 " at its first start: the partitioning rule (murmur2 %% "
+				"partitions) would move SKUs away from their state; use a topic of "
+				"%" PRId32 " partitions, or move the sale (README: Growing the "
+				"intents topic)",
+				w->cfg.topic_intents, n, rec_n, rec_n);
+			return -EPERM;
+		} else if (strcmp(rec_mode, w->cfg.misrouted) != 0) {
+			fs_error("misrouted = %s, but this database decided topic %s with "
+				 "misrouted = "
+				 "%s (a replay must decide alike): set misrouted = %s, or start a "
+				 "new "
+				 "database",
+				 w->cfg.misrouted, w->cfg.topic_intents, rec_mode, rec_mode);
+			return -EPERM;
+		} else {
+			w->limits.partitions = n;
+			w->limits.misrouted_reject = strcmp(rec_mode, "reject") == 0;
+			fs_info("topic %s: %" PRId32
+				" partitions, partitioner %s, misrouted records: "
+				"%s",
+				w->cfg.topic_intents, n, FS_PARTITIONER_NAME, rec_mode);
+			return 0;
+		}
+		sleep_ms(backoff = backoff_next(w, backoff));
+	}
+	return -EINTR;
+}
+
 static int setup(struct worker *w)
 {
 	char err[512];
@@ -1791,15 +1944,6 @@ static int setup(struct worker *w)
 	w->consumer_queue = rd_kafka_queue_get_consumer(w->consumer);
 	w->intents_rkt = rd_kafka_topic_new(w->consumer, w->cfg.topic_intents, NULL);
 
-	/* Learn the intents topic's leaders now: the first tick must not wait for a metadata
-	 * round trip (an expiry is late by as much as its tick is). Best effort. */
-	rd_kafka_topic_t *t = rd_kafka_topic_new(w->producer, w->cfg.topic_intents, NULL);
-	const struct rd_kafka_metadata *md = NULL;
-	if (t && rd_kafka_metadata(w->producer, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR)
-		rd_kafka_metadata_destroy(md);
-	if (t)
-		rd_kafka_topic_destroy(t);
-
 	int rc = fs_store_open(w->cfg.pg, &w->store);
 	if (rc < 0) {
 		/* Postgres may come up after us: the loop retries; only report it. */
@@ -1833,6 +1977,11 @@ static int setup(struct worker *w)
 		w->depth = i + 1;
 	}
 
+	/* Its metadata call also teaches the producer the intents topic's leaders: the first
+	 * tick does not wait for a metadata round trip (an expiry is late by as much). */
+	rc = rule_check(w);
+	if (rc < 0)
+		return rc;
 	if (w->replay)
 		return replay_assign(w);
 	rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
@@ -2004,6 +2153,8 @@ int main(int argc, char **argv)
 	}
 	teardown(&w);
 	log_stats(&w, "exit");
+	if (rc == -EINTR)
+		rc = 0; /* stopped while waiting for the services at start */
 	if (rc == 0 && fatal_error)
 		rc = -EIO;
 	return rc == 0 ? 0 : rc == -ERANGE ? 3 : 1;

@@ -3,6 +3,7 @@
 #include "fs_record.h"
 
 #include <jansson.h>
+#include <librdkafka/rdkafka.h>
 #include <uuid/uuid.h>
 
 #include <errno.h>
@@ -316,17 +317,19 @@ static void test_reject_table(void)
 static void test_every_reason_covered(void)
 {
 	static const char *const reasons[] = {
-		"too_large",   "empty",	       "bad_json",	    "duplicate_key", "not_object",
-		"bad_version", "bad_type",     "missing_intent_id", "bad_intent_id", "missing_sku",
-		"bad_sku",     "key_mismatch", "missing_buyer_id",  "bad_buyer_id",  "missing_qty",
-		"bad_qty",     "bad_token",    "bad_stock",	    "bad_limit",     "bad_hold",
-		"bad_window",
+		"too_large",	    "empty",	       "bad_json",    "duplicate_key",
+		"not_object",	    "bad_version",     "bad_type",    "missing_intent_id",
+		"bad_intent_id",    "missing_sku",     "bad_sku",     "key_mismatch",
+		"missing_buyer_id", "bad_buyer_id",    "missing_qty", "bad_qty",
+		"bad_token",	    "bad_stock",       "bad_limit",   "bad_hold",
+		"bad_window",	    "wrong_partition",
 	};
 	for (size_t k = 0; k < sizeof reasons / sizeof reasons[0]; k++) {
 		/* too_large and empty need payloads a table row cannot hold: see
 		 * test_size_and_empty. */
-		bool found =
-			strcmp(reasons[k], "too_large") == 0 || strcmp(reasons[k], "empty") == 0;
+		bool found = strcmp(reasons[k], "too_large") == 0 ||
+			     strcmp(reasons[k], "empty") == 0 ||
+			     strcmp(reasons[k], "wrong_partition") == 0; /* test_routing */
 		for (size_t i = 0; i < sizeof reject_rows / sizeof reject_rows[0]; i++)
 			if (strcmp(reject_rows[i].reason, reasons[k]) == 0)
 				found = true;
@@ -1099,6 +1102,111 @@ static void test_flat_vs_jansson(void)
 	CHECK_CTX("%s", "");
 }
 
+/* ---- the partitioning rule ------------------------------------------------------------- */
+
+/* Kafka's own test vectors for Utils.murmur2 (clients/src/test/.../UtilsTest.java), as the
+ * signed ints Java returns. */
+static void test_murmur2_kafka_vectors(void)
+{
+	static const struct {
+		const char *key;
+		int32_t want;
+	} v[] = {
+		{"21", -973932308},
+		{"foobar", -790332482},
+		{"a-little-bit-long-string", -985981536},
+		{"a-little-bit-longer-string", -1486304829},
+		{"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971},
+		{"abc", 479470107},
+	};
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+		CHECK_CTX("murmur2('%s')", v[i].key);
+		CHECK_INT((int32_t)fs_murmur2(v[i].key, strlen(v[i].key)), v[i].want);
+	}
+	/* The issue's example: SKU1 on 4 partitions is 3 (CRC32, librdkafka's default: 2). */
+	CHECK_CTX("%s", "SKU1 on 4");
+	CHECK_INT(fs_partition_of("SKU1", 4, 4), 3);
+	CHECK_INT(fs_partition_of("", 0, 4), -1);
+	CHECK_INT(fs_partition_of("SKU1", 4, 0), -1);
+	CHECK_CTX("%s", "");
+}
+
+/* The rule against librdkafka's murmur2 partitioner (what partitioner=murmur2_random runs
+ * for a non-empty key), over random keys and partition counts. */
+static void test_partition_vs_librdkafka(uint64_t seed)
+{
+	uint64_t x = seed | 1;
+	static const int32_t counts[] = {1, 2, 3, 4, 7, 8, 12, 16, 100, 1024};
+	unsigned char key[96];
+	for (int round = 0; round < 200000; round++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		size_t len = 1 + x % sizeof key;
+		for (size_t i = 0; i < len; i++)
+			key[i] = (unsigned char)(x >> (i % 56));
+		if (round % 2)
+			for (size_t i = 0; i < len; i++)
+				key[i] = (unsigned char)("SKU-0123456789abcXYZ:._"[(x >> i) % 23]);
+		int32_t n = counts[(x >> 40) % (sizeof counts / sizeof counts[0])];
+		int32_t want = rd_kafka_msg_partitioner_murmur2(NULL, key, len, n, NULL, NULL);
+		if (fs_partition_of(key, len, n) != want) {
+			CHECK_CTX("seed %llu round %d len %zu partitions %d",
+				  (unsigned long long)seed, round, len, n);
+			CHECK_INT(fs_partition_of(key, len, n), want);
+			break;
+		}
+	}
+	CHECK(1);
+	CHECK_CTX("%s", "");
+}
+
+/* What the parser does with the rule: the right partition decides, a wrong one forwards
+ * (the record parsed all the same) or, in reject mode, rejects wrong_partition; records
+ * without a key are not checked. */
+static void test_routing(void)
+{
+	static const char buy[] = "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U1
+				  "\",\"sku\":\"SKU1\",\"buyer_id\":\"b\",\"qty\":1}";
+	struct fs_record_limits lim = {.partitions = 4};
+	struct fs_record r;
+	CHECK_INT(fs_record_parse(&lim, "SKU1", 4, buy, strlen(buy), 3, 7, 1, &r), 0);
+	CHECK_INT(r.route, 3);
+	CHECK(!r.misrouted);
+	CHECK_INT(r.kind, FS_KIND_BUY);
+
+	CHECK_INT(fs_record_parse(&lim, "SKU1", 4, buy, strlen(buy), 2, 7, 1, &r), 0);
+	CHECK_INT(r.route, 3);
+	CHECK(r.misrouted);
+	CHECK_INT(r.kind, FS_KIND_BUY);
+	CHECK_STR(r.intent_id, U1);
+
+	/* Bad content on the wrong partition: still forwarded (the right one rejects it). */
+	CHECK_INT(fs_record_parse(&lim, "SKU1", 4, "{oops", 5, 2, 8, 1, &r), -EINVAL);
+	CHECK(r.misrouted);
+	CHECK_INT(r.kind, FS_KIND_INVALID);
+
+	/* No key (a tick) or no count: not checked. */
+	static const char tick[] = "{\"v\":1,\"type\":\"tick\"}";
+	CHECK_INT(fs_record_parse(&lim, NULL, 0, tick, strlen(tick), 2, 9, 1, &r), 0);
+	CHECK_INT(r.route, -1);
+	CHECK(!r.misrouted);
+	struct fs_record_limits off = {0};
+	CHECK_INT(fs_record_parse(&off, "SKU1", 4, buy, strlen(buy), 2, 7, 1, &r), 0);
+	CHECK_INT(r.route, -1);
+	CHECK(!r.misrouted);
+
+	lim.misrouted_reject = true;
+	CHECK_INT(fs_record_parse(&lim, "SKU1", 4, buy, strlen(buy), 2, 7, 1, &r), -EINVAL);
+	CHECK_INT(r.kind, FS_KIND_INVALID);
+	CHECK_STR(r.reject_reason, "wrong_partition");
+	CHECK(!r.misrouted);
+	CHECK_INT(r.route, 3);
+	CHECK(r.has_intent); /* answered on the intent id: the buyer's waiter sees why */
+	CHECK_STR(r.intent_id, U1);
+	CHECK_INT(fs_record_parse(&lim, "SKU1", 4, buy, strlen(buy), 3, 7, 1, &r), 0);
+}
+
 int main(int argc, char **argv)
 {
 	struct check_args a = check_parse_args(argc, argv);
@@ -1122,5 +1230,10 @@ int main(int argc, char **argv)
 	test_uuid_vs_libuuid();
 	test_uuid_v7();
 	test_flat_vs_jansson();
+	test_murmur2_kafka_vectors();
+	uint64_t seed = check_seed(&a);
+	printf("test_record: seed %llu\n", (unsigned long long)seed);
+	test_partition_vs_librdkafka(seed);
+	test_routing();
 	return check_done("test_record");
 }
