@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <libpq-fe.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +91,8 @@ static int32_t lead_of(const struct timing *t, const rd_kafka_message_t *m, int6
 	struct fs_record r;
 	fs_record_parse(&t->limits, m->key, m->key_len, m->payload, m->len, m->partition, m->offset,
 			0, &r);
-	*tick = r.kind == FS_KIND_TICK;
+	/* A misrouted record has no answer of its own: its forwarded copy has (timed there). */
+	*tick = r.kind == FS_KIND_TICK || r.misrouted;
 	int64_t minted = r.intent_id[0] ? fs_uuid_v7_ms(r.intent_id) : -1;
 	if (minted < 0 || ts - minted <= INT32_MIN || ts - minted > INT32_MAX)
 		return NO_LEAD;
@@ -230,6 +232,9 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 			   .append_time_in = true,
 			   .append_time_out = true};
 	t.limits.bytes_max = (size_t)cfg->record_max_bytes;
+	PGconn *pg = flashsale_pg(fs);
+	if (pg && cli_topic_rule(pg, cfg->topic_intents, &t.limits) < 0)
+		return 1;
 	t.nparts = cli_topic_ends(fs, cfg->topic_intents, &ends);
 	int rparts = t.nparts < 0 ? -1 : cli_topic_ends(fs, cfg->topic_results, &rends);
 	free(rends);
