@@ -1,0 +1,65 @@
+#!/usr/bin/python3
+"""A web tier's buy publisher written with confluent-kafka for Python (librdkafka), as
+tests/integration/45-web-tier-clients.sh runs it and README.md ("Publishing from your web
+tier") shows it. librdkafka's default partitioner is consistent_random (CRC32 of the key), not
+the rule: partitioner=murmur2_random is, murmur2(key) % partitions as Kafka's Java client does.
+
+    /usr/bin/python3 tests/clients/confluent_producer.py BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...
+
+Publishes BUYERS_PER_SKU buys for each SKU (buyer ids BUYER_PREFIX-1, -2, ...) and prints one
+line per delivered buy: INTENT_ID SKU PARTITION OFFSET; exit 1 if one was not delivered. With
+CLIENT_DEFAULT_PARTITIONER=1 in the environment it keeps librdkafka's default partitioner (the
+test's misrouting client).
+"""
+import json
+import os
+import sys
+import uuid
+
+from confluent_kafka import Producer
+
+
+def main():
+    if len(sys.argv) < 6:
+        sys.exit("usage: confluent_producer.py BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...")
+    brokers, topic, prefix, per_sku, skus = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
+    # Each checkout attempt's record is made once, with its intent id; a retry sends it again.
+    pending = [(sku, json.dumps({"v": 1, "type": "buy", "intent_id": str(uuid.uuid4()), "sku": sku,
+                                 "buyer_id": "%s-%d" % (prefix, i), "qty": 1}, separators=(",", ":")))
+               for sku in skus for i in range(1, per_sku + 1)]
+
+    # README:begin
+    conf = {
+        "bootstrap.servers": brokers,
+        "enable.idempotence": True,
+        "acks": "all",
+        "partitioner": "murmur2_random",  # the rule; librdkafka's default is CRC32
+    }
+    # README:end
+    if os.environ.get("CLIENT_DEFAULT_PARTITIONER"):
+        del conf["partitioner"]
+    producer = Producer(conf)
+    for attempt in range(3):
+        failed = []
+
+        def delivered(err, msg, sku, body):
+            if err is not None:
+                failed.append((sku, body))  # sent again as it is: the same intent id
+            else:
+                print(json.loads(body)["intent_id"], sku, msg.partition(), msg.offset())
+
+        for sku, body in pending:
+            producer.produce(topic, key=sku, value=body,
+                             on_delivery=lambda err, msg, sku=sku, body=body: delivered(err, msg, sku, body))
+            producer.poll(0)
+        if producer.flush(60) != 0:
+            sys.exit("confluent_producer.py: records still queued after 60 s")
+        pending = failed
+        if not pending:
+            break
+    if pending:
+        sys.exit("confluent_producer.py: %d buys not delivered" % len(pending))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+// A web tier's buy publisher written with franz-go (kgo), as tests/integration/45-web-tier-clients.sh
+// runs it and README.md ("Publishing from your web tier") shows it. kgo's default partitioner
+// hashes a record's key with murmur2 as Kafka's Java client does (the rule), and its producer
+// is idempotent with acks=all by default: the options below only say so.
+//
+//	franz BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...
+//
+// Publishes BUYERS_PER_SKU buys for each SKU (buyer ids BUYER_PREFIX-1, -2, ...) and prints
+// one line per delivered buy: INTENT_ID SKU PARTITION OFFSET; exit 1 if one was not delivered.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// newIntentID: a random (version 4) UUID, made once per checkout attempt.
+func newIntentID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func main() {
+	if len(os.Args) < 6 {
+		fmt.Fprintln(os.Stderr, "usage: franz BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...")
+		os.Exit(2)
+	}
+	brokers, topic, prefix := strings.Split(os.Args[1], ","), os.Args[2], os.Args[3]
+	perSku, err := strconv.Atoi(os.Args[4])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "franz: BUYERS_PER_SKU:", err)
+		os.Exit(2)
+	}
+	// Each checkout attempt's record is made once, with its intent id; a retry sends it again.
+	var pending []*kgo.Record
+	intentOf := map[*kgo.Record]string{}
+	for _, sku := range os.Args[5:] {
+		for i := 1; i <= perSku; i++ {
+			id := newIntentID()
+			body := fmt.Sprintf(`{"v":1,"type":"buy","intent_id":"%s","sku":"%s","buyer_id":"%s-%d","qty":1}`,
+				id, sku, prefix, i)
+			r := &kgo.Record{Key: []byte(sku), Value: []byte(body)}
+			intentOf[r] = id
+			pending = append(pending, r)
+		}
+	}
+
+	// README:begin
+	client, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), // the default, as is idempotence
+		// No kgo.RecordPartitioner: the default hashes the key with murmur2, which is the rule.
+	)
+	// README:end
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "franz:", err)
+		os.Exit(1)
+	}
+	for attempt := 1; len(pending) > 0 && attempt <= 3; attempt++ {
+		var again []*kgo.Record // the same records, so the same intent ids
+		for _, r := range client.ProduceSync(context.Background(), pending...) {
+			if r.Err != nil {
+				fmt.Fprintln(os.Stderr, "franz:", r.Err)
+				again = append(again, r.Record)
+				continue
+			}
+			fmt.Printf("%s %s %d %d\n", intentOf[r.Record], r.Record.Key, r.Record.Partition, r.Record.Offset)
+		}
+		pending = again
+	}
+	client.Close()
+	if len(pending) > 0 {
+		fmt.Fprintf(os.Stderr, "franz: %d buys not delivered\n", len(pending))
+		os.Exit(1)
+	}
+}

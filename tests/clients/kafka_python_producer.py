@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""A web tier's buy publisher written with kafka-python, as
+tests/integration/45-web-tier-clients.sh runs it and README.md ("Publishing from your web
+tier") shows it. kafka-python's default partitioner hashes the key with murmur2 as Kafka's
+Java client does: the rule, murmur2(key) % partitions.
+
+    /usr/bin/python3 tests/clients/kafka_python_producer.py BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...
+
+Publishes BUYERS_PER_SKU buys for each SKU (buyer ids BUYER_PREFIX-1, -2, ...) and prints one
+line per delivered buy: INTENT_ID SKU PARTITION OFFSET; exit 1 if one was not delivered.
+"""
+import json
+import sys
+import uuid
+
+from kafka import KafkaProducer
+from kafka.errors import KafkaError
+
+
+def main():
+    if len(sys.argv) < 6:
+        sys.exit("usage: kafka_python_producer.py BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...")
+    brokers, topic, prefix, per_sku, skus = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
+    # Each checkout attempt's record is made once, with its intent id; a retry sends it again.
+    pending = [(sku, json.dumps({"v": 1, "type": "buy", "intent_id": str(uuid.uuid4()), "sku": sku,
+                                 "buyer_id": "%s-%d" % (prefix, i), "qty": 1}, separators=(",", ":")))
+               for sku in skus for i in range(1, per_sku + 1)]
+
+    # README:begin
+    settings = dict(bootstrap_servers=brokers.split(","), acks="all", retries=5,
+                    max_in_flight_requests_per_connection=1,
+                    key_serializer=str.encode, value_serializer=str.encode)
+    # kafka-python 2.1 and later have an idempotent producer; 2.0.2 (Debian 12's) has none, and a
+    # retry of its may store a buy twice: the worker answers the copy as a repeat of the intent.
+    if "enable_idempotence" in KafkaProducer.DEFAULT_CONFIG:
+        settings["enable_idempotence"] = True
+    # No partitioner: the default hashes the key with murmur2, which is the rule.
+    producer = KafkaProducer(**settings)
+    for attempt in range(3):
+        sent = [(sku, body, producer.send(topic, key=sku, value=body)) for sku, body in pending]
+        pending = []
+        for sku, body, future in sent:
+            try:
+                meta = future.get(timeout=30)
+            except KafkaError:
+                pending.append((sku, body))  # sent again as it is: the same intent id
+                continue
+            print(json.loads(body)["intent_id"], sku, meta.partition, meta.offset)
+        if not pending:
+            break
+    producer.close()
+    # README:end
+    if pending:
+        sys.exit("kafka_python_producer.py: %d buys not delivered" % len(pending))
+
+
+if __name__ == "__main__":
+    main()
