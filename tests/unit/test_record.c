@@ -1147,7 +1147,8 @@ static void test_partition_vs_librdkafka(uint64_t seed)
 			key[i] = (unsigned char)(x >> (i % 56));
 		if (round % 2)
 			for (size_t i = 0; i < len; i++)
-				key[i] = (unsigned char)("SKU-0123456789abcXYZ:._"[(x >> (i % 56)) % 23]);
+				key[i] = (unsigned char)("SKU-0123456789abcXYZ:._"[(x >> (i % 56)) %
+										   23]);
 		int32_t n = counts[(x >> 40) % (sizeof counts / sizeof counts[0])];
 		int32_t want = rd_kafka_msg_partitioner_murmur2(NULL, key, len, n, NULL, NULL);
 		if (fs_partition_of(key, len, n) != want) {
