@@ -97,6 +97,12 @@ const char *fs_kind_name(enum fs_kind kind);
  * value; fs_partition_of returns -1 for an empty key or partitions < 1. */
 uint32_t fs_murmur2(const void *key, size_t len);
 int32_t fs_partition_of(const void *key, size_t len, int32_t partitions);
+/* True if the rule names another partition than the record's own (misrouted, in either
+ * mode: forwarded, or rejected wrong_partition). */
+static inline bool fs_record_off_route(const struct fs_record *r)
+{
+	return r->route >= 0 && r->route != r->partition;
+}
 /* The rule's name, as results and messages give it. */
 #define FS_PARTITIONER_NAME "murmur2"
 

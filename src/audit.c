@@ -66,7 +66,7 @@ static const struct check checks[] = {
 	 "AND p.topic = $2 AND p.part = f.part LEFT JOIN topics t ON t.topic = $2 WHERE p.part "
 	 "IS NULL OR f.off < p.first_offset OR f.off >= p.next_offset OR t.topic IS NULL OR "
 	 "f.to_part >= t.partitions LIMIT 20"},
-	{"INV-2", "every forwarded intent was decided where it was forwarded",
+	{"INV-2", "every forwarded intent has its decision (or its reject where it was forwarded)",
 	 "SELECT f.part, f.off, f.to_part, f.intent_id FROM forwards f WHERE f.kind IS NOT NULL "
 	 "AND NOT EXISTS (SELECT 1 FROM decisions d WHERE d.intent_id = f.intent_id AND d.kind = "
 	 "f.kind) AND NOT EXISTS (SELECT 1 FROM rejects j WHERE j.intent_id = f.intent_id AND "

@@ -230,7 +230,7 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 			break;
 		case FS_ITEM_INVALID:
 			b->counts.invalid++;
-			if (it->rec.route >= 0 && it->rec.route != it->rec.partition)
+			if (fs_record_off_route(&it->rec))
 				b->counts.wrong_partition++;
 			break;
 		case FS_ITEM_SALE:

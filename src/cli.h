@@ -4,6 +4,7 @@
 
 #include "flashsale.h"
 
+#include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 
 #include <getopt.h> /* optind: cli_parse leaves the positional arguments at argv[optind] */
@@ -21,7 +22,6 @@ int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *dif
 /* Reads the partitioning rule recorded for the topic (the schema's `topics`) into limits;
  * leaves them unchecked if no worker recorded one yet. 0, or -EIO (said on stderr). */
 struct fs_record_limits;
-typedef struct pg_conn PGconn;
 int cli_topic_rule(PGconn *pg, const char *topic, struct fs_record_limits *limits);
 
 /* The global options as given (for commands that start another program with them). */

@@ -621,7 +621,7 @@ int fs_record_parse(const struct fs_record_limits *limits, const void *key, size
 	out->route =
 		limits->partitions > 0 ? fs_partition_of(key, key_len, limits->partitions) : -1;
 	int rc = parse_payload(limits, key, key_len, payload, payload_len, out);
-	if (out->route < 0 || out->route == partition)
+	if (!fs_record_off_route(out))
 		return rc;
 	/* The rule is checked before what the record says: a record on the wrong partition is
 	 * not decided here whatever it holds (the right partition decides it, bad or good). The

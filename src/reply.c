@@ -34,7 +34,7 @@ void fs_reply_result(struct fs_buf *out, const struct fs_item *it)
 		fs_buf_str(out, d->reason);
 		fs_buf_str(out, "\"");
 	}
-	if (r->kind == FS_KIND_INVALID && r->route >= 0 && r->route != r->partition) {
+	if (r->kind == FS_KIND_INVALID && fs_record_off_route(r)) {
 		/* wrong_partition: where the rule puts it, so the producer's owner sees the fix */
 		fs_buf_str(out, ",\"expected_partition\":");
 		fs_buf_int(out, r->route);

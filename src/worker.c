@@ -1544,14 +1544,12 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 			if (tp->partition >= w->limits.partitions) {
 				/* The topic grew while we ran: the rule's count is the recorded
 				 * one. */
-				fs_error("partition %" PRId32 " of %s is beyond the %" PRId32
-					 " recorded "
-					 "for the topic: it grew, and the partitioning rule would "
-					 "move "
-					 "SKUs away from their state; not consuming it (README: "
-					 "Growing "
-					 "the intents topic)",
-					 tp->partition, w->cfg.topic_intents, w->limits.partitions);
+				fs_error(
+					"partition %" PRId32 " of %s is beyond the %" PRId32
+					" recorded for the topic: it grew, and the partitioning "
+					"rule would move SKUs away from their state; not consuming "
+					"it (README: Growing the intents topic)",
+					tp->partition, w->cfg.topic_intents, w->limits.partitions);
 				tp->offset = RD_KAFKA_OFFSET_END;
 				continue;
 			}
@@ -1888,18 +1886,15 @@ static int rule_check(struct worker *w)
 			return -EPERM;
 		} else if (strcmp(rec_mode, w->cfg.misrouted) != 0) {
 			fs_error("misrouted = %s, but this database decided topic %s with "
-				 "misrouted = "
-				 "%s (a replay must decide alike): set misrouted = %s, or start a "
-				 "new "
-				 "database",
+				 "misrouted = %s (a replay must decide alike): set misrouted = %s, "
+				 "or start a new database",
 				 w->cfg.misrouted, w->cfg.topic_intents, rec_mode, rec_mode);
 			return -EPERM;
 		} else {
 			w->limits.partitions = n;
 			w->limits.misrouted_reject = strcmp(rec_mode, "reject") == 0;
-			fs_info("topic %s: %" PRId32
-				" partitions, partitioner %s, misrouted records: "
-				"%s",
+			fs_info("topic %s: %" PRId32 " partitions, partitioner %s, misrouted "
+				"records: %s",
 				w->cfg.topic_intents, n, FS_PARTITIONER_NAME, rec_mode);
 			return 0;
 		}
