@@ -14,19 +14,14 @@ test's misrouting client).
 import json
 import os
 import sys
-import uuid
 
 from confluent_kafka import Producer
 
+import buys
+
 
 def main():
-    if len(sys.argv) < 6:
-        sys.exit("usage: confluent_producer.py BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...")
-    brokers, topic, prefix, per_sku, skus = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
-    # Each checkout attempt's record is made once, with its intent id; a retry sends it again.
-    pending = [(sku, json.dumps({"v": 1, "type": "buy", "intent_id": str(uuid.uuid4()), "sku": sku,
-                                 "buyer_id": "%s-%d" % (prefix, i), "qty": 1}, separators=(",", ":")))
-               for sku in skus for i in range(1, per_sku + 1)]
+    brokers, topic, pending = buys.from_args("confluent_producer.py")
 
     # README:begin
     conf = {

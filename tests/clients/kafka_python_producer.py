@@ -11,20 +11,15 @@ line per delivered buy: INTENT_ID SKU PARTITION OFFSET; exit 1 if one was not de
 """
 import json
 import sys
-import uuid
 
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+import buys
+
 
 def main():
-    if len(sys.argv) < 6:
-        sys.exit("usage: kafka_python_producer.py BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...")
-    brokers, topic, prefix, per_sku, skus = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
-    # Each checkout attempt's record is made once, with its intent id; a retry sends it again.
-    pending = [(sku, json.dumps({"v": 1, "type": "buy", "intent_id": str(uuid.uuid4()), "sku": sku,
-                                 "buyer_id": "%s-%d" % (prefix, i), "qty": 1}, separators=(",", ":")))
-               for sku in skus for i in range(1, per_sku + 1)]
+    brokers, topic, pending = buys.from_args("kafka_python_producer.py")
 
     # README:begin
     settings = dict(bootstrap_servers=brokers.split(","), acks="all", retries=5,

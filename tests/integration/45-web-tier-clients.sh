@@ -155,8 +155,19 @@ clean_end() {
 	fi
 }
 
+# publish_defaults: every client but the first (which each phase runs alone), with its default
+# partitioner.
+publish_defaults() {
+	local c name
+	for c in "${CLIENTS_RUN[@]:1}"; do
+		name=${c%%:*}
+		[ "${c#*:}" = MUR ] || name+=-default
+		publish "$name" "${c%%:*}" "${c#*:}" CLIENT_DEFAULT_PARTITIONER=1
+	done
+}
+
 forward_phase() {
-	local c name total mis
+	local name total mis
 	say "== misrouted = forward (the default)"
 	setup_phase
 	# The first client alone: its forwarded buys are decided like any other, so with more
@@ -164,11 +175,7 @@ forward_phase() {
 	publish confluent-default confluent CRC CLIENT_DEFAULT_PARTITIONER=1
 	wait_until 60 "confluent's $NBUYS buys decided" "[ \$(n_decisions) -ge $NBUYS ]"
 	held_each
-	for c in "${CLIENTS_RUN[@]:1}"; do
-		name=${c%%:*}
-		[ "${c#*:}" = MUR ] || name+=-default
-		publish "$name" "${c%%:*}" "${c#*:}" CLIENT_DEFAULT_PARTITIONER=1
-	done
+	publish_defaults
 	total=$(outs | wc -l)
 	fs wait --timeout 60 --quiet || die "records not decided in time"
 	wait_until 60 "$total decisions" "[ \$(n_decisions) -ge $total ]"
@@ -203,7 +210,7 @@ forward_phase() {
 }
 
 reject_phase() {
-	local c name right mis
+	local right mis
 	say "== misrouted = reject"
 	IT_CONF_EXTRA="${IT_CONF_EXTRA:+$IT_CONF_EXTRA
 }misrouted = reject"
@@ -221,11 +228,7 @@ reject_phase() {
 			assert_eq "0|${STOCK[$s]}" "$(sql "SELECT held, available FROM skus WHERE sku = '$s'")" "$s (misrouted by confluent) held|available"
 		fi
 	done
-	for c in "${CLIENTS_RUN[@]:1}"; do
-		name=${c%%:*}
-		[ "${c#*:}" = MUR ] || name+=-default
-		publish "$name" "${c%%:*}" "${c#*:}" CLIENT_DEFAULT_PARTITIONER=1
-	done
+	publish_defaults
 	right=$(outs | awk '$3 == $5' | wc -l)
 	mis=$(outs | awk '$3 != $5' | wc -l)
 	[ "$mis" -gt 0 ] || fail "no buy was misrouted: the test proves nothing"

@@ -11,49 +11,23 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"flashsale/tests/clients/go/buys"
 )
 
-// newIntentID: a random (version 4) UUID, made once per checkout attempt.
-func newIntentID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err)
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
 func main() {
-	if len(os.Args) < 6 {
-		fmt.Fprintln(os.Stderr, "usage: franz BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...")
-		os.Exit(2)
-	}
-	brokers, topic, prefix := strings.Split(os.Args[1], ","), os.Args[2], os.Args[3]
-	perSku, err := strconv.Atoi(os.Args[4])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "franz: BUYERS_PER_SKU:", err)
-		os.Exit(2)
-	}
+	brokers, topic, buyList := buys.FromArgs("franz")
 	// Each checkout attempt's record is made once, with its intent id; a retry sends it again.
 	var pending []*kgo.Record
 	intentOf := map[*kgo.Record]string{}
-	for _, sku := range os.Args[5:] {
-		for i := 1; i <= perSku; i++ {
-			id := newIntentID()
-			body := fmt.Sprintf(`{"v":1,"type":"buy","intent_id":"%s","sku":"%s","buyer_id":"%s-%d","qty":1}`,
-				id, sku, prefix, i)
-			r := &kgo.Record{Key: []byte(sku), Value: []byte(body)}
-			intentOf[r] = id
-			pending = append(pending, r)
-		}
+	for _, b := range buyList {
+		r := &kgo.Record{Key: []byte(b.SKU), Value: []byte(b.Body)}
+		intentOf[r] = b.IntentID
+		pending = append(pending, r)
 	}
 
 	// README:begin
