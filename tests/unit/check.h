@@ -110,6 +110,15 @@ __attribute__((unused)) static struct check_args check_parse_args(int argc, char
 	return a;
 }
 
+/* One step of the tests' pseudo-random sequence (xorshift64: a nonzero x stays nonzero). */
+__attribute__((unused)) static uint64_t check_xorshift(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
 /* The seed of a randomised test: --seed N, else FS_TEST_SEED, else the time and the pid (the
  * test prints the seed it used, so any run can be repeated). */
 __attribute__((unused)) static uint64_t check_seed(const struct check_args *a)

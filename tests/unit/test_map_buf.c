@@ -327,15 +327,11 @@ static void test_arrays(void)
 		fs_arr_begin(&b);
 		int n = (int)(round % 8);
 		for (int i = 0; i < n; i++) {
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
+			check_xorshift(&x);
 			want_null[i] = x % 11 == 0;
 			int len = (int)((x >> 8) % 40);
 			for (int k = 0; k < len; k++) {
-				x ^= x << 13;
-				x ^= x >> 7;
-				x ^= x << 17;
+				check_xorshift(&x);
 				want[i][k] = alphabet[x % (sizeof alphabet - 1)];
 			}
 			want[i][len] = '\0';
@@ -372,9 +368,7 @@ static void test_buf_int(void)
 	}
 	uint64_t x = 0x9e3779b97f4a7c15ULL;
 	for (int i = 0; i < 100000; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		check_xorshift(&x);
 		int64_t v = (int64_t)(x >> (x % 64));
 		if (x & 1)
 			v = -v;

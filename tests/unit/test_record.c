@@ -864,9 +864,7 @@ static void test_fast_bad_json(void)
 	uint64_t x = 0x243f6a8885a308d3ULL;
 	char buf[8];
 	for (int round = 0; round < 200000; round++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		check_xorshift(&x);
 		size_t len = 1 + x % sizeof buf;
 		for (size_t i = 0; i < len; i++)
 			buf[i] = alphabet[(x >> (8 + 4 * i)) % (sizeof alphabet - 1)];
@@ -896,9 +894,7 @@ static void test_uuid_vs_libuuid(void)
 	char in[FS_UUID_LEN + 1];
 	for (int round = 0; round < 100000; round++) {
 		memcpy(in, U1_UPPER, sizeof in);
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		check_xorshift(&x);
 		for (int k = 0; k < (int)(x % 4); k++) {
 			uint64_t y = x >> (16 + 12 * k);
 			in[y % FS_UUID_LEN] = alphabet[(y >> 6) % (sizeof alphabet - 1)];
@@ -1005,9 +1001,7 @@ static void test_flat_vs_jansson(void)
 		CHECK(fs_record_is_flat(flat_seeds[i], strlen(flat_seeds[i])));
 	}
 	for (int round = 0; round < 400000; round++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		check_xorshift(&x);
 		const char *seed = flat_seeds[x % nseeds];
 		size_t len = strlen(seed);
 		memcpy(buf, seed, len);
@@ -1139,9 +1133,7 @@ static void test_partition_vs_librdkafka(uint64_t seed)
 	static const int32_t counts[] = {1, 2, 3, 4, 7, 8, 12, 16, 100, 1024};
 	unsigned char key[96];
 	for (int round = 0; round < 200000; round++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		check_xorshift(&x);
 		size_t len = 1 + x % sizeof key;
 		for (size_t i = 0; i < len; i++)
 			key[i] = (unsigned char)(x >> (i % 56));
