@@ -898,7 +898,7 @@ static void print_stats(const struct sim_stats *s, double secs)
 	printf("sim: results: %" PRId64 " delivered, %" PRId64 " failed, %" PRId64
 	       " doubled, %" PRId64 " answered again (%" PRId64 " conflicts, %" PRId64
 	       " invalid), %" PRId64 " expiries; %" PRId64 " ticks appended, %" PRId64
-	       " stale skipped, %" PRId64 " in hand after a fence\n",
+	       " stale skipped, %" PRId64 " in hand after a fence (dropped, read again)\n",
 	       s->delivered, s->deliver_failed, s->deliver_doubled, s->again_answered,
 	       s->again_conflicts, s->again_invalid, s->expired_replies, s->ticks_appended,
 	       s->skipped_stale, s->inhand_after_fence);

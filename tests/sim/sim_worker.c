@@ -402,8 +402,12 @@ static void act_done(struct sim_world *W, struct sw_worker *w)
 	struct fs_batch *target = w->inhand_again ? &p->again : &p->batch;
 	if (!p->loaded || target->len == target->cap || (target == &p->batch && batch_full(W, p)))
 		return;
-	if (p->meta.next_offset > w->inhand_rec.offset)
+	if (w->inhand_fenced) {
+		/* on_message: fenced while making room, the seek reads the message again;
+		 * pushed into the emptied batch, it would make the records before it stale. */
 		W->stats->inhand_after_fence++;
+		return;
+	}
 	push_record(W, p, target, &w->inhand_rec);
 }
 
@@ -557,6 +561,7 @@ static void process_step(struct sim_world *W, struct sw_worker *w, struct sw_par
 		p->fetch = from < 0 ? 0 : from;
 		TRACE(W, "w%d p%d fenced: stored %lld, seek %lld", w->id, (int)p->id,
 		      (long long)p->meta.next_offset, (long long)p->fetch);
+		w->inhand_fenced = true;
 		act_done(W, w);
 		return;
 	}
@@ -748,6 +753,7 @@ static void on_message(struct sim_world *W, struct sw_worker *w, struct sw_part 
 	if (target->len == target->cap || (target == &p->batch && batch_full(W, p))) {
 		/* Decide what is there first; the message waits in hand (see act_done). */
 		w->inhand = true;
+		w->inhand_fenced = false;
 		w->inhand_again = target == &p->again;
 		w->inhand_rec = m->parsed;
 		if (target == &p->batch)

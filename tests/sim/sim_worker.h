@@ -92,6 +92,7 @@ struct sw_worker {
 	uint64_t token; /* the commit token of the store's last attempt (fs_store's s->token) */
 	/* on_message found its batch full and ran it first: the message still in hand. */
 	bool inhand, inhand_again;
+	bool inhand_fenced; /* the activity it waits for was fenced: it is read again */
 	struct fs_record inhand_rec;
 	uint32_t assign_set;
 	int assign_i;
