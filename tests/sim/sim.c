@@ -4,7 +4,8 @@
  *   sim --seeds 10000            sweep seeds 1..10000 (stops at the first failing seed)
  *   sim --seed 1234 [--trace]    one seed, with a summary (and every step with --trace)
  *   sim --seed 1234 --seeds 100  seeds 1234..1333
- *   sim --mutate no-cas|no-dedupe   break the simulated store on purpose: the sweep must fail
+ *   sim --mutate no-cas|no-dedupe|no-reforward   break the store or the worker on purpose:
+ *                                the sweep must fail
  *   FS_SIM_SEEDS=N               overrides the seed count of a plain --seeds sweep
  *
  * A failing seed prints itself and the command that replays it; everything a seed does comes
@@ -20,7 +21,11 @@
  *   of buyers, verbatim repeats of earlier records, retries with an upper-case intent id,
  *   conflicts (same id, another body), confirms and cancels of earlier buys (and of unknown
  *   ids), ticks, and bad input (garbage bytes, broken JSON, duplicate keys, wrong or missing
- *   key, bad fields, oversized payloads). The workers append ticks of their own.
+ *   key, bad fields, oversized payloads). Keyed records go to the partition the partitioning
+ *   rule names (murmur2 of the key), except a share per seed that a web tier with another
+ *   partitioner puts elsewhere: the workers forward those (or, in one seed in four, reject them
+ *   wrong_partition), and a forward's delivery appends the same bytes to its partition's log.
+ *   The workers append ticks of their own.
  * - The store (sim_store.c): the tables and statements of src/store.c, with the offset
  *   compare-and-set and its commit token, the dedupe on (intent id, kind), the lookup by
  *   (intent id, kind) pairs, the guards and CHECK constraints, all-or-nothing commits, and
@@ -64,7 +69,9 @@
  *
  * Mutations: --mutate no-cas makes the simulated commit ignore the expected offset, and
  * --mutate no-dedupe makes the store forget intent ids (the lookup finds nothing, the insert
- * adds a second row). The sweep must then fail (tests/sim/meson.build: should_fail).
+ * adds a second row), and --mutate no-reforward makes a restarted worker skip the forwards of
+ * the misrouted records it reads below the stored offset. The sweep must then fail
+ * (tests/sim/meson.build: should_fail).
  *
  * Bugs of src/ this simulator found, all fixed (tests/sim/meson.build lists them): the default
  * sweep runs every path they were on, and the checks above would catch each one again.
@@ -232,19 +239,23 @@ static void gen_uuid(struct rng *r, char out[FS_UUID_LEN + 1])
 	out[FS_UUID_LEN] = '\0';
 }
 
-static int key_part(const struct sim_world *W, const struct gen *G, const char *key, size_t n)
+/* The partition a keyed record belongs on: the rule (murmur2), as every producer of ours and
+ * a web tier with the right partitioner publishes; an empty key goes anywhere. */
+static int key_part(struct sim_world *W, const char *key, size_t n)
 {
-	for (int i = 0; i < G->n_skus; i++)
-		if (strlen(G->sku[i]) == n && memcmp(G->sku[i], key, n) == 0)
-			return G->sku_part[i];
-	return (int)(fs_hash_bytes(key, n, 7) % (uint64_t)W->n_parts);
+	int32_t part = fs_partition_of(key, n, W->n_parts);
+	return part >= 0 ? part : (int)rng_below(&W->rng, (uint32_t)W->n_parts);
 }
 
 static void append(struct sim_world *W, struct gen *G, const char *key, size_t key_len,
 		   const char *val, size_t val_len)
 {
-	int part =
-		key ? key_part(W, G, key, key_len) : (int)rng_below(&W->rng, (uint32_t)W->n_parts);
+	int part = key ? key_part(W, key, key_len) : (int)rng_below(&W->rng, (uint32_t)W->n_parts);
+	if (key && key_len && W->n_parts > 1 && rng_chance(&W->rng, W->f.misroute)) {
+		/* A web tier with another partitioner: any other partition. */
+		part = (part + 1 + (int)rng_below(&W->rng, (uint32_t)W->n_parts - 1)) % W->n_parts;
+		W->stats->misrouted_appended++;
+	}
 	sim_log_append(W, part, key, key_len, val, val_len);
 	const struct sim_rec *r = &W->log[part].recs.v[W->log[part].recs.len - 1];
 	if (r->parsed.kind == FS_KIND_BUY || r->parsed.kind == FS_KIND_CONFIRM ||
@@ -754,6 +765,7 @@ static void world_free(struct sim_world *W)
 		}
 		free(W->log[p].recs.v);
 		free(W->decided[p].v);
+		free(W->landed[p].v);
 	}
 	for (size_t i = 0; i < W->results.len; i++)
 		free(W->results.v[i].json);
@@ -792,6 +804,11 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	W->f.deliver_fail = PICK(r, 0, 30, 150);
 	W->f.deliver_double = PICK(r, 0, 30, 150);
 	W->f.bad_input = PICK(r, 0, 40, 100);
+	W->f.misroute = PICK(r, 0, 0, 30, 150);
+	/* The partitioning rule, checked as the live worker does; one seed in four rejects. */
+	W->limits.partitions = W->n_parts;
+	W->limits.misrouted_reject = rng_chance(r, 250);
+	W->stats->reject_mode_seeds += W->limits.misrouted_reject;
 	W->now_ms = 1700000000000 + rng_below(r, 1000000);
 	W->store = calloc(1, sizeof *W->store);
 	if (!W->store)
@@ -806,7 +823,7 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	G.n_buyers = 2 + (int)rng_below(r, sizeof buyer_names / sizeof buyer_names[0] - 1);
 	for (int s = 0; s < G.n_skus; s++) {
 		snprintf(G.sku[s], sizeof G.sku[s], "%c%d", 'A' + s, s);
-		G.sku_part[s] = s % W->n_parts;
+		G.sku_part[s] = key_part(W, G.sku[s], strlen(G.sku[s]));
 	}
 	G.total = G.remaining = 20 + (int)rng_below(r, 100);
 
@@ -860,7 +877,7 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	return ok;
 }
 
-static const char *const mutation_names[] = {"none", "no-cas", "no-dedupe"};
+static const char *const mutation_names[] = {"none", "no-cas", "no-dedupe", "no-reforward"};
 
 /* An assertion in the real code (or a crash) ends the process: say which seed it was. The
  * message is written before each seed, so the handler only has to write(2) it. */
@@ -877,8 +894,8 @@ static void on_crash(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sim [--seed N] [--seeds N] [--mutate no-cas|no-dedupe] [--trace]\n"
-		   "           [--keep-going]\n");
+	fprintf(f, "usage: sim [--seed N] [--seeds N] [--mutate no-cas|no-dedupe|no-reforward]\n"
+		   "           [--trace] [--keep-going]\n");
 }
 
 static void print_stats(const struct sim_stats *s, double secs)
@@ -902,6 +919,11 @@ static void print_stats(const struct sim_stats *s, double secs)
 	       s->delivered, s->deliver_failed, s->deliver_doubled, s->again_answered,
 	       s->again_conflicts, s->again_invalid, s->expired_replies, s->ticks_appended,
 	       s->skipped_stale, s->inhand_after_fence);
+	printf("sim: partitioning: %" PRId64 " records appended to a wrong partition, %" PRId64
+	       " forwards queued (%" PRId64 " of them again after a restart), %" PRId64
+	       " landed; %" PRId64 " seeds in reject mode\n",
+	       s->misrouted_appended, s->forwards_queued, s->forwards_again, s->forwards_landed,
+	       s->reject_mode_seeds);
 	printf("sim: lookups: %" PRId64 " stored rows of a batch's intent ids left out (another "
 	       "kind)\n",
 	       s->lookup_kinds_left);
@@ -921,7 +943,8 @@ static bool coverage_ok(const struct sim_stats *s)
 		  s->redeliveries && s->store_errors && s->deliver_failed && s->deliver_doubled &&
 		  s->again_answered && s->expired_replies && s->ticks_appended &&
 		  s->unknown_same_range && s->again_conflicts && s->again_invalid &&
-		  s->lookup_kinds_left;
+		  s->lookup_kinds_left && s->misrouted_appended && s->forwards_landed &&
+		  s->forwards_again && s->reject_mode_seeds;
 	for (int i = 0; i < AT_WHERE_COUNT; i++)
 		ok = ok && s->crash_at[i];
 	return ok;
@@ -943,7 +966,8 @@ int main(int argc, char **argv)
 			have_seeds = true;
 			i++;
 		} else if (strcmp(a, "--mutate") == 0 && v) {
-			for (int k = 1; k < 3; k++)
+			for (int k = 1; k < (int)(sizeof mutation_names / sizeof mutation_names[0]);
+			     k++)
 				if (strcmp(v, mutation_names[k]) == 0)
 					o.mutation = (enum sim_mutation)k;
 			if (!o.mutation) {

@@ -77,6 +77,9 @@ struct sim_result {
 	int32_t part;
 	int64_t off;
 	bool expire;
+	/* >= 0: not a result but the forward of misrouted record part/off to this partition of
+	 * the intents log (its delivery appends the record's bytes there); json is NULL. */
+	int32_t forward_to;
 	char *json;
 };
 
@@ -84,8 +87,10 @@ struct sim_result {
 
 enum sim_mutation {
 	MUT_NONE = 0,
-	MUT_NO_CAS = 1,	   /* the store's commit ignores the expected offset */
-	MUT_NO_DEDUPE = 2, /* the store forgets intent ids: lookup finds nothing, insert adds */
+	MUT_NO_CAS = 1,	      /* the store's commit ignores the expected offset */
+	MUT_NO_DEDUPE = 2,    /* the store forgets intent ids: lookup finds nothing, insert adds */
+	MUT_NO_REFORWARD = 3, /* a restart does not forward again what it reads below the stored
+			       * offset (as if the forward were not tracked with the results) */
 };
 
 /* Fault rates of one seed, in per mille per opportunity. */
@@ -93,6 +98,7 @@ struct sim_faults {
 	uint32_t crash, kick, rebalance, redeliver;
 	uint32_t store_err, commit_unknown, deliver_fail, deliver_double;
 	uint32_t bad_input;
+	uint32_t misroute; /* a keyed record appended to a partition the rule does not name */
 };
 
 /* Counters summed over a sweep: which fault paths really ran. */
@@ -105,6 +111,8 @@ struct sim_stats {
 	int64_t lookup_kinds_left;		/* sim_store.h: kinds_left, summed over the seeds */
 	int64_t delivered, deliver_failed, deliver_doubled, ticks_appended, skipped_stale, gaps;
 	int64_t expired_replies, inhand_after_fence, again_missing;
+	int64_t misrouted_appended, forwards_queued, forwards_landed, forwards_again;
+	int64_t reject_mode_seeds;
 };
 
 /* ---- the world of one seed ------------------------------------------------------------------ */
@@ -142,6 +150,7 @@ struct sim_world {
 	/* Observers for the checker: every successful commit per partition. */
 	VEC(uint8_t) decided[SIM_PARTS_MAX]; /* times each offset was committed */
 	int64_t last_next[SIM_PARTS_MAX];    /* stored next offset after the last commit */
+	VEC(uint8_t) landed[SIM_PARTS_MAX];  /* a forward of each offset reached the broker */
 
 	struct sim_stats *stats;
 	bool failed;

@@ -98,9 +98,10 @@ static void dump(const struct sim_store *s, int n_parts, struct lines *l)
 		line(l,
 		     "partitions %d next=%" PRId64 " first=%" PRId64 " clock=%" PRId64
 		     " records=%" PRId64 " fresh=%" PRId64 " repeats=%" PRId64 " conflicts=%" PRId64
-		     " invalid=%" PRId64 " sale=%" PRId64 " ticks=%" PRId64,
+		     " invalid=%" PRId64 " sale=%" PRId64 " ticks=%" PRId64 " forwarded=%" PRId64,
 		     p, r->next_offset, r->first_offset, r->clock_ms, r->n_records, r->n_fresh,
-		     r->n_repeats, r->n_conflicts, r->n_invalid, r->n_sale, r->n_ticks);
+		     r->n_repeats, r->n_conflicts, r->n_invalid, r->n_sale, r->n_ticks,
+		     r->n_forwarded);
 	}
 	for (size_t i = 0; i < s->decisions.len; i++) {
 		const struct ss_decision *d = &s->decisions.v[i];
@@ -118,6 +119,11 @@ static void dump(const struct sim_store *s, int n_parts, struct lines *l)
 		for (int64_t off = r->off; off <= r->off_end; off++)
 			line(l, "rejects %d off=%06" PRId64 " id=%s reason=%s", (int)r->part, off,
 			     opt(r->has_id, r->intent_id), r->reason);
+	}
+	for (size_t i = 0; i < s->forwards.len; i++) {
+		const struct ss_forward *f = &s->forwards.v[i];
+		line(l, "forwards %d off=%06" PRId64 " to=%d id=%s kind=%d", (int)f->part, f->off,
+		     (int)f->to_part, opt(f->has_id, f->intent_id), f->kind);
 	}
 	for (size_t i = 0; i < s->sales.len; i++) {
 		const struct ss_sale *r = &s->sales.v[i];
@@ -410,7 +416,9 @@ static bool check_offsets(struct sim_world *W)
 			continue;
 		/* Every offset is accounted for by exactly one class: a decisions row (fresh), a
 		 * rejects row, a sale_log row, or a counted repeat, conflict or tick. */
-		int64_t fresh = 0, invalid = 0, sale = 0;
+		int64_t fresh = 0, invalid = 0, sale = 0, fwd = 0;
+		for (size_t i = 0; i < W->store->forwards.len; i++)
+			fwd += W->store->forwards.v[i].part == p;
 		for (size_t i = 0; i < W->store->decisions.len; i++)
 			fresh += W->store->decisions.v[i].part == p;
 		for (size_t i = 0; i < W->store->rejects.len; i++) {
@@ -421,16 +429,18 @@ static bool check_offsets(struct sim_world *W)
 		for (size_t i = 0; i < W->store->sales.len; i++)
 			sale += W->store->sales.v[i].part == p;
 		if (r->n_records != len || r->n_fresh != fresh || r->n_invalid != invalid ||
-		    r->n_sale != sale ||
-		    fresh + invalid + sale + r->n_repeats + r->n_conflicts + r->n_ticks != len)
-			return sim_fail(
-				W, "INV-2",
-				"partition %d: %" PRId64 " records, counted %" PRId64
-				" (fresh %" PRId64 "/%" PRId64 " rows, invalid %" PRId64 "/%" PRId64
-				", sale %" PRId64 "/%" PRId64 ", repeats %" PRId64
-				", conflicts %" PRId64 ", ticks %" PRId64 ")",
-				p, len, r->n_records, r->n_fresh, fresh, r->n_invalid, invalid,
-				r->n_sale, sale, r->n_repeats, r->n_conflicts, r->n_ticks);
+		    r->n_sale != sale || r->n_forwarded != fwd ||
+		    fresh + invalid + sale + fwd + r->n_repeats + r->n_conflicts + r->n_ticks !=
+			    len)
+			return sim_fail(W, "INV-2",
+					"partition %d: %" PRId64 " records, counted %" PRId64
+					" (fresh %" PRId64 "/%" PRId64 " rows, invalid %" PRId64
+					"/%" PRId64 ", sale %" PRId64 "/%" PRId64
+					", forwarded %" PRId64 "/%" PRId64 ", repeats %" PRId64
+					", conflicts %" PRId64 ", ticks %" PRId64 ")",
+					p, len, r->n_records, r->n_fresh, fresh, r->n_invalid,
+					invalid, r->n_sale, sale, r->n_forwarded, fwd, r->n_repeats,
+					r->n_conflicts, r->n_ticks);
 	}
 	return true;
 }
@@ -490,6 +500,12 @@ static bool expected_expiry(const struct oracle *o, const struct fs_hold *h, int
 	return strcmp(fs_buf_cstr(buf), json) == 0;
 }
 
+/* A forward of the misrouted record p/off reached the broker (the target's log has it). */
+static bool copy_landed(const struct sim_world *W, int p, int64_t off)
+{
+	return off < (int64_t)W->landed[p].len && W->landed[p].v[off];
+}
+
 static bool check_replies(struct sim_world *W, const struct oracle *o)
 {
 	struct fs_buf buf = {0};
@@ -540,10 +556,19 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 				      (int)r->part, r->off, r->json, fs_buf_cstr(&buf));
 		}
 	}
-	/* INV-2: every buyer-facing record was answered at least once. */
+	/* INV-2: every buyer-facing record was answered at least once (a misrouted one by its
+	 * copy, which must have reached the partition the rule names). */
 	for (int p = 0; ok && p < W->n_parts; p++) {
 		const struct fs_batch *b = &o->batch[p];
 		for (uint32_t i = 0; ok && i < b->len; i++) {
+			if (b->items[i].cls == FS_ITEM_FORWARD) {
+				if (!copy_landed(W, p, i))
+					ok = sim_fail(W, "INV-2",
+						      "record %d/%u is forwarded to partition %d, "
+						      "which never got its copy",
+						      p, i, (int)b->items[i].rec.route);
+				continue;
+			}
 			enum fs_kind k = b->items[i].rec.kind;
 			bool facing = k == FS_KIND_BUY || k == FS_KIND_CONFIRM ||
 				      k == FS_KIND_CANCEL || k == FS_KIND_INVALID;

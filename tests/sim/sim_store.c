@@ -25,6 +25,7 @@ void ss_free(struct sim_store *s)
 	free(s->decisions.v);
 	free(s->rejects.v);
 	free(s->sales.v);
+	free(s->forwards.v);
 	free(s->resv.v);
 	free(s->skus.v);
 	free(s->buyers.v);
@@ -371,7 +372,7 @@ static void save_undo(struct sim_store *s, int table, size_t index)
 }
 
 struct lens {
-	size_t decisions, rejects, sales, resv, skus, buyers;
+	size_t decisions, rejects, sales, resv, skus, buyers, forwards;
 };
 
 static void rollback(struct sim_store *s, const struct lens *l)
@@ -396,6 +397,7 @@ static void rollback(struct sim_store *s, const struct lens *l)
 	s->decisions.len = l->decisions;
 	s->rejects.len = l->rejects;
 	s->sales.len = l->sales;
+	s->forwards.len = l->forwards;
 	s->resv.len = l->resv;
 	s->skus.len = l->skus;
 	s->buyers.len = l->buyers;
@@ -436,6 +438,7 @@ static int stmt_cas(struct sim_store *s, const struct fs_part_meta *meta, int64_
 	p->n_invalid += b->counts.invalid;
 	p->n_sale += b->counts.sale;
 	p->n_ticks += b->counts.ticks;
+	p->n_forwarded += b->counts.forwarded;
 	p->n_batches++;
 	p->commit_token = token;
 	if (!check(s, p->next_offset >= -1 && p->replied_offset <= p->next_offset,
@@ -670,13 +673,41 @@ static int stmt_buyers(struct sim_store *s, const struct fs_core *core, int32_t 
 	return 0;
 }
 
+/* INSERT INTO forwards: primary key (part, off); a duplicate fails the statement. */
+static int stmt_forwards(struct sim_store *s, const struct fs_batch *b, int32_t part)
+{
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (it->cls != FS_ITEM_FORWARD)
+			continue;
+		for (size_t k = 0; k < s->forwards.len; k++)
+			if (s->forwards.v[k].part == part && s->forwards.v[k].off == it->rec.offset)
+				return 2;
+		if (!check(s, it->rec.route >= 0 && it->rec.route != part,
+			   "forwards: CHECK (to_part <> part)"))
+			return 2;
+		struct ss_forward *f = VEC_PUSH(s->forwards);
+		memset(f, 0, sizeof *f);
+		f->part = part;
+		f->off = it->rec.offset;
+		f->to_part = it->rec.route;
+		f->has_id = it->rec.has_intent;
+		if (f->has_id)
+			copy_text(f->intent_id, sizeof f->intent_id, it->rec.intent_id);
+		if (it->rec.has_intent && it->rec.kind >= FS_KIND_BUY &&
+		    it->rec.kind <= FS_KIND_CANCEL)
+			f->kind = it->rec.kind;
+	}
+	return 0;
+}
+
 int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next_offset,
 	      int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
 	      uint64_t token, enum ss_fault fault, int64_t *before, bool *applied)
 {
 	int32_t part = meta->partition;
-	struct lens l = {s->decisions.len, s->rejects.len, s->sales.len,
-			 s->resv.len,	   s->skus.len,	   s->buyers.len};
+	struct lens l = {s->decisions.len, s->rejects.len, s->sales.len,   s->resv.len,
+			 s->skus.len,	   s->buyers.len,  s->forwards.len};
 	s->undo.len = 0;
 	*before = s->parts[part].exists ? s->parts[part].next_offset : -2;
 	/* BEGIN; the statements in the pipeline's order; the first failure aborts the rest. */
@@ -686,6 +717,8 @@ int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next
 		rc = stmt_decisions(s, b);
 	if (rc == 0 && (s->failed_stmt = "rejects, sale_log"))
 		rc = stmt_rejects_sales(s, b, part);
+	if (rc == 0 && (s->failed_stmt = "forwards"))
+		rc = stmt_forwards(s, b, part);
 	if (rc == 0 && (s->failed_stmt = "reservations"))
 		rc = stmt_reservations(s, core, part);
 	if (rc == 0 && (s->failed_stmt = "skus"))

@@ -23,6 +23,7 @@ struct ss_part {
 	bool exists;
 	int64_t next_offset, first_offset, replied_offset, clock_ms;
 	int64_t n_records, n_fresh, n_repeats, n_conflicts, n_invalid, n_sale, n_ticks, n_batches;
+	int64_t n_forwarded;
 	uint64_t commit_token; /* the attempt that moved next_offset last; 0: NULL */
 };
 
@@ -64,6 +65,16 @@ struct ss_sale {
 	char outcome[24];
 	bool has_reason;
 	char reason[48];
+};
+
+/* forwards: a misrouted record, and the partition the rule names; key (part, off). */
+struct ss_forward {
+	int32_t part;
+	int64_t off;
+	int32_t to_part;
+	bool has_id;
+	char intent_id[FS_UUID_LEN + 1];
+	int kind; /* 0: NULL (a record that names no intent) */
 };
 
 struct ss_resv {
@@ -112,6 +123,7 @@ struct sim_store {
 	VEC(struct ss_decision) decisions;
 	VEC(struct ss_reject) rejects;
 	VEC(struct ss_sale) sales;
+	VEC(struct ss_forward) forwards;
 	VEC(struct ss_resv) resv;
 	VEC(struct ss_sku) skus;
 	VEC(struct ss_buyer) buyers;

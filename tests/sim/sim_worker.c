@@ -78,19 +78,17 @@ void sw_free(struct sw_worker *w)
 	sw_init(w, id);
 }
 
+static void land(struct sim_world *W, struct sim_result *r);
+
 void sw_crash(struct sim_world *W, struct sw_worker *w)
 {
 	W->stats->crashes++;
 	W->stats->crash_at[sw_where(w)]++;
 	TRACE(W, "w%d CRASH at %d (%zu results queued)", w->id, (int)sw_where(w), w->queue.len);
 	/* Results already handed to the broker may land; the process learns nothing more. */
-	for (size_t i = 0; i < w->queue.len; i++) {
-		struct sim_result *r = &w->queue.v[i].r;
-		if (rng_chance(&W->rng, 500)) {
-			*VEC_PUSH(W->results) = *r;
-			r->json = NULL;
-		}
-	}
+	for (size_t i = 0; i < w->queue.len; i++)
+		if (rng_chance(&W->rng, 500))
+			land(W, &w->queue.v[i].r);
 	sw_free(w);
 	w->up = false;
 }
@@ -134,9 +132,50 @@ static void produce(struct sw_worker *w, struct fs_buf *out, struct sw_inflight 
 	m->r.part = part;
 	m->r.off = off;
 	m->r.expire = expire;
+	m->r.forward_to = -1;
 	m->r.json = sim_strndup(out->data, out->len);
 	if (f)
 		f->pending++;
+}
+
+/* forward(): the misrouted record's key and payload, unchanged, to the rule's partition; its
+ * delivery report counts with the batch's results (a restart forwards it again). */
+static void produce_forward(struct sim_world *W, struct sw_worker *w, struct sw_inflight *f,
+			    const struct fs_item *it)
+{
+	struct sw_msg *m = VEC_PUSH(w->queue);
+	memset(m, 0, sizeof *m);
+	m->f = f;
+	m->r.part = it->rec.partition;
+	m->r.off = it->rec.offset;
+	m->r.forward_to = it->rec.route;
+	W->stats->forwards_queued++;
+	if (f)
+		f->pending++;
+}
+
+/* What the broker does with a message it accepted: a result joins the results log, a forward
+ * is appended to the intents log it names (the broker stamps it). */
+static void land(struct sim_world *W, struct sim_result *r)
+{
+	if (r->forward_to < 0) {
+		*VEC_PUSH(W->results) = *r;
+		r->json = NULL;
+		return;
+	}
+	const struct sim_rec *o = &W->log[r->part].recs.v[r->off];
+	/* Copied first: appending may move the log that holds the original. */
+	char *key = o->key ? sim_strndup(o->key, o->key_len) : NULL;
+	char *val = sim_strndup(o->val, o->val_len);
+	size_t key_len = o->key_len, val_len = o->val_len;
+	W->stats->forwards_landed++;
+	VEC(uint8_t) *l = (void *)&W->landed[r->part];
+	while ((int64_t)l->len <= r->off)
+		*VEC_PUSH(*l) = 0;
+	l->v[r->off] = 1;
+	sim_log_append(W, r->forward_to, key, key_len, val, val_len);
+	free(key);
+	free(val);
 }
 
 void sw_deliver(struct sim_world *W, struct sw_worker *w, size_t i)
@@ -153,11 +192,11 @@ void sw_deliver(struct sim_world *W, struct sw_worker *w, size_t i)
 		W->stats->delivered++;
 		if (twice) {
 			W->stats->deliver_doubled++;
-			struct sim_result *d = VEC_PUSH(W->results);
-			*d = m.r;
-			d->json = sim_strndup(m.r.json, strlen(m.r.json));
+			struct sim_result d = m.r;
+			d.json = m.r.json ? sim_strndup(m.r.json, strlen(m.r.json)) : NULL;
+			land(W, &d);
 		}
-		*VEC_PUSH(W->results) = m.r;
+		land(W, &m.r);
 	}
 	/* dr_cb */
 	if (!m.f)
@@ -168,8 +207,8 @@ void sw_deliver(struct sim_world *W, struct sw_worker *w, size_t i)
 }
 
 /* publish_results: one result per record of the batch (ticks excepted). */
-static void publish_results(struct sw_worker *w, struct sw_part *p, const struct fs_batch *b,
-			    int64_t end)
+static void publish_results(struct sim_world *W, struct sw_worker *w, struct sw_part *p,
+			    const struct fs_batch *b, int64_t end)
 {
 	struct sw_inflight *f = calloc(1, sizeof *f);
 	if (!f)
@@ -180,6 +219,10 @@ static void publish_results(struct sw_worker *w, struct sw_part *p, const struct
 		const struct fs_item *it = &b->items[i];
 		if (it->cls == FS_ITEM_TICK)
 			continue;
+		if (it->cls == FS_ITEM_FORWARD) {
+			produce_forward(W, w, f, it);
+			continue;
+		}
 		fs_buf_clear(&out);
 		fs_reply_result(&out, it);
 		produce(w, &out, f, p->id, it->rec.offset, false);
@@ -387,7 +430,7 @@ static void push_record(struct sim_world *W, struct sw_part *p, struct fs_batch 
 	it->rec = *rec; /* fs_record_parse of the message: see struct sim_rec */
 	if (it->rec.kind == FS_KIND_TICK)
 		p->tick_pending = false;
-	if (target == &p->batch && it->rec.kind != FS_KIND_INVALID)
+	if (target == &p->batch && it->rec.kind != FS_KIND_INVALID && !it->rec.misrouted)
 		p->batch_costly++;
 }
 
@@ -575,7 +618,7 @@ static void process_step(struct sim_world *W, struct sw_worker *w, struct sw_par
 		if (p->meta.first_offset < 0)
 			p->meta.first_offset = b->items[0].rec.offset;
 		p->meta.clock_ms = p->core.clock_ms;
-		publish_results(w, p, b, w->next);
+		publish_results(W, w, p, b, w->next);
 		publish_expired(W, w, p);
 		fs_core_commit(&p->core);
 		batch_clear(p);
@@ -612,6 +655,13 @@ static void again_step(struct sim_world *W, struct sw_worker *w, struct sw_part 
 			struct fs_item *it = &b->items[i];
 			it->first_partition = it->rec.partition;
 			it->first_offset = it->rec.offset;
+			if (it->rec.misrouted) {
+				/* Misrouted then, misrouted now: forwarded again. */
+				it->cls = W->mutation == MUT_NO_REFORWARD ? FS_ITEM_TICK
+									  : FS_ITEM_FORWARD;
+				W->stats->forwards_again++;
+				continue;
+			}
 			if (it->rec.kind == FS_KIND_INVALID) {
 				it->cls = FS_ITEM_INVALID;
 				it->dec.outcome = FS_OUT_REJECTED;
@@ -661,7 +711,7 @@ static void again_step(struct sim_world *W, struct sw_worker *w, struct sw_part 
 		}
 		w->next = b->items[b->len - 1].rec.offset + 1;
 		W->stats->again_answered += b->len;
-		publish_results(w, p, b, w->next);
+		publish_results(W, w, p, b, w->next);
 		w->state = AG_EXPIRED;
 		return;
 	}
