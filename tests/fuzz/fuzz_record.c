@@ -63,14 +63,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct fs_decision d;
 		fs_core_decide(&core, &open, &d);
 	}
-	struct fs_record_limits limits = {.bytes_max = 4096};
+	/* The partitioning rule too: 1-4 partitions, the record on partition 0, either mode
+	 * (the reply of a wrong_partition rejection names the rule and must stay JSON). */
+	struct fs_record_limits limits = {.bytes_max = 4096,
+					  .partitions = (int32_t)(1 + offset % 4),
+					  .misrouted_reject = offset / 4 % 2 == 1};
 	struct fs_item it;
 	memset(&it, 0, sizeof it);
 	int rc = fs_record_parse(&limits, key_len ? key : NULL, key_len, payload, len, 0, offset,
 				 offset * 100, &it.rec);
 	if ((rc == 0) != (it.rec.kind != FS_KIND_INVALID) || (rc != 0 && !it.rec.reject_reason))
 		fail("parse result and reject reason disagree");
-	struct fs_record_limits ref_limits = {.bytes_max = 4096, .jansson_only = true};
+	if (it.rec.misrouted != (!limits.misrouted_reject && it.rec.route > 0) ||
+	    (it.rec.route >= 0) != (key_len > 0))
+		fail("the partitioning rule and the record disagree");
+	struct fs_record_limits ref_limits = limits;
+	ref_limits.jansson_only = true;
 	struct fs_record ref;
 	if (fs_record_parse(&ref_limits, key_len ? key : NULL, key_len, payload, len, 0, offset,
 			    offset * 100, &ref) != rc ||
