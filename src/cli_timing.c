@@ -48,7 +48,8 @@ struct tm_part {
 struct timing {
 	int nparts;
 	struct tm_part *parts;
-	int64_t records, answered, ticks, first_ms, last_in_ms, first_reply_ms, last_reply_ms;
+	int64_t records, answered, ticks, forwarded, first_ms, last_in_ms, first_reply_ms,
+		last_reply_ms;
 	int64_t *lat;  /* records entries */
 	int64_t *clat; /* records entries: from the client's publish, for client_timed of them */
 	int64_t client_timed;
@@ -64,7 +65,8 @@ static const char usage_timing[] =
 	"every such record has its answer, and prints one line:\n"
 	"  TIMING records=N answered=N ticks=N seconds=S per_s=R publish_seconds=S\n"
 	"         answer_seconds=S p50_ms= p99_ms= p999_ms= max_ms= client_timed=N\n"
-	"         client_p50_ms= client_p99_ms= client_p999_ms= client_max_ms=\n"
+	"         client_p50_ms= client_p99_ms= client_p999_ms= client_max_ms= forwarded=N\n"
+	"         last_answer_ms=EPOCH_MS\n"
 	"seconds runs from the first record published to the last answer stored (publish_seconds:\n"
 	"to the last record published; answer_seconds: from the first answer to the last); per_s "
 	"is\n"
@@ -75,7 +77,10 @@ static const char usage_timing[] =
 	"records whose id is version 7 (the client library and `load` mint them just before\n"
 	"publishing), on the client's clock. Exit 1 if an answer is missing at the timeout\n"
 	"(default 120 s). Both topics need LogAppendTime timestamps (flashsale topics create);\n"
-	"otherwise the producers' clocks are used and a warning says so.\n";
+	"otherwise the producers' clocks are used and a warning says so. A record on the wrong\n"
+	"partition (the rule recorded for the topic) is counted in forwarded, not timed: its\n"
+	"forwarded copy is, from the copy's own stamp (client_*: from the publish call).\n"
+	"last_answer_ms is when the last answer was stored.\n";
 
 static int64_t mono_ms(void)
 {
@@ -85,14 +90,17 @@ static int64_t mono_ms(void)
 }
 
 /* Ms from the time in the record's intent id to the broker's stamp ts, or NO_LEAD; *tick: a
- * tick as the worker sees it (it answers every record but ticks): the same parser. */
-static int32_t lead_of(const struct timing *t, const rd_kafka_message_t *m, int64_t ts, bool *tick)
+ * tick as the worker sees it (it answers every record but ticks), *fwd: a record the worker
+ * forwards (its copy is answered, and timed, on the partition the rule names): the same
+ * parser. */
+static int32_t lead_of(const struct timing *t, const rd_kafka_message_t *m, int64_t ts, bool *tick,
+		       bool *fwd)
 {
 	struct fs_record r;
 	fs_record_parse(&t->limits, m->key, m->key_len, m->payload, m->len, m->partition, m->offset,
 			0, &r);
-	/* A misrouted record has no answer of its own: its forwarded copy has (timed there). */
-	*tick = r.kind == FS_KIND_TICK || r.misrouted;
+	*tick = r.kind == FS_KIND_TICK;
+	*fwd = r.misrouted;
 	int64_t minted = r.intent_id[0] ? fs_uuid_v7_ms(r.intent_id) : -1;
 	if (minted < 0 || ts - minted <= INT32_MIN || ts - minted > INT32_MAX)
 		return NO_LEAD;
@@ -110,10 +118,11 @@ static void take_intent(struct timing *t, const rd_kafka_message_t *m, int64_t s
 		t->append_time_in = false;
 	if (ts < since || ts < 0)
 		return;
-	bool tick;
-	int32_t lead = lead_of(t, m, ts, &tick);
-	if (tick) {
-		t->ticks++;
+	bool tick, fwd;
+	int32_t lead = lead_of(t, m, ts, &tick, &fwd);
+	if (tick || fwd) {
+		t->ticks += tick;
+		t->forwarded += fwd;
 		return;
 	}
 	p->ts[m->offset] = ts | UNANSWERED_BIT;
@@ -293,12 +302,13 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 		       "\"publish_seconds\":%.3f,\"answer_seconds\":%.3f,\"p50_ms\":%.0f,"
 		       "\"p99_ms\":%.0f,\"p999_ms\":%.0f,\"max_ms\":%.0f,\"client_timed\":%" PRId64
 		       ",\"client_p50_ms\":%.0f,\"client_p99_ms\":%.0f,\"client_p999_ms\":%.0f,"
-		       "\"client_max_ms\":%.0f}\n"
+		       "\"client_max_ms\":%.0f,\"forwarded\":%" PRId64
+		       ",\"last_answer_ms\":%" PRId64 "}\n"
 		     : "TIMING records=%" PRId64 " answered=%" PRId64 " ticks=%" PRId64
 		       " seconds=%.3f per_s=%.0f publish_seconds=%.3f answer_seconds=%.3f "
 		       "p50_ms=%.0f p99_ms=%.0f p999_ms=%.0f max_ms=%.0f client_timed=%" PRId64
 		       " client_p50_ms=%.0f client_p99_ms=%.0f client_p999_ms=%.0f "
-		       "client_max_ms=%.0f\n";
+		       "client_max_ms=%.0f forwarded=%" PRId64 " last_answer_ms=%" PRId64 "\n";
 	printf(fmt, t.records, t.answered, t.ticks, secs, per_s,
 	       t.records ? (double)(t.last_in_ms - t.first_ms) / 1000.0 : 0.0,
 	       t.answered ? (double)(t.last_reply_ms - t.first_reply_ms) / 1000.0 : 0.0,
@@ -306,7 +316,8 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 	       pct(t.lat, t.answered, 0.999), t.answered ? (double)t.lat[t.answered - 1] : 0.0,
 	       t.client_timed, pct(t.clat, t.client_timed, 0.50), pct(t.clat, t.client_timed, 0.99),
 	       pct(t.clat, t.client_timed, 0.999),
-	       t.client_timed ? (double)t.clat[t.client_timed - 1] : 0.0);
+	       t.client_timed ? (double)t.clat[t.client_timed - 1] : 0.0, t.forwarded,
+	       t.answered ? t.last_reply_ms : 0);
 	if (t.answered < t.records)
 		cli_err("timing: %" PRId64 " of %" PRId64 " records have no answer after %" PRId64
 			" s",
