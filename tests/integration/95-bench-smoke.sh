@@ -9,9 +9,10 @@
 #      read-then-write (whose overselling is what it shows) sells no more than its stock, and
 #      sells no order key twice. The conditional statements and flashsale sell exactly their
 #      stock.
-#   3. S3 .. S6 and S5's two floors pass their checks (every intent answered), the durable one
-#      counted its flushes, S5's disk probe flushed and gave its percentiles in order, and S6's
-#      rebuilt decisions are identical to the fresh ones.
+#   3. S3 .. S7 and S5's two floors pass their checks (every intent answered), the durable one
+#      counted its flushes, S5's disk probe flushed and gave its percentiles in order, S6's
+#      rebuilt decisions are identical to the fresh ones, and S7 forwarded every buy of its
+#      misrouted run and measured its routed one.
 #   4. DIR has the report, with every section, and the chart; docs/ is untouched.
 # It runs the benchmark as a user does (build/, not the build under test, and .local/bench/ for
 # its raw rows and logs, which a real benchmark run also rewrites).
@@ -63,7 +64,7 @@ for sc in S1 S2; do
 done
 
 # 3.
-for sc in S3 S4 S5 S6; do
+for sc in S3 S4 S5 S6 S7; do
 	assert_eq ok "$(val "$(row "$sc" flashsale)" check)" "$sc check"
 done
 for f in S5-floor S5-floor-durable; do
@@ -80,10 +81,13 @@ awk -v a="$(val "$disk" p50_ms)" -v b="$(val "$disk" p99_ms)" -v c="$(val "$disk
 	-v d="$(val "$disk" max_ms)" 'BEGIN { exit !(a >= 0 && a <= b && b <= c && c <= d) }' ||
 	fail "S5-disk: percentiles out of order: $disk"
 assert_eq yes "$(val "$(row S6 flashsale)" same_decisions)" "S6 rebuilt decisions identical"
+s7=$(row S7 flashsale)
+assert_eq "$(val "$s7" requests)" "$(val "$s7" forwarded)" "S7 buys forwarded (all of them)"
+[ "$(val "$s7" routed_per_s)" -gt 0 ] 2>/dev/null || fail "S7: no rate for the routed run: $s7"
 
 # 4.
 for section in '## The machine' '## S1 hot SKU' '## S2 all winners' '## flashsale alone' \
-	'| S5 floor |' '| S5 floor, durable |' '| S5 disk alone |' '| S6 |'; do
+	'| S5 floor |' '| S5 floor, durable |' '| S5 disk alone |' '| S6 |' '| S7 |'; do
 	grep -qF "$section" "$out/BENCHMARKS.md" 2>/dev/null || fail "report: no '$section'"
 done
 [ -s "$out/benchmarks.png" ] || fail "no chart in $out"
