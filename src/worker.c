@@ -1728,6 +1728,10 @@ static bool replay_progress(struct worker *w, bool final)
 	for (int i = 0; i < w->replay_parts; i++) {
 		const struct part *p = w->parts[i];
 		int64_t next = p && p->loaded ? p->meta.next_offset : -1;
+		/* Loaded with nothing decided yet: at 0, which is also the end of an empty
+		 * partition (a replay of a topic with one waited for it forever). */
+		if (next < 0 && p && p->loaded)
+			next = 0;
 		if (next < w->replay_end[i])
 			all = false;
 		if (next > w->replay_from[i])
