@@ -44,6 +44,8 @@ static const char usage_main[] =
 	"it\n"
 	"  timing [--since MS] [--timeout S]   end-to-end rate and latency, on the broker's clock\n"
 	"                                      and from the publish call\n"
+	"  move --to FILE --partitions N       move the sale to a topic of N partitions, by "
+	"replay\n"
 	"\n"
 	"Global options:\n"
 	"  -c, --config FILE   configuration file (see config/flashsale.conf)\n"
@@ -441,7 +443,7 @@ rd_kafka_t *cli_topic_reader(flashsale_t *fs, const char *topic, int nparts, con
 }
 
 /* Records still to decide: sum over partitions of log end - stored next offset. */
-static int64_t undecided(flashsale_t *fs, const int64_t *ends, int n)
+int64_t cli_undecided(flashsale_t *fs, const int64_t *ends, int n)
 {
 	PGconn *c = flashsale_pg(fs);
 	if (!c)
@@ -501,7 +503,7 @@ static int cmd_wait(flashsale_t *fs, int argc, char **argv)
 	int64_t last_print = -1, left = -1;
 	bool tty = isatty(STDERR_FILENO);
 	for (;;) {
-		left = undecided(fs, ends, n);
+		left = cli_undecided(fs, ends, n);
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		double el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
 		if (left == 0)
@@ -683,16 +685,29 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 		return topics_delete(rk, names);
 	if (strcmp(argv[optind], "create") != 0)
 		return cli_usage(usage_topics);
+	return cli_topics_create(fs, (int)parts, (int)repl, "LogAppendTime");
+}
+
+int cli_topics_create(flashsale_t *fs, int parts, int repl, const char *intents_time)
+{
+	rd_kafka_t *rk = flashsale_producer(fs);
+	if (!rk) {
+		cli_err("topics: %s", flashsale_error(fs));
+		return 1;
+	}
+	const struct fs_config *cfg = flashsale_config(fs);
+	const char *names[] = {cfg->topic_intents, cfg->topic_results, cfg->topic_stock};
+	int rc;
 	rd_kafka_NewTopic_t *nt[3];
 	char err[512];
 	for (int i = 0; i < 3; i++) {
-		nt[i] = rd_kafka_NewTopic_new(names[i], (int)parts, (int)repl, err, sizeof err);
+		nt[i] = rd_kafka_NewTopic_new(names[i], parts, repl, err, sizeof err);
 		if (!nt[i]) {
 			cli_err("topics: %s: %s", names[i], err);
 			return 1;
 		}
 	}
-	rd_kafka_NewTopic_set_config(nt[0], "message.timestamp.type", "LogAppendTime");
+	rd_kafka_NewTopic_set_config(nt[0], "message.timestamp.type", intents_time);
 	/* The results too: `flashsale timing` reads both on the broker's one clock. */
 	rd_kafka_NewTopic_set_config(nt[1], "message.timestamp.type", "LogAppendTime");
 	rd_kafka_NewTopic_set_config(nt[0], "retention.ms", "-1");
@@ -790,7 +805,7 @@ static const struct {
 	{"stock", cmd_stock},	  {"wait", cmd_wait},	     {"summary", cmd_summary},
 	{"topics", cmd_topics},	  {"load", cli_load},	     {"audit", cli_audit},
 	{"publish", cmd_publish}, {"confirm", cmd_followup}, {"cancel", cmd_followup},
-	{"replay", cli_replay},	  {"timing", cli_timing},
+	{"replay", cli_replay},	  {"timing", cli_timing},    {"move", cli_move},
 };
 
 const char *cli_config_file;

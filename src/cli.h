@@ -15,6 +15,7 @@
 int cli_load(flashsale_t *fs, int argc, char **argv);
 int cli_audit(flashsale_t *fs, int argc, char **argv);
 int cli_replay(flashsale_t *fs, int argc, char **argv);
+int cli_move(flashsale_t *fs, int argc, char **argv);
 /* Replays the intents log through the pure core in memory and compares with Postgres (see
  * replay.c). Returns 0 when it all matches, 1 on a difference or an error (counted in diffs);
  * quiet: print no DIFF lines. */
@@ -23,6 +24,13 @@ int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *dif
  * leaves them unchecked if no worker recorded one yet. 0, or -EIO (said on stderr). */
 struct fs_record_limits;
 int cli_topic_rule(PGconn *pg, const char *topic, struct fs_record_limits *limits);
+
+/* Records still to decide: the sum over the topic's partitions of log end - stored next
+ * offset (ends from cli_topic_ends); -1 if Postgres cannot be read. */
+int64_t cli_undecided(flashsale_t *fs, const int64_t *ends, int n);
+/* Creates the configuration's three topics with `parts` partitions (the intents topic with
+ * message.timestamp.type intents_time and unlimited retention). 0, or 1 (said on stderr). */
+int cli_topics_create(flashsale_t *fs, int parts, int repl, const char *intents_time);
 
 /* The global options as given (for commands that start another program with them). */
 extern const char *cli_config_file;
