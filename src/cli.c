@@ -625,6 +625,22 @@ static const char usage_topics[] =
 	"they are.\n";
 
 /* Deletes the three topics; a missing one is not an error. */
+/* The handle for the admin calls and the configuration's three topics (intents, results,
+ * stock); NULL, said on stderr, without a producer. */
+static rd_kafka_t *topics_of(flashsale_t *fs, const char *names[3])
+{
+	rd_kafka_t *rk = flashsale_producer(fs);
+	if (!rk) {
+		cli_err("topics: %s", flashsale_error(fs));
+		return NULL;
+	}
+	const struct fs_config *cfg = flashsale_config(fs);
+	names[0] = cfg->topic_intents;
+	names[1] = cfg->topic_results;
+	names[2] = cfg->topic_stock;
+	return rk;
+}
+
 static int topics_delete(rd_kafka_t *rk, const char *const names[3])
 {
 	rd_kafka_DeleteTopic_t *dt[3];
@@ -674,13 +690,10 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 	int rc = cli_parse(argc, argv, usage_topics, spec, 1, 1);
 	if (rc >= 0)
 		return rc;
-	rd_kafka_t *rk = flashsale_producer(fs);
-	if (!rk) {
-		cli_err("topics: %s", flashsale_error(fs));
+	const char *names[3];
+	rd_kafka_t *rk = topics_of(fs, names);
+	if (!rk)
 		return 1;
-	}
-	const struct fs_config *cfg = flashsale_config(fs);
-	const char *names[] = {cfg->topic_intents, cfg->topic_results, cfg->topic_stock};
 	if (strcmp(argv[optind], "delete") == 0)
 		return topics_delete(rk, names);
 	if (strcmp(argv[optind], "create") != 0)
@@ -690,13 +703,10 @@ static int cmd_topics(flashsale_t *fs, int argc, char **argv)
 
 int cli_topics_create(flashsale_t *fs, int parts, int repl, const char *intents_time)
 {
-	rd_kafka_t *rk = flashsale_producer(fs);
-	if (!rk) {
-		cli_err("topics: %s", flashsale_error(fs));
+	const char *names[3];
+	rd_kafka_t *rk = topics_of(fs, names);
+	if (!rk)
 		return 1;
-	}
-	const struct fs_config *cfg = flashsale_config(fs);
-	const char *names[] = {cfg->topic_intents, cfg->topic_results, cfg->topic_stock};
 	int rc;
 	rd_kafka_NewTopic_t *nt[3];
 	char err[512];

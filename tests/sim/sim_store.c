@@ -484,12 +484,21 @@ static int stmt_decisions(struct sim_store *s, const struct fs_batch *b)
 	return inserted == n ? 0 : 2; /* FSMIS */
 }
 
-static bool row_at(const struct sim_store *s, bool sales, int32_t part, int64_t off)
+/* The tables keyed by (part, off). */
+enum keyed_table { KT_REJECTS, KT_SALES, KT_FORWARDS };
+
+static bool row_at(const struct sim_store *s, enum keyed_table t, int32_t part, int64_t off)
 {
-	size_t n = sales ? s->sales.len : s->rejects.len;
+	size_t n = t == KT_SALES     ? s->sales.len
+		   : t == KT_REJECTS ? s->rejects.len
+				     : s->forwards.len;
 	for (size_t i = 0; i < n; i++) {
-		int32_t p = sales ? s->sales.v[i].part : s->rejects.v[i].part;
-		int64_t o = sales ? s->sales.v[i].off : s->rejects.v[i].off;
+		int32_t p = t == KT_SALES     ? s->sales.v[i].part
+			    : t == KT_REJECTS ? s->rejects.v[i].part
+					      : s->forwards.v[i].part;
+		int64_t o = t == KT_SALES     ? s->sales.v[i].off
+			    : t == KT_REJECTS ? s->rejects.v[i].off
+					      : s->forwards.v[i].off;
 		if (p == part && o == off)
 			return true;
 	}
@@ -524,7 +533,7 @@ static int stmt_rejects_sales(struct sim_store *s, const struct fs_batch *b, int
 			continue;
 		}
 		if (!extends_run(prev, it)) {
-			if (row_at(s, false, part, it->rec.offset))
+			if (row_at(s, KT_REJECTS, part, it->rec.offset))
 				return 2;
 			row = VEC_PUSH(s->rejects);
 			memset(row, 0, sizeof *row);
@@ -548,7 +557,7 @@ static int stmt_rejects_sales(struct sim_store *s, const struct fs_batch *b, int
 		const struct fs_item *it = &b->items[i];
 		if (it->cls != FS_ITEM_SALE)
 			continue;
-		if (row_at(s, true, part, it->rec.offset))
+		if (row_at(s, KT_SALES, part, it->rec.offset))
 			return 2;
 		struct ss_sale *r = VEC_PUSH(s->sales);
 		memset(r, 0, sizeof *r);
@@ -680,9 +689,8 @@ static int stmt_forwards(struct sim_store *s, const struct fs_batch *b, int32_t 
 		const struct fs_item *it = &b->items[i];
 		if (it->cls != FS_ITEM_FORWARD)
 			continue;
-		for (size_t k = 0; k < s->forwards.len; k++)
-			if (s->forwards.v[k].part == part && s->forwards.v[k].off == it->rec.offset)
-				return 2;
+		if (row_at(s, KT_FORWARDS, part, it->rec.offset))
+			return 2;
 		if (!check(s, it->rec.route >= 0 && it->rec.route != part,
 			   "forwards: CHECK (to_part <> part)"))
 			return 2;
