@@ -4,8 +4,8 @@
  *   sim --seeds 10000            sweep seeds 1..10000 (stops at the first failing seed)
  *   sim --seed 1234 [--trace]    one seed, with a summary (and every step with --trace)
  *   sim --seed 1234 --seeds 100  seeds 1234..1333
- *   sim --mutate no-cas|no-dedupe|no-reforward   break the store or the worker on purpose:
- *                                the sweep must fail
+ *   sim --mutate no-cas|no-dedupe|no-reforward|inhand-push   break the store or the worker
+ *                                on purpose: the sweep must fail
  *   FS_SIM_SEEDS=N               overrides the seed count of a plain --seeds sweep
  *
  * A failing seed prints itself and the command that replays it; everything a seed does comes
@@ -48,7 +48,10 @@
  * applied or not; the worker reads the offset and the commit token back, and only its own
  * token at its batch's end means committed; cuts aim at commits that are about to be fenced,
  * which may read back the same range committed by another worker); results dropped (delivery
- * fails, replied stops) or doubled. Then the faults stop, every worker comes back, and the
+ * fails, replied stops) or doubled; a full batch left waiting for the next poll, as when both
+ * committers of commit.overlap are busy, so that the next message finds it full and waits in
+ * hand while it is decided (and a kick then prefers such a worker, whose batch may be
+ * fenced). Then the faults stop, every worker comes back, and the
  * world runs until it is quiescent (INV-7: within a step budget); then one more rebalance, so
  * that results whose delivery failed are sent again from the stored replied offset, as a
  * restart does.
@@ -70,7 +73,9 @@
  * Mutations: --mutate no-cas makes the simulated commit ignore the expected offset, and
  * --mutate no-dedupe makes the store forget intent ids (the lookup finds nothing, the insert
  * adds a second row), and --mutate no-reforward makes a restarted worker skip the forwards of
- * the misrouted records it reads below the stored offset. The sweep must then fail
+ * the misrouted records it reads below the stored offset, and --mutate inhand-push lets the
+ * message in hand into the emptied batch after a fence (main before issue 28's item 2 was
+ * fixed). The sweep must then fail
  * (tests/sim/meson.build: should_fail).
  *
  * Bugs of src/ this simulator found, all fixed (tests/sim/meson.build lists them): the default
@@ -643,6 +648,12 @@ static void faults(struct sim_world *W)
 		for (int k = 0; k < n; k++)
 			if (W->workers[c[k]]->act == ACT_PROCESS)
 				c[0] = c[k], n = 1;
+		/* Most of all one whose batch is deciding with a message in hand (it found the
+		 * batch full): a fence then must not let that message in (issue 28, item 2). */
+		for (int i = 0; i < W->n_workers; i++)
+			if (W->member[i] && W->workers[i]->up && W->workers[i]->inhand &&
+			    rng_chance(r, 500))
+				c[0] = i, n = 1;
 		if (n)
 			worker_kick(W, W->workers[c[rng_below(r, (uint32_t)n)]]);
 	}
@@ -805,6 +816,7 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	W->f.deliver_double = PICK(r, 0, 30, 150);
 	W->f.bad_input = PICK(r, 0, 40, 100);
 	W->f.misroute = PICK(r, 0, 0, 30, 150);
+	W->f.busy = PICK(r, 0, 0, 200, 600);
 	/* The partitioning rule, checked as the live worker does; one seed in four rejects. */
 	W->limits.partitions = W->n_parts;
 	W->limits.misrouted_reject = rng_chance(r, 250);
@@ -877,7 +889,8 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	return ok;
 }
 
-static const char *const mutation_names[] = {"none", "no-cas", "no-dedupe", "no-reforward"};
+static const char *const mutation_names[] = {"none", "no-cas", "no-dedupe", "no-reforward",
+					     "inhand-push"};
 
 /* An assertion in the real code (or a crash) ends the process: say which seed it was. The
  * message is written before each seed, so the handler only has to write(2) it. */
@@ -894,7 +907,8 @@ static void on_crash(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sim [--seed N] [--seeds N] [--mutate no-cas|no-dedupe|no-reforward]\n"
+	fprintf(f, "usage: sim [--seed N] [--seeds N]\n"
+		   "           [--mutate no-cas|no-dedupe|no-reforward|inhand-push]\n"
 		   "           [--trace] [--keep-going]\n");
 }
 
@@ -944,7 +958,7 @@ static bool coverage_ok(const struct sim_stats *s)
 		  s->again_answered && s->expired_replies && s->ticks_appended &&
 		  s->unknown_same_range && s->again_conflicts && s->again_invalid &&
 		  s->lookup_kinds_left && s->misrouted_appended && s->forwards_landed &&
-		  s->forwards_again && s->reject_mode_seeds;
+		  s->forwards_again && s->reject_mode_seeds && s->inhand_after_fence;
 	for (int i = 0; i < AT_WHERE_COUNT; i++)
 		ok = ok && s->crash_at[i];
 	return ok;

@@ -91,6 +91,8 @@ enum sim_mutation {
 	MUT_NO_DEDUPE = 2,    /* the store forgets intent ids: lookup finds nothing, insert adds */
 	MUT_NO_REFORWARD = 3, /* a restart does not forward again what it reads below the stored
 			       * offset (as if the forward were not tracked with the results) */
+	MUT_INHAND_PUSH = 4,  /* the message in hand is pushed after a fence (issue 28, item 2,
+			       * as main had it) */
 };
 
 /* Fault rates of one seed, in per mille per opportunity. */
@@ -99,6 +101,7 @@ struct sim_faults {
 	uint32_t store_err, commit_unknown, deliver_fail, deliver_double;
 	uint32_t bad_input;
 	uint32_t misroute; /* a keyed record appended to a partition the rule does not name */
+	uint32_t busy;	   /* a full batch waits for the next poll (its committers are busy) */
 };
 
 /* Counters summed over a sweep: which fault paths really ran. */

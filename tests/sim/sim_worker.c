@@ -445,7 +445,7 @@ static void act_done(struct sim_world *W, struct sw_worker *w)
 	struct fs_batch *target = w->inhand_again ? &p->again : &p->batch;
 	if (!p->loaded || target->len == target->cap || (target == &p->batch && batch_full(W, p)))
 		return;
-	if (w->inhand_fenced) {
+	if (w->inhand_fenced && W->mutation != MUT_INHAND_PUSH) {
 		/* on_message: fenced while making room, the seek reads the message again;
 		 * pushed into the emptied batch, it would make the records before it stale. */
 		W->stats->inhand_after_fence++;
@@ -881,7 +881,10 @@ static void process_due(struct sim_world *W, struct sw_worker *w)
 		if (w->due_sub == 1) {
 			w->due_sub = 2;
 			bool waited = rng_chance(&W->rng, 250); /* batch_waited() */
-			if (p->batch.len && (w->due_all || batch_full(W, p) || waited)) {
+			/* commit.overlap: both committers busy, a full batch is not handed over
+			 * yet, and the next poll's message finds it full (on_message). */
+			bool busy = W->f.busy && !w->due_all && rng_chance(&W->rng, W->f.busy);
+			if (p->batch.len && !busy && (w->due_all || batch_full(W, p) || waited)) {
 				start_process(w, p);
 				return;
 			}
