@@ -57,7 +57,8 @@ struct fs_record {
 	int64_t opens_at_ms;  /* 0: open from the open record on */
 	int64_t closes_at_ms; /* 0: no end */
 
-	/* FNV-1a 64 of the fields that define the intent (kind, sku, buyer, qty, token), masked to
+	/* FNV-1a 64 of the fields that define the intent (kind, sku, buyer, qty; not the token,
+	 * which is not verified yet, so that a retry with a refreshed one is a repeat), masked to
 	 * 63 bits so that it fits a signed bigint. Equal for a verbatim retry, different for the
 	 * same intent id with another body (a conflict). Zero for invalid records. */
 	int64_t body_hash;
