@@ -5,7 +5,7 @@
  * `flashsale timing` needs to match it. Run in place of the worker under the same open loop,
  * it measures what the broker, the two clients' lingers and this machine cost before the
  * worker does any work of its own, so that S5's latency can be read against it. It reads and
- * writes as the worker does: the worker's consumer and producer defaults (src/kafka.c), the
+ * writes as the worker does: the worker's consumer and producer defaults (src/io/kafka.c), the
  * records drained from the local queue, then their answers in one rd_kafka_produce_batch call.
  *
  * With --sync FILE it also writes each batch's records to FILE and waits for fdatasync before
@@ -22,9 +22,9 @@
  * every partition of the intents topic from the beginning (a fresh run's topic), prints
  * "flashsale-echo: ready" on stderr once it has reached the end of each, and on SIGTERM or
  * SIGINT waits for its answers' delivery and prints a count. */
-#include "fs_buf.h"
-#include "fs_config.h"
-#include "fs_kafka.h"
+#include "core/buf.h"
+#include "io/config.h"
+#include "io/kafka.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,7 +7,9 @@
 #ifndef FLASHSALE_H
 #define FLASHSALE_H
 
-#include "fs_config.h"
+/* The configuration (struct fs_config, src/io/config.h): loaded from a file and the
+ * environment by fs_config_load_file and fs_config_apply_env. */
+struct fs_config;
 
 #include <stdbool.h>
 #include <stddef.h>

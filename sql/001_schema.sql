@@ -56,7 +56,7 @@ CREATE TABLE IF NOT EXISTS skus (
 -- One row per decided intent id and record kind (buy, confirm, cancel): the dedupe key. A
 -- repeated id is answered from here; body_hash tells a verbatim retry from a conflict.
 -- The worker writes new rows of decisions, reservations and buyers with COPY in its binary
--- format (src/store.c), each field as its column's exact type: changing a column's type here
+-- format (src/io/store.c), each field as its column's exact type: changing a column's type here
 -- means changing its writer there.
 CREATE TABLE IF NOT EXISTS decisions (
     intent_id     uuid     NOT NULL,

@@ -6,11 +6,11 @@
  * and every reply must be valid JSON with no duplicate keys (a hostile key or body must never
  * leak into the results topic). The parser's two paths (the flat-object scanner, jansson)
  * must give the same record, byte for byte. Run: scripts/fuzz [SECONDS]. */
-#include "fs_batch.h"
-#include "fs_buf.h"
-#include "fs_core.h"
-#include "fs_record.h"
-#include "fs_reply.h"
+#include "core/batch.h"
+#include "core/buf.h"
+#include "core/core.h"
+#include "core/record.h"
+#include "core/result.h"
 
 #include <jansson.h>
 #include <stdint.h>

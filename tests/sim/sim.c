@@ -26,11 +26,11 @@
  *   partitioner puts elsewhere: the workers forward those (or, in one seed in four, reject them
  *   wrong_partition), and a forward's delivery appends the same bytes to its partition's log.
  *   The workers append ticks of their own.
- * - The store (sim_store.c): the tables and statements of src/store.c, with the offset
+ * - The store (sim_store.c): the tables and statements of src/io/store.c, with the offset
  *   compare-and-set and its commit token, the dedupe on (intent id, kind), the lookup by
  *   (intent id, kind) pairs, the guards and CHECK constraints, all-or-nothing commits, and
  *   loads that read one snapshot.
- * - The workers (sim_worker.c): the protocol of src/worker.c as a state machine over the real
+ * - The workers (sim_worker.c): the protocol of src/worker/main.c as a state machine over the real
  *   pure code (fs_record_parse, fs_batch_*, fs_core_*, fs_reply_*). Batches take random sizes
  *   (as many records as the poll returned before batch.wait.ms passed).
  * - The group coordinator (below): eager rebalances with a barrier (everyone revokes, then the

@@ -8,10 +8,10 @@
 #ifndef FS_SIM_H
 #define FS_SIM_H
 
-#include "fs_batch.h"
-#include "fs_core.h"
-#include "fs_record.h"
-#include "fs_store.h"
+#include "core/batch.h"
+#include "core/core.h"
+#include "core/record.h"
+#include "io/store.h"
 
 #include <stdbool.h>
 #include <stddef.h>

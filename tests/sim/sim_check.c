@@ -2,8 +2,8 @@
  * results log once every worker is quiescent, and the oracle: the whole log replayed through a
  * fresh core and batch, in one fault-free pass, into a fresh store, compared row by row and
  * reply by reply with what the faulty run left behind. */
-#include "fs_buf.h"
-#include "fs_reply.h"
+#include "core/buf.h"
+#include "core/result.h"
 #include "sim.h"
 #include "sim_store.h"
 

@@ -1,5 +1,5 @@
 /* sim_store.c: the simulated Postgres (see sim_store.h). Each function names the statement of
- * src/store.c it stands for; keep them in step when store.c changes. */
+ * src/io/store.c it stands for; keep them in step when store.c changes. */
 #include "sim_store.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* sim_store.h: an in-memory model of the worker's Postgres (sql/001_schema.sql + src/store.c).
+/* sim_store.h: an in-memory model of the worker's Postgres (sql/001_schema.sql + src/io/store.c).
  *
  * The same tables, keys, CHECK constraints and statements as fs_store_*: the offset
  * compare-and-set, the decisions insert that asserts every (intent id, kind) is new (ON

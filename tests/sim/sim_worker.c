@@ -1,10 +1,10 @@
-/* sim_worker.c: the simulated worker (see sim_worker.h). Function names follow src/worker.c;
+/* sim_worker.c: the simulated worker (see sim_worker.h). Function names follow src/worker/main.c;
  * where the real code loops (retries, backoff), the simulated one stays in the same state and
  * tries again at its next step. */
 #include "sim_worker.h"
 
-#include "fs_buf.h"
-#include "fs_reply.h"
+#include "core/buf.h"
+#include "core/result.h"
 #include "sim_store.h"
 
 #include <errno.h>

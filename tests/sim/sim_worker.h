@@ -1,10 +1,10 @@
-/* sim_worker.h: a simulated flashsale-worker: the protocol of src/worker.c (main loop,
+/* sim_worker.h: a simulated flashsale-worker: the protocol of src/worker/main.c (main loop,
  * on_message, process_due, part_process, part_fenced, part_answer_again, publish, replied
  * offsets, ticks, the rebalance callback) as a state machine, one step per store call or
  * message, so that the scheduler can crash it, or let another worker run, between any two
  * steps. Decisions come from the real pure code (fs_record_parse, fs_batch_*, fs_core_*); the
  * store is sim_store.c; results go to a producer queue that the scheduler delivers, drops or
- * doubles. Keep it in step with src/worker.c. */
+ * doubles. Keep it in step with src/worker/main.c. */
 #ifndef FS_SIM_WORKER_H
 #define FS_SIM_WORKER_H
 

@@ -1,9 +1,9 @@
-/* test_batch.c: dedupe and deciding a batch (src/batch.c): repeats in the batch and from the
+/* test_batch.c: dedupe and deciding a batch (src/core/batch.c): repeats in the batch and from the
  * store, conflicts, counts, invalid records, determinism of a redo, capacity. Records are made
  * with the real parser, so body hashes are the ones the worker sees. */
 #include "check.h"
-#include "fs_batch.h"
-#include "fs_reply.h"
+#include "core/batch.h"
+#include "core/result.h"
 
 #include <errno.h>
 
@@ -675,7 +675,7 @@ static void test_determinism(void)
 
 /* ---- known bugs ------------------------------------------------------------------------- */
 
-/* BUG conflict_decided_at: answer_repeat (src/batch.c) sets outcome, reason and qty of a
+/* BUG conflict_decided_at: answer_repeat (src/core/batch.c) sets outcome, reason and qty of a
  * conflict but not decided_at_ms, which stays 0 (fs_batch_push zeroed it). fs_decision says
  * decided_at_ms is "the partition clock when decided", and fs_reply_result publishes it: a
  * conflict's result says "decided_at":0. */

@@ -1,7 +1,7 @@
-/* test_config.c: the configuration parser (src/config.c): defaults, the fixture files in
+/* test_config.c: the configuration parser (src/io/config.c): defaults, the fixture files in
  * tests/data/config, the exact `file:line: reason` errors, --set and environment precedence. */
 #include "check.h"
-#include "fs_config.h"
+#include "io/config.h"
 
 #include <errno.h>
 #include <unistd.h>

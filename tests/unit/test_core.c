@@ -1,8 +1,8 @@
-/* test_core.c: the decision core (src/core.c): table-driven timelines, the dirty lists and
+/* test_core.c: the decision core (src/core/core.c): table-driven timelines, the dirty lists and
  * commit, reset and load, and a seeded random sequence checked against a reference model and
  * the invariants of DESIGN.md (INV-1). */
 #include "check.h"
-#include "fs_core.h"
+#include "core/core.h"
 
 #include <errno.h>
 #include <time.h>

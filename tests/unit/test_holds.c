@@ -1,4 +1,4 @@
-/* test_holds.c: the hold lifecycle of the decision core (src/core.c, DESIGN.md sections 1, 2
+/* test_holds.c: the hold lifecycle of the decision core (src/core/core.c, DESIGN.md sections 1, 2
  * and 5): every transition of a hold (held -> confirmed / cancelled / expired, expired ->
  * confirmed_late or refund_required) as a synthetic timeline with explicit offsets and
  * timestamps; expiry on the partition's log clock (exactly at expires_at, before the record
@@ -11,7 +11,7 @@
  * holds), buyer units (the sum of their held and confirmed holds), the heap (exactly the held
  * holds, heap order, positions), fs_core_next_expiry and the dirty and expired lists. */
 #include "check.h"
-#include "fs_core.h"
+#include "core/core.h"
 
 #include <errno.h>
 #include <time.h>

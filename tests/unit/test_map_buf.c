@@ -1,8 +1,8 @@
-/* test_map_buf.c: the hash index (src/map.c) and the byte buffer with its Postgres array
- * literal writers (src/buf.c). */
+/* test_map_buf.c: the hash index (src/core/map.c) and the byte buffer with its Postgres array
+ * literal writers (src/core/buf.c). */
 #include "check.h"
-#include "fs_buf.h"
-#include "fs_map.h"
+#include "core/buf.h"
+#include "core/map.h"
 
 #include <malloc.h>
 
@@ -437,9 +437,9 @@ static void test_copy_binary(void)
 
 /* ---- known bugs ------------------------------------------------------------------------- */
 
-/* BUG cstr_fresh_buffer: fs_buf_cstr (src/buf.c) on a buffer that was never written calls
+/* BUG cstr_fresh_buffer: fs_buf_cstr (src/core/buf.c) on a buffer that was never written calls
  * grow(b, 0), which allocates without writing the terminating NUL, and returns uninitialised
- * memory. fs_buf.h promises "always NUL-terminated when cap > 0". M_PERTURB makes glibc fill
+ * memory. core/buf.h promises "always NUL-terminated when cap > 0". M_PERTURB makes glibc fill
  * new blocks with a non-zero byte (ASan fills them with 0xbe anyway), so the check is
  * deterministic. */
 static void test_cstr_fresh_buffer(void)

@@ -1,6 +1,6 @@
-/* test_record.c: the intents-record parser (src/record.c), table-driven. */
+/* test_record.c: the intents-record parser (src/core/record.c), table-driven. */
 #include "check.h"
-#include "fs_record.h"
+#include "core/record.h"
 
 #include <jansson.h>
 #include <librdkafka/rdkafka.h>
@@ -313,7 +313,7 @@ static void test_reject_table(void)
 	CHECK_CTX("%s", "");
 }
 
-/* Every reject reason of src/record.c appears in the table above (the table is the spec). */
+/* Every reject reason of src/core/record.c appears in the table above (the table is the spec). */
 static void test_every_reason_covered(void)
 {
 	static const char *const reasons[] = {
@@ -810,7 +810,7 @@ static void test_validators(void)
 
 /* ---- known bugs (not in the default run; see tests/meson.build) ------------------------- */
 
-/* BUG followup_key_nul: parse_followup (src/record.c) copies the key with memcpy and then
+/* BUG followup_key_nul: parse_followup (src/core/record.c) copies the key with memcpy and then
  * validates it with strlen, so a confirm/cancel whose key is "sku-1\0zz" (8 bytes) is accepted
  * as SKU "sku-1". The key decides the partition: the record lands where "sku-1\0zz" hashes,
  * not where sku-1's records live. The buy path rejects the same key (key_mismatch). */

@@ -1,8 +1,8 @@
-/* test_reply.c: the JSON of the results and stock topics (src/reply.c). Every reply is parsed
+/* test_reply.c: the JSON of the results and stock topics (src/core/result.c). Every reply is parsed
  * back with jansson (duplicates rejected) and its fields compared. */
 #include "check.h"
-#include "fs_batch.h"
-#include "fs_reply.h"
+#include "core/batch.h"
+#include "core/result.h"
 
 #include <jansson.h>
 
@@ -272,8 +272,8 @@ static void test_stock(void)
 /* ---- known bugs ------------------------------------------------------------------------- */
 
 /* BUG hostile_key_echoed: a confirm/cancel whose Kafka key is not a valid SKU is rejected with
- * key_mismatch, but parse_followup (src/record.c) has already copied the key into rec.sku, and
- * fs_reply_result (src/reply.c) writes rec.sku without escaping ("every string written here is
+ * key_mismatch, but parse_followup (src/core/record.c) has already copied the key into rec.sku, and
+ * fs_reply_result (src/core/result.c) writes rec.sku without escaping ("every string written here is
  * validated"). A key such as  a","outcome":"held  makes the worker publish a result whose JSON
  * is invalid or says something else; control bytes or invalid UTF-8 in the key do the same. */
 static void test_hostile_key_echoed(void)

@@ -1,0 +1,897 @@
+/* main.c: the flashsale command line, on top of the public API (flashsale.h). */
+#include "cli/cli.h"
+
+#include "io/config.h"
+#include "io/kafka.h"
+#include "core/record.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+	FLUSH_MS = 30000,
+	WAIT_STEP_MS = 20
+}; /* wait: a cheap query; 20 ms resolution for timings */
+
+static const char usage_main[] =
+	"usage: flashsale [-c FILE] [--set KEY=VALUE]... COMMAND [ARGS]\n"
+	"\n"
+	"Commands:\n"
+	"  sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
+	"  sale restock SKU --add N\n"
+	"  sale close SKU\n"
+	"  stock SKU [--json] [--follow]       a SKU's counters (Postgres; --follow: the topic)\n"
+	"  buy SKU --buyer B [--qty N] [--intent UUID]   publish a buy, print its intent id\n"
+	"  result INTENT_ID [--wait SECONDS] [--json]    a buy's decision (and its hold)\n"
+	"  confirm INTENT_ID [--sku SKU] [--wait SECONDS]  the buy was paid\n"
+	"  cancel INTENT_ID [--sku SKU] [--wait SECONDS]   the buyer gave up\n"
+	"  load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
+	"                                      the load generator\n"
+	"  wait [--timeout SECONDS]            until every published record is decided\n"
+	"  summary [--sku SKU] [--json]        outcome counts and stock\n"
+	"  audit [--json] [--allow-lag] [--no-replay]  check the invariants (and replay the log)\n"
+	"  topics create [--partitions N]      create the three topics (admin API)\n"
+	"  topics delete                       delete the three topics\n"
+	"  publish --key KEY [--file FILE]     publish one raw record (tests, operators)\n"
+	"  replay [--dry-run]                  rebuild the database from the log, or diff against "
+	"it\n"
+	"  timing [--since MS] [--timeout S]   end-to-end rate and latency, on the broker's clock\n"
+	"                                      and from the publish call\n"
+	"  move --to FILE --partitions N       move the sale to a topic of N partitions, by "
+	"replay\n"
+	"\n"
+	"Global options:\n"
+	"  -c, --config FILE   configuration file (see config/flashsale.conf)\n"
+	"  -s, --set K=V       set one configuration key\n"
+	"      --help-config   list every configuration key\n"
+	"  -h, --help          this text; `flashsale COMMAND --help` for one command\n"
+	"\n"
+	"Environment: FLASHSALE_KAFKA (bootstrap servers), FLASHSALE_PG (libpq conninfo).\n"
+	"Exit status: 0 ok, 1 failure or violation, 2 usage error.\n";
+
+/* ---- sale -------------------------------------------------------------------------------- */
+
+static const char usage_sale[] =
+	"usage: flashsale sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
+	"                                [--opens-at MS] [--closes-at MS]\n"
+	"       flashsale sale restock SKU --add N\n"
+	"       flashsale sale close SKU\n"
+	"\n"
+	"Publishes the sale's own record to the intents topic (keyed by SKU), so that a replay\n"
+	"of the topic rebuilds the stock exactly. --per-buyer defaults to 1, --max-qty (units in\n"
+	"one intent) to the per-buyer limit, --hold (seconds a win is held before it expires) to\n"
+	"600. Times are epoch milliseconds on the partition's log clock.\n";
+
+static int cmd_sale(flashsale_t *fs, int argc, char **argv)
+{
+	struct flashsale_sale sale = {.stock = -1};
+	int64_t add = 0;
+	const struct cli_opt spec[] = {
+		{"stock", CLI_INT, &sale.stock, 0, FS_STOCK_MAX},
+		{"per-buyer", CLI_INT, &sale.per_buyer_limit, 1, FS_QTY_MAX},
+		{"max-qty", CLI_INT, &sale.max_qty, 1, FS_QTY_MAX},
+		{"hold", CLI_SECONDS, &sale.hold_seconds, 1, 7 * 24 * 3600},
+		{"opens-at", CLI_INT, &sale.opens_at_ms, 0, INT64_MAX / 2},
+		{"closes-at", CLI_INT, &sale.closes_at_ms, 0, INT64_MAX / 2},
+		{"add", CLI_INT, &add, 1, FS_STOCK_MAX},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_sale, spec, 2, 2);
+	if (rc >= 0)
+		return rc;
+	const char *verb = argv[optind], *sku = argv[optind + 1];
+	if (strcmp(verb, "open") == 0) {
+		if (sale.stock < 0) {
+			cli_err("sale open: --stock is required");
+			return 2;
+		}
+		rc = flashsale_sale_open(fs, sku, &sale);
+	} else if (strcmp(verb, "restock") == 0) {
+		if (add < 1) {
+			cli_err("sale restock: --add is required");
+			return 2;
+		}
+		rc = flashsale_sale_restock(fs, sku, add);
+	} else if (strcmp(verb, "close") == 0) {
+		rc = flashsale_sale_close(fs, sku);
+	} else {
+		cli_err("sale: unknown action '%s' (open, restock, close)", verb);
+		return 2;
+	}
+	if (rc == 0)
+		rc = flashsale_flush(fs, FLUSH_MS);
+	if (rc < 0) {
+		cli_err("sale %s: %s", verb, flashsale_error(fs));
+		return rc == -EINVAL ? 2 : 1;
+	}
+	printf("published %s %s\n", verb, sku);
+	return 0;
+}
+
+/* ---- buy --------------------------------------------------------------------------------- */
+
+static const char usage_buy[] =
+	"usage: flashsale buy SKU --buyer B [--qty N] [--intent UUID]\n"
+	"\n"
+	"Publishes one buy intent and prints its intent id. Re-running with the same --intent\n"
+	"and the same body is a retry: it is answered with the first decision, never twice.\n";
+
+static int cmd_buy(flashsale_t *fs, int argc, char **argv)
+{
+	const char *buyer = NULL, *intent = NULL;
+	int64_t qty = 1;
+	const struct cli_opt spec[] = {
+		{"buyer", CLI_STR, &buyer},
+		{"qty", CLI_INT, &qty, 1, FS_QTY_MAX},
+		{"intent", CLI_STR, &intent},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_buy, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
+	if (!buyer)
+		return cli_usage(usage_buy);
+	char id[37];
+	rc = flashsale_buy(fs, argv[optind], buyer, qty, intent, id);
+	if (rc == 0)
+		rc = flashsale_flush(fs, FLUSH_MS);
+	if (rc < 0) {
+		cli_err("buy: %s", flashsale_error(fs));
+		return rc == -EINVAL ? 2 : 1;
+	}
+	printf("%s\n", id);
+	return 0;
+}
+
+static void print_result(const struct flashsale_result *r, bool json);
+
+/* ---- confirm, cancel -------------------------------------------------------------------- */
+
+static const char usage_followup[] =
+	"usage: flashsale confirm INTENT_ID [--sku SKU] [--wait SECONDS] [--json]\n"
+	"       flashsale cancel INTENT_ID [--sku SKU] [--wait SECONDS] [--json]\n"
+	"\n"
+	"confirm: the payment for the buy INTENT_ID succeeded. A live hold becomes a sale\n"
+	"(confirmed); an expired one takes a fresh unit if one is left (confirmed_late), else the\n"
+	"buyer must be refunded (refund_required). cancel: the buyer gave up; a live hold returns\n"
+	"its units to stock (cancelled). Both are idempotent: repeating one gives the same "
+	"answer.\n"
+	"The record is keyed by the buy's SKU: give --sku, or it is looked up in Postgres.\n"
+	"With --wait, prints the decision once it is made (exit 1 on timeout).\n";
+
+static int cmd_followup(flashsale_t *fs, int argc, char **argv)
+{
+	const char *type = argv[0], *sku_opt = NULL;
+	int64_t wait_s = 0;
+	bool json = false;
+	const struct cli_opt spec[] = {
+		{"sku", CLI_STR, &sku_opt},
+		{"wait", CLI_TIMEOUT, &wait_s, 0, 86400},
+		{"json", CLI_FLAG, &json},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_followup, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
+	char sku[65];
+	snprintf(sku, sizeof sku, "%s", sku_opt ? sku_opt : "");
+	const char *id = argv[optind];
+	rc = 0;
+	if (!sku[0])
+		rc = flashsale_buy_sku(fs, id, sku);
+	if (rc == 0)
+		rc = strcmp(type, "confirm") == 0 ? flashsale_confirm(fs, id, sku)
+						  : flashsale_cancel(fs, id, sku);
+	if (rc == 0)
+		rc = flashsale_flush(fs, FLUSH_MS);
+	if (rc < 0) {
+		cli_err("%s: %s%s", type, flashsale_error(fs),
+			rc == -ENOENT ? " (pass --sku to send it anyway)" : "");
+		return rc == -EINVAL ? 2 : 1;
+	}
+	if (wait_s == 0) {
+		printf("published %s %s\n", type, id);
+		return 0;
+	}
+	struct flashsale_result r;
+	rc = flashsale_decision_wait(fs, id, type, (int)(wait_s * 1000), &r);
+	if (rc < 0) {
+		cli_err("%s: %s", type,
+			rc == -ETIMEDOUT || rc == -ENOENT ? "no decision yet"
+							  : flashsale_error(fs));
+		return 1;
+	}
+	print_result(&r, json);
+	return 0;
+}
+
+/* ---- result, stock ----------------------------------------------------------------------- */
+
+static void print_result(const struct flashsale_result *r, bool json)
+{
+	if (json) {
+		printf("{\"intent_id\":\"%s\",\"sku\":\"%s\",\"outcome\":\"%s\"", r->intent_id,
+		       r->sku, r->outcome);
+		if (r->reason[0])
+			printf(",\"reason\":\"%s\"", r->reason);
+		printf(",\"qty\":%" PRId64, r->qty);
+		if (r->expires_at_ms)
+			printf(",\"expires_at\":%" PRId64, r->expires_at_ms);
+		if (r->hold[0])
+			printf(",\"hold\":\"%s\"", r->hold);
+		printf(",\"partition\":%" PRId32 ",\"offset\":%" PRId64 "}\n", r->partition,
+		       r->offset);
+		return;
+	}
+	printf("%s %s", r->intent_id, r->outcome);
+	if (r->reason[0])
+		printf(" (%s)", r->reason);
+	printf(" sku=%s qty=%" PRId64, r->sku, r->qty);
+	if (r->expires_at_ms)
+		printf(" expires_at=%" PRId64, r->expires_at_ms);
+	if (r->hold[0])
+		printf(" hold=%s", r->hold);
+	printf(" partition=%" PRId32 " offset=%" PRId64 "\n", r->partition, r->offset);
+}
+
+static const char usage_result[] =
+	"usage: flashsale result INTENT_ID [--wait SECONDS] [--json]\n"
+	"\n"
+	"Prints a buy's decision from Postgres. With --wait, if it is not decided yet, follows\n"
+	"the results topic until it arrives (exit 1 on timeout).\n";
+
+static int cmd_result(flashsale_t *fs, int argc, char **argv)
+{
+	int64_t wait_s = 0;
+	bool json = false;
+	const struct cli_opt spec[] = {
+		{"wait", CLI_TIMEOUT, &wait_s, 0, 86400},
+		{"json", CLI_FLAG, &json},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_result, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
+	struct flashsale_result r;
+	rc = flashsale_result_wait(fs, argv[optind], (int)(wait_s * 1000), &r);
+	if (rc == -ENOENT || rc == -ETIMEDOUT) {
+		cli_err("result: %s has no decision yet", argv[optind]);
+		return 1;
+	}
+	if (rc < 0) {
+		cli_err("result: %s", flashsale_error(fs));
+		return rc == -EINVAL ? 2 : 1;
+	}
+	print_result(&r, json);
+	return 0;
+}
+
+static const char usage_stock[] =
+	"usage: flashsale stock SKU [--json] [--follow [--timeout S]]\n"
+	"\n"
+	"Prints a SKU's counters from Postgres. --follow reads the compacted stock topic\n"
+	"instead (the web tier's sold-out flag): the latest state, then one line per change,\n"
+	"until --timeout seconds pass (default: forever) or the SKU is sold out or closed\n"
+	"with --until-sold-out.\n";
+
+struct follow_ctx {
+	bool follow, json, until_sold_out;
+};
+
+static int print_stock_update(const struct flashsale_stock *s, void *ctx)
+{
+	const struct follow_ctx *fc = ctx;
+	if (fc->json)
+		printf("{\"sku\":\"%s\",\"status\":\"%s\",\"supply\":%" PRId64
+		       ",\"available\":%" PRId64 ",\"held\":%" PRId64 ",\"sold\":%" PRId64 "}\n",
+		       s->sku, s->status, s->supply, s->available, s->held, s->sold);
+	else
+		printf("%s %s supply=%" PRId64 " available=%" PRId64 " held=%" PRId64
+		       " sold=%" PRId64 "\n",
+		       s->sku, s->status, s->supply, s->available, s->held, s->sold);
+	fflush(stdout);
+	return fc->until_sold_out && strcmp(s->status, "open") != 0;
+}
+
+static int cmd_stock(flashsale_t *fs, int argc, char **argv)
+{
+	bool json = false;
+	struct follow_ctx fc = {0};
+	int64_t timeout_s = -1;
+	const struct cli_opt spec[] = {
+		{"json", CLI_FLAG, &json},
+		{"follow", CLI_FLAG, &fc.follow},
+		{"until-sold-out", CLI_FLAG, &fc.until_sold_out},
+		{"timeout", CLI_TIMEOUT, &timeout_s, 0, 86400},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_stock, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
+	if (fc.follow) {
+		fc.json = json;
+		rc = flashsale_stock_follow(fs, argv[optind], print_stock_update, &fc,
+					    timeout_s < 0 ? -1 : (int)(timeout_s * 1000));
+		if (rc == -ETIMEDOUT && !fc.until_sold_out)
+			return 0;
+		if (rc < 0) {
+			cli_err("stock: %s", rc == -ETIMEDOUT ? "timed out" : flashsale_error(fs));
+			return 1;
+		}
+		return 0;
+	}
+	struct flashsale_stock s;
+	rc = flashsale_stock_get(fs, argv[optind], &s);
+	if (rc == -ENOENT) {
+		cli_err("stock: unknown sku '%s'", argv[optind]);
+		return 1;
+	}
+	if (rc < 0) {
+		cli_err("stock: %s", flashsale_error(fs));
+		return 1;
+	}
+	if (json)
+		printf("{\"sku\":\"%s\",\"status\":\"%s\",\"supply\":%" PRId64
+		       ",\"available\":%" PRId64 ",\"held\":%" PRId64 ",\"sold\":%" PRId64
+		       ",\"per_buyer_limit\":%" PRId64 ",\"max_qty\":%" PRId64
+		       ",\"hold_seconds\":%" PRId64 "}\n",
+		       s.sku, s.status, s.supply, s.available, s.held, s.sold, s.per_buyer_limit,
+		       s.max_qty, s.hold_ms / 1000);
+	else
+		printf("%s %s supply=%" PRId64 " available=%" PRId64 " held=%" PRId64
+		       " sold=%" PRId64 "\n",
+		       s.sku, s.status, s.supply, s.available, s.held, s.sold);
+	return 0;
+}
+
+/* ---- wait -------------------------------------------------------------------------------- */
+
+/* The high watermark of one partition. A handle that has only just learned the topic may not
+ * know the partition's leader yet (librdkafka 2.0.2 answers "Local: Unknown partition", once
+ * seen in CI right after a rebalance): such errors are retried for up to 10 s. */
+static rd_kafka_resp_err_t partition_end(rd_kafka_t *rk, const char *topic, int32_t p, int64_t *hi)
+{
+	int64_t lo;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		rd_kafka_resp_err_t e =
+			rd_kafka_query_watermark_offsets(rk, topic, p, &lo, hi, 10000);
+		if (e != RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION &&
+		    e != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE &&
+		    e != RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION &&
+		    e != RD_KAFKA_RESP_ERR__TRANSPORT)
+			return e;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec >= 10)
+			return e;
+		rd_kafka_poll(rk, 200); /* serves the metadata refresh meanwhile */
+	}
+}
+
+int cli_topic_ends(flashsale_t *fs, const char *topic, int64_t **ends)
+{
+	rd_kafka_t *rk = flashsale_producer(fs);
+	if (!rk) {
+		cli_err("%s", flashsale_error(fs));
+		return -1;
+	}
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+	rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, 10000);
+	rd_kafka_topic_destroy(t);
+	if (e || md->topic_cnt != 1 || md->topics[0].err) {
+		cli_err("topic %s: %s", topic, rd_kafka_err2str(e ? e : md->topics[0].err));
+		if (md)
+			rd_kafka_metadata_destroy(md);
+		return -1;
+	}
+	int n = md->topics[0].partition_cnt;
+	rd_kafka_metadata_destroy(md);
+	*ends = calloc((size_t)n, sizeof **ends);
+	for (int p = 0; p < n; p++) {
+		int64_t hi;
+		e = partition_end(rk, topic, p, &hi);
+		if (e) {
+			cli_err("topic %s partition %d: %s", topic, p, rd_kafka_err2str(e));
+			free(*ends);
+			return -1;
+		}
+		(*ends)[p] = hi;
+	}
+	return n;
+}
+
+rd_kafka_t *cli_topic_reader(flashsale_t *fs, const char *topic, int nparts, const char *group,
+			     int64_t *lo)
+{
+	const struct fs_config *cfg = flashsale_config(fs);
+	char err[512];
+	static const char *const defaults[] = {"enable.auto.commit", "false", NULL, NULL};
+	rd_kafka_conf_t *conf = fs_kafka_conf(cfg, RD_KAFKA_CONSUMER, defaults, err, sizeof err);
+	if (!conf ||
+	    rd_kafka_conf_set(conf, "group.id", group, err, sizeof err) != RD_KAFKA_CONF_OK) {
+		if (conf)
+			rd_kafka_conf_destroy(conf);
+		cli_err("kafka config: %s", err);
+		return NULL;
+	}
+	rd_kafka_t *rk = fs_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+	if (!rk) {
+		cli_err("%s", err);
+		return NULL;
+	}
+	rd_kafka_poll_set_consumer(rk);
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(nparts);
+	for (int i = 0; i < nparts; i++) {
+		int64_t low = 0, hi;
+		rd_kafka_query_watermark_offsets(rk, topic, i, &low, &hi, 10000);
+		if (lo)
+			lo[i] = low;
+		rd_kafka_topic_partition_list_add(l, topic, i)->offset = RD_KAFKA_OFFSET_BEGINNING;
+	}
+	rd_kafka_assign(rk, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	return rk;
+}
+
+/* Records still to decide: sum over partitions of log end - stored next offset. */
+int64_t cli_undecided(flashsale_t *fs, const int64_t *ends, int n)
+{
+	PGconn *c = flashsale_pg(fs);
+	if (!c)
+		return -1;
+	const struct fs_config *cfg = flashsale_config(fs);
+	const char *p[] = {cfg->group, cfg->topic_intents};
+	PGresult *r = PQexecParams(c,
+				   "SELECT part, next_offset FROM partitions WHERE grp = $1 AND "
+				   "topic = $2",
+				   2, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		PQclear(r);
+		return -1;
+	}
+	int64_t left = 0;
+	for (int part = 0; part < n; part++) {
+		int64_t next = 0;
+		for (int i = 0; i < PQntuples(r); i++)
+			if (atoi(PQgetvalue(r, i, 0)) == part)
+				next = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+		if (next < 0)
+			next = 0;
+		if (ends[part] > next)
+			left += ends[part] - next;
+	}
+	PQclear(r);
+	return left;
+}
+
+static const char usage_wait[] =
+	"usage: flashsale wait [--timeout SECONDS] [--quiet]\n"
+	"\n"
+	"Waits until the worker has decided every record published to the intents topic so far\n"
+	"(the stored next offset of each partition reaches the log end). Exit 1 on timeout.\n";
+
+static int cmd_wait(flashsale_t *fs, int argc, char **argv)
+{
+	int64_t timeout_s = 300;
+	bool quiet = false;
+	const struct cli_opt spec[] = {
+		{"timeout", CLI_TIMEOUT, &timeout_s, 1, 86400},
+		{"quiet", CLI_FLAG, &quiet},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_wait, spec, 0, -1);
+	if (rc >= 0)
+		return rc;
+	int64_t *ends = NULL;
+	int n = cli_topic_ends(fs, flashsale_config(fs)->topic_intents, &ends);
+	if (n < 0)
+		return 1;
+	int64_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += ends[i];
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t last_print = -1, left = -1;
+	bool tty = isatty(STDERR_FILENO);
+	for (;;) {
+		left = cli_undecided(fs, ends, n);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		double el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+		if (left == 0)
+			break;
+		if (el > (double)timeout_s)
+			break;
+		/* A live counter on a terminal, a line every 5 s in a log. */
+		int64_t step = tty ? 1 : 5;
+		if (!quiet && (int64_t)el / step != last_print) {
+			last_print = (int64_t)el / step;
+			fprintf(stderr, "%swaiting: %" PRId64 " of %" PRId64 " records decided%s",
+				tty ? "\r" : "", total - (left < 0 ? total : left), total,
+				tty ? "" : "\n");
+		}
+		usleep(WAIT_STEP_MS * 1000);
+	}
+	if (!quiet && tty && last_print >= 0)
+		fputc('\n', stderr);
+	free(ends);
+	if (left != 0) {
+		cli_err("wait: %" PRId64 " records still undecided after %" PRId64 " s", left,
+			timeout_s);
+		return 1;
+	}
+	if (!quiet)
+		printf("all %" PRId64 " records decided\n", total);
+	return 0;
+}
+
+/* ---- summary ----------------------------------------------------------------------------- */
+
+static int64_t scalar(PGconn *c, const char *sql, int n, const char *const *p)
+{
+	PGresult *r = PQexecParams(c, sql, n, NULL, p, NULL, NULL, 0);
+	int64_t v = -1;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
+		v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return v;
+}
+
+static const char usage_summary[] =
+	"usage: flashsale summary [--sku SKU] [--json]\n"
+	"\n"
+	"Counts from Postgres: units won (held + confirmed), buys by outcome, invalid records,\n"
+	"repeated intents, and the remaining stock (of one SKU, or of all).\n";
+
+static int cmd_summary(flashsale_t *fs, int argc, char **argv)
+{
+	const char *sku = NULL;
+	bool json = false;
+	const struct cli_opt spec[] = {
+		{"sku", CLI_STR, &sku},
+		{"json", CLI_FLAG, &json},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_summary, spec, 0, -1);
+	if (rc >= 0)
+		return rc;
+	PGconn *pg = flashsale_pg(fs);
+	if (!pg) {
+		cli_err("summary: %s", flashsale_error(fs));
+		return 1;
+	}
+	const char *p[] = {sku ? sku : ""};
+	const char *any = "($1 = '' OR sku = $1)";
+	char q[512];
+#define COUNT(where)                                                                               \
+	(snprintf(q, sizeof q, "SELECT count(*) FROM decisions WHERE kind = 1 AND %s AND %s", any, \
+		  where),                                                                          \
+	 scalar(pg, q, 1, p))
+	int64_t held = COUNT("outcome = 'held'");
+	int64_t sold_out = COUNT("outcome = 'sold_out'");
+	int64_t rejected = COUNT("outcome NOT IN ('held', 'sold_out')");
+#undef COUNT
+	snprintf(q, sizeof q, "SELECT coalesce(sum(held + sold), 0) FROM skus WHERE %s", any);
+	int64_t won = scalar(pg, q, 1, p);
+	snprintf(q, sizeof q, "SELECT coalesce(sum(available), 0) FROM skus WHERE %s", any);
+	int64_t remaining = scalar(pg, q, 1, p);
+	int64_t invalid =
+		scalar(pg, "SELECT coalesce(sum(off_end - off + 1), 0) FROM rejects", 0, NULL);
+	const char *g[] = {flashsale_config(fs)->group, flashsale_config(fs)->topic_intents};
+	int64_t dups = scalar(pg,
+			      "SELECT coalesce(sum(n_repeats), 0) FROM partitions WHERE grp = $1 "
+			      "AND topic = $2",
+			      2, g);
+	int64_t conflicts = scalar(pg,
+				   "SELECT coalesce(sum(n_conflicts), 0) FROM partitions WHERE "
+				   "grp = $1 AND topic = $2",
+				   2, g);
+	if (held < 0 || won < 0 || dups < 0) {
+		cli_err("summary: postgres: %s", PQerrorMessage(pg));
+		return 1;
+	}
+	/* rejected here: buys decided as anything but held or sold_out, plus invalid records. */
+	if (json)
+		printf("{\"sold\":%" PRId64 ",\"held_buys\":%" PRId64 ",\"sold_out\":%" PRId64
+		       ",\"rejected\":%" PRId64 ",\"invalid\":%" PRId64 ",\"duplicates\":%" PRId64
+		       ",\"conflicts\":%" PRId64 ",\"remaining\":%" PRId64 "}\n",
+		       won, held, sold_out, rejected + invalid, invalid, dups, conflicts,
+		       remaining);
+	else
+		printf("sold=%" PRId64 " held_buys=%" PRId64 " sold_out=%" PRId64
+		       " rejected=%" PRId64 " invalid=%" PRId64 " duplicates=%" PRId64
+		       " conflicts=%" PRId64 " remaining=%" PRId64 "\n",
+		       won, held, sold_out, rejected + invalid, invalid, dups, conflicts,
+		       remaining);
+	return 0;
+}
+
+/* ---- topics ------------------------------------------------------------------------------ */
+
+static const char usage_topics[] =
+	"usage: flashsale topics create [--partitions N] [--replication N]\n"
+	"\n"
+	"Creates the intents topic (LogAppendTime, unlimited retention), the results topic\n"
+	"(LogAppendTime, so that `flashsale timing` reads both on the broker's clock) and the\n"
+	"compacted stock topic with the names of the configuration. Existing topics are left as\n"
+	"they are.\n";
+
+/* Deletes the three topics; a missing one is not an error. */
+/* The handle for the admin calls and the configuration's three topics (intents, results,
+ * stock); NULL, said on stderr, without a producer. */
+static rd_kafka_t *topics_of(flashsale_t *fs, const char *names[3])
+{
+	rd_kafka_t *rk = flashsale_producer(fs);
+	if (!rk) {
+		cli_err("topics: %s", flashsale_error(fs));
+		return NULL;
+	}
+	const struct fs_config *cfg = flashsale_config(fs);
+	names[0] = cfg->topic_intents;
+	names[1] = cfg->topic_results;
+	names[2] = cfg->topic_stock;
+	return rk;
+}
+
+static int topics_delete(rd_kafka_t *rk, const char *const names[3])
+{
+	rd_kafka_DeleteTopic_t *dt[3];
+	for (int i = 0; i < 3; i++)
+		dt[i] = rd_kafka_DeleteTopic_new(names[i]);
+	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+	rd_kafka_DeleteTopics(rk, dt, 3, NULL, q);
+	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+	int rc = 0;
+	if (!ev || rd_kafka_event_error(ev)) {
+		cli_err("topics: %s", ev ? rd_kafka_event_error_string(ev) : "timed out");
+		rc = 1;
+	} else {
+		size_t n;
+		const rd_kafka_topic_result_t **res = rd_kafka_DeleteTopics_result_topics(
+			rd_kafka_event_DeleteTopics_result(ev), &n);
+		for (size_t i = 0; i < n; i++) {
+			rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+			const char *name = rd_kafka_topic_result_name(res[i]);
+			if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+				printf("topic %s absent\n", name);
+			} else if (e) {
+				cli_err("topics: %s: %s", name,
+					rd_kafka_topic_result_error_string(res[i]));
+				rc = 1;
+			} else {
+				printf("topic %s deleted\n", name);
+			}
+		}
+	}
+	if (ev)
+		rd_kafka_event_destroy(ev);
+	rd_kafka_queue_destroy(q);
+	for (int i = 0; i < 3; i++)
+		rd_kafka_DeleteTopic_destroy(dt[i]);
+	return rc;
+}
+
+static int cmd_topics(flashsale_t *fs, int argc, char **argv)
+{
+	int64_t parts = 4, repl = 1;
+	const struct cli_opt spec[] = {
+		{"partitions", CLI_INT, &parts, 1, 1024},
+		{"replication", CLI_INT, &repl, 1, 16},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_topics, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
+	const char *names[3];
+	rd_kafka_t *rk = topics_of(fs, names);
+	if (!rk)
+		return 1;
+	if (strcmp(argv[optind], "delete") == 0)
+		return topics_delete(rk, names);
+	if (strcmp(argv[optind], "create") != 0)
+		return cli_usage(usage_topics);
+	return cli_topics_create(fs, (int)parts, (int)repl, "LogAppendTime");
+}
+
+int cli_topics_create(flashsale_t *fs, int parts, int repl, const char *intents_time)
+{
+	const char *names[3];
+	rd_kafka_t *rk = topics_of(fs, names);
+	if (!rk)
+		return 1;
+	int rc;
+	rd_kafka_NewTopic_t *nt[3];
+	char err[512];
+	for (int i = 0; i < 3; i++) {
+		nt[i] = rd_kafka_NewTopic_new(names[i], parts, repl, err, sizeof err);
+		if (!nt[i]) {
+			cli_err("topics: %s: %s", names[i], err);
+			return 1;
+		}
+	}
+	rd_kafka_NewTopic_set_config(nt[0], "message.timestamp.type", intents_time);
+	/* The results too: `flashsale timing` reads both on the broker's one clock. */
+	rd_kafka_NewTopic_set_config(nt[1], "message.timestamp.type", "LogAppendTime");
+	rd_kafka_NewTopic_set_config(nt[0], "retention.ms", "-1");
+	rd_kafka_NewTopic_set_config(nt[0], "retention.bytes", "-1");
+	rd_kafka_NewTopic_set_config(nt[2], "cleanup.policy", "compact");
+	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+	rd_kafka_CreateTopics(rk, nt, 3, NULL, q);
+	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+	rc = 0;
+	if (!ev || rd_kafka_event_error(ev)) {
+		cli_err("topics: %s", ev ? rd_kafka_event_error_string(ev) : "timed out");
+		rc = 1;
+	} else {
+		size_t n;
+		const rd_kafka_topic_result_t **res = rd_kafka_CreateTopics_result_topics(
+			rd_kafka_event_CreateTopics_result(ev), &n);
+		for (size_t i = 0; i < n; i++) {
+			rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+			const char *name = rd_kafka_topic_result_name(res[i]);
+			if (e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+				printf("topic %s exists\n", name);
+			else if (e) {
+				cli_err("topics: %s: %s", name,
+					rd_kafka_topic_result_error_string(res[i]));
+				rc = 1;
+			} else
+				printf("topic %s created\n", name);
+		}
+	}
+	if (ev)
+		rd_kafka_event_destroy(ev);
+	rd_kafka_queue_destroy(q);
+	for (int i = 0; i < 3; i++)
+		rd_kafka_NewTopic_destroy(nt[i]);
+	return rc;
+}
+
+/* ---- publish ----------------------------------------------------------------------------- */
+
+static const char usage_publish[] =
+	"usage: flashsale publish --key KEY [--file FILE]\n"
+	"\n"
+	"Publishes one record, byte for byte, from FILE or standard input (at most 1 MiB) to the\n"
+	"intents topic with the given key. For tests and operators: the worker judges whatever\n"
+	"arrives, and answers a bad record with `rejected` and a reason.\n";
+
+enum { PUBLISH_BYTES_MAX = 1 << 20 };
+
+static int cmd_publish(flashsale_t *fs, int argc, char **argv)
+{
+	const char *key = NULL, *path = NULL;
+	const struct cli_opt spec[] = {
+		{"key", CLI_STR, &key},
+		{"file", CLI_STR, &path},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_publish, spec, 0, 0);
+	if (rc >= 0)
+		return rc;
+	if (!key)
+		return cli_usage(usage_publish);
+	FILE *f = path ? fopen(path, "rb") : stdin;
+	if (!f) {
+		cli_err("publish: %s: %s", path, strerror(errno));
+		return 1;
+	}
+	char *data = malloc(PUBLISH_BYTES_MAX + 1);
+	size_t n = data ? fread(data, 1, PUBLISH_BYTES_MAX + 1, f) : 0;
+	if (path)
+		fclose(f);
+	if (!data || n > PUBLISH_BYTES_MAX) {
+		free(data);
+		cli_err("publish: record larger than %d bytes", PUBLISH_BYTES_MAX);
+		return 1;
+	}
+	rc = flashsale_publish_raw(fs, key, strlen(key), data, n);
+	free(data);
+	if (rc == 0)
+		rc = flashsale_flush(fs, FLUSH_MS);
+	if (rc < 0) {
+		cli_err("publish: %s", flashsale_error(fs));
+		return 1;
+	}
+	printf("published %zu bytes with key %s\n", n, key);
+	return 0;
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	int (*fn)(flashsale_t *, int, char **);
+} commands[] = {
+	{"sale", cmd_sale},	  {"buy", cmd_buy},	     {"result", cmd_result},
+	{"stock", cmd_stock},	  {"wait", cmd_wait},	     {"summary", cmd_summary},
+	{"topics", cmd_topics},	  {"load", cli_load},	     {"audit", cli_audit},
+	{"publish", cmd_publish}, {"confirm", cmd_followup}, {"cancel", cmd_followup},
+	{"replay", cli_replay},	  {"timing", cli_timing},    {"move", cli_move},
+};
+
+const char *cli_config_file;
+const char *cli_sets[64];
+int cli_nsets;
+
+int main(int argc, char **argv)
+{
+	static struct fs_config cfg;
+	fs_config_defaults(&cfg);
+	char err[FS_CONF_ERR_MAX];
+	const char *config_file = NULL;
+	const char **sets = cli_sets;
+	int nsets = 0, i = 1;
+	/* Global options come before the command. */
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			printf("%s", usage_main);
+			return 0;
+		}
+		if (strcmp(a, "--help-config") == 0) {
+			fs_config_describe(stdout);
+			return 0;
+		}
+		bool has_arg = i + 1 < argc;
+		if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && has_arg) {
+			config_file = argv[++i];
+		} else if ((strcmp(a, "-s") == 0 || strcmp(a, "--set") == 0) && has_arg &&
+			   nsets < 64) {
+			sets[nsets++] = argv[++i];
+		} else {
+			cli_err("unknown or incomplete option '%s' (see flashsale --help)", a);
+			return 2;
+		}
+	}
+	if (i >= argc) {
+		fprintf(stderr, "%s", usage_main);
+		return 2;
+	}
+	cli_config_file = config_file;
+	cli_nsets = nsets;
+	if (config_file && fs_config_load_file(&cfg, config_file, err) < 0) {
+		cli_err("%s", err);
+		return 2;
+	}
+	if (fs_config_apply_env(&cfg, err) < 0) {
+		cli_err("%s", err);
+		return 2;
+	}
+	for (int k = 0; k < nsets; k++) {
+		char kv[1024];
+		snprintf(kv, sizeof kv, "%s", sets[k]);
+		char *eq = strchr(kv, '=');
+		if (!eq) {
+			cli_err("--set %s: expected KEY=VALUE", sets[k]);
+			return 2;
+		}
+		*eq = '\0';
+		if (fs_config_set(&cfg, kv, eq + 1, "--set", err) < 0) {
+			cli_err("%s", err);
+			return 2;
+		}
+	}
+	for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
+		if (strcmp(commands[k].name, argv[i]) != 0)
+			continue;
+		flashsale_t *fs = flashsale_new(&cfg, err, sizeof err);
+		if (!fs) {
+			cli_err("%s", err);
+			return 1;
+		}
+		int rc = commands[k].fn(fs, argc - i, argv + i);
+		flashsale_destroy(fs);
+		return rc;
+	}
+	cli_err("unknown command '%s' (see flashsale --help)", argv[i]);
+	return 2;
+}

@@ -1,0 +1,563 @@
+/* replay.c: `flashsale replay`, rebuild the database from the intents topic, or (--dry-run)
+ * replay the log through the pure core and name every difference with what Postgres recorded.
+ *
+ * The check is the strongest one the audit has (TESTING.md): decisions are a pure function of
+ * each partition's log (DESIGN.md, INV-4), so one fault-free pass of the same code over the
+ * same records must reproduce every stored decision, reject, sale record, reservation and
+ * counter exactly. A skipped, doubled or reordered record shows up as a named difference.
+ * The rebuild itself is the worker's own batch path (flashsale-worker --replay). */
+#include "cli/cli.h"
+
+#include "core/batch.h"
+#include "core/core.h"
+#include "io/kafka.h"
+#include "core/record.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+	REPLAY_BATCH_MAX = 1000,
+	REPLAY_PARTS_MAX = 1024,
+	DIFFS_SHOWN_MAX = 50,
+	POLL_MS = 200,
+	IDLE_POLLS_MAX = 300, /* 60 s without a record while some are still expected */
+};
+
+/* Rows of one table for one partition, ordered by offset, walked with a cursor. */
+struct rows {
+	PGresult *r;
+	int next;
+	int64_t covered; /* rejects: the next offset expected inside the current row's range */
+};
+
+struct rp_part {
+	struct fs_core core;
+	struct fs_batch batch;
+	int64_t target; /* the stored next offset: Postgres decided everything below it */
+	int64_t last;	/* last offset fed, -1 before the first */
+	bool done;
+	/* every intent id decided so far on this partition, for the repeats of later batches */
+	struct fs_seen seen;
+	struct rows dec, rej, sale, fwd;
+	struct fs_batch_counts counts;
+};
+
+struct rp {
+	flashsale_t *fs;
+	PGconn *pg;
+	struct fs_record_limits limits;
+	struct rp_part *parts;
+	int nparts;
+	int64_t diffs;
+	int64_t records;
+	bool quiet; /* count differences, print nothing (the audit reports them itself) */
+};
+
+static void diff(struct rp *rp, int part, int64_t off, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void diff(struct rp *rp, int part, int64_t off, const char *fmt, ...)
+{
+	rp->diffs++;
+	if (rp->diffs > DIFFS_SHOWN_MAX || rp->quiet)
+		return;
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (off >= 0)
+		printf("DIFF partition %d offset %" PRId64 ": %s\n", part, off, msg);
+	else
+		printf("DIFF partition %d: %s\n", part, msg);
+}
+
+/* ---- comparing with Postgres ------------------------------------------------------------- */
+
+static const char *col(const struct rows *t, int c)
+{
+	return PQgetisnull(t->r, t->next, c) ? "" : PQgetvalue(t->r, t->next, c);
+}
+
+static int64_t icol(const struct rows *t, int c)
+{
+	return PQgetisnull(t->r, t->next, c) ? -1 : strtoll(PQgetvalue(t->r, t->next, c), NULL, 10);
+}
+
+/* Moves the cursor to the row at `off`, reporting rows Postgres has that the replay has not. */
+static bool seek_row(struct rp *rp, int part, struct rows *t, const char *table, int64_t off)
+{
+	while (t->next < PQntuples(t->r) && icol(t, 0) < off) {
+		diff(rp, part, icol(t, 0),
+		     "%s: a row in Postgres for a record the replay did not "
+		     "decide there",
+		     table);
+		t->next++;
+	}
+	if (t->next < PQntuples(t->r) && icol(t, 0) == off)
+		return true;
+	diff(rp, part, off, "%s: the replay decided this record, Postgres has no row", table);
+	return false;
+}
+
+static void check_text(struct rp *rp, int part, int64_t off, const char *what, const char *pg,
+		       const char *replay)
+{
+	if (strcmp(pg, replay ? replay : "") != 0)
+		diff(rp, part, off, "%s: Postgres says '%s', the replay says '%s'", what, pg,
+		     replay ? replay : "");
+}
+
+static void check_int(struct rp *rp, int part, int64_t off, const char *what, int64_t pg,
+		      int64_t replay)
+{
+	if (pg != replay)
+		diff(rp, part, off, "%s: Postgres says %" PRId64 ", the replay says %" PRId64, what,
+		     pg, replay);
+}
+
+/* A row of rejects covers the offsets off..off_end (a run of alike bad records). */
+static void finish_reject_row(struct rp *rp, int part, struct rows *t)
+{
+	int64_t end = icol(t, 2);
+	if (t->covered <= end)
+		diff(rp, part, t->covered < icol(t, 0) ? icol(t, 0) : t->covered,
+		     "rejects: a row in Postgres covers records the replay did not reject there");
+	t->next++;
+}
+
+static void compare_reject(struct rp *rp, int part, struct rows *t, int64_t off, const char *reason)
+{
+	while (t->next < PQntuples(t->r) && icol(t, 2) < off)
+		finish_reject_row(rp, part, t);
+	if (t->next >= PQntuples(t->r) || icol(t, 0) > off) {
+		diff(rp, part, off,
+		     "rejects: the replay rejected this record, Postgres has no row");
+		return;
+	}
+	if (t->covered < icol(t, 0))
+		t->covered = icol(t, 0);
+	if (t->covered < off)
+		diff(rp, part, t->covered,
+		     "rejects: a row in Postgres covers a record the replay did not reject");
+	check_text(rp, part, off, "reject reason", col(t, 1), reason);
+	t->covered = off + 1;
+	if (off == icol(t, 2))
+		t->next++;
+}
+
+/* decisions columns: off, intent_id, kind, body_hash, outcome, reason, qty, expires_at_ms,
+ * decided_at_ms */
+static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item *it)
+{
+	int part = it->rec.partition;
+	int64_t off = it->rec.offset;
+	const struct fs_decision *d = &it->dec;
+	if (it->cls == FS_ITEM_NEW && seek_row(rp, part, &p->dec, "decisions", off)) {
+		check_text(rp, part, off, "intent id", col(&p->dec, 1), it->rec.intent_id);
+		check_int(rp, part, off, "kind", icol(&p->dec, 2), it->rec.kind);
+		check_int(rp, part, off, "body hash", icol(&p->dec, 3), it->rec.body_hash);
+		check_text(rp, part, off, "outcome", col(&p->dec, 4), fs_outcome_name(d->outcome));
+		check_text(rp, part, off, "reason", col(&p->dec, 5), d->reason);
+		check_int(rp, part, off, "qty", icol(&p->dec, 6), d->qty);
+		check_int(rp, part, off, "expires_at", icol(&p->dec, 7),
+			  d->reserve ? d->expires_at_ms : -1);
+		check_int(rp, part, off, "decided_at", icol(&p->dec, 8), d->decided_at_ms);
+		p->dec.next++;
+	} else if (it->cls == FS_ITEM_INVALID) {
+		compare_reject(rp, part, &p->rej, off, d->reason);
+	} else if (it->cls == FS_ITEM_FORWARD && seek_row(rp, part, &p->fwd, "forwards", off)) {
+		check_int(rp, part, off, "forwarded to partition", icol(&p->fwd, 1), it->rec.route);
+		p->fwd.next++;
+	} else if (it->cls == FS_ITEM_SALE && seek_row(rp, part, &p->sale, "sale_log", off)) {
+		check_text(rp, part, off, "sale outcome", col(&p->sale, 1),
+			   fs_outcome_name(d->outcome));
+		check_text(rp, part, off, "sale reason", col(&p->sale, 2), d->reason);
+		p->sale.next++;
+	}
+}
+
+static void decide_batch(struct rp *rp, struct rp_part *p)
+{
+	struct fs_batch *b = &p->batch;
+	if (b->len == 0)
+		return;
+	fs_batch_reset_decisions(b);
+	fs_batch_add_seen(b, &p->seen);
+	if (fs_batch_decide(b, &p->core) < 0) {
+		diff(rp, b->items[0].rec.partition, -1, "out of memory while replaying");
+		return;
+	}
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		compare_item(rp, p, it);
+		if (it->cls == FS_ITEM_NEW && fs_seen_add(&p->seen, it) < 0)
+			diff(rp, it->rec.partition, -1, "out of memory while replaying");
+	}
+	p->counts.records += b->counts.records;
+	p->counts.fresh += b->counts.fresh;
+	p->counts.repeats += b->counts.repeats;
+	p->counts.conflicts += b->counts.conflicts;
+	p->counts.invalid += b->counts.invalid;
+	p->counts.sale += b->counts.sale;
+	p->counts.ticks += b->counts.ticks;
+	p->counts.forwarded += b->counts.forwarded;
+	rp->records += b->len;
+	fs_core_commit(&p->core);
+	fs_batch_clear(b);
+}
+
+/* After the log: rows left over, and the final state (SKUs, holds, counters). */
+static void compare_state(struct rp *rp, int part, struct rp_part *p)
+{
+	if (p->rej.next < PQntuples(p->rej.r) && p->rej.covered > icol(&p->rej, 0))
+		finish_reject_row(rp, part, &p->rej); /* a partly matched last row */
+	struct rows *tables[] = {&p->dec, &p->rej, &p->sale, &p->fwd};
+	const char *names[] = {"decisions", "rejects", "sale_log", "forwards"};
+	for (int t = 0; t < 4; t++) {
+		for (; tables[t]->next < PQntuples(tables[t]->r); tables[t]->next++)
+			diff(rp, part, icol(tables[t], 0),
+			     "%s: a row in Postgres for a record the replay did not decide there",
+			     names[t]);
+	}
+
+	char pp[16];
+	snprintf(pp, sizeof pp, "%d", part);
+	const char *prm[] = {pp};
+	PGresult *r = PQexecParams(rp->pg,
+				   "SELECT sku, status, supply, available, held, sold FROM skus "
+				   "WHERE part = $1::int ORDER BY sku",
+				   1, NULL, prm, NULL, NULL, 0);
+	int n = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : 0;
+	if (n != (int)p->core.skus_len)
+		diff(rp, part, -1, "skus: Postgres has %d, the replay %u", n, p->core.skus_len);
+	for (int i = 0; i < n; i++) {
+		const struct fs_sku *s = fs_core_sku(&p->core, PQgetvalue(r, i, 0));
+		if (!s) {
+			diff(rp, part, -1, "sku %s: in Postgres only", PQgetvalue(r, i, 0));
+			continue;
+		}
+		char what[128];
+		int64_t vals[] = {s->supply, s->available, s->held, s->sold};
+		const char *names2[] = {"supply", "available", "held", "sold"};
+		for (int k = 0; k < 4; k++) {
+			snprintf(what, sizeof what, "sku %s %s", s->sku, names2[k]);
+			check_int(rp, part, -1, what, strtoll(PQgetvalue(r, i, k + 2), NULL, 10),
+				  vals[k]);
+		}
+		snprintf(what, sizeof what, "sku %s status", s->sku);
+		check_text(rp, part, -1, what, PQgetvalue(r, i, 1),
+			   s->status == FS_SKU_OPEN ? "open" : "closed");
+	}
+	PQclear(r);
+
+	r = PQexecParams(
+		rp->pg,
+		"SELECT intent_id, status, late, coalesce(ended_off, -1) FROM reservations "
+		"WHERE part = $1::int",
+		1, NULL, prm, NULL, NULL, 0);
+	n = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : 0;
+	if (n != (int)p->core.holds_len)
+		diff(rp, part, -1, "reservations: Postgres has %d, the replay %u", n,
+		     p->core.holds_len);
+	for (int i = 0; i < n; i++) {
+		const struct fs_hold *h = fs_core_hold(&p->core, PQgetvalue(r, i, 0));
+		char what[96];
+		snprintf(what, sizeof what, "reservation %s", PQgetvalue(r, i, 0));
+		if (!h) {
+			diff(rp, part, -1, "%s: in Postgres only", what);
+			continue;
+		}
+		const char *st = fs_hold_status_name(h->status);
+		check_text(rp, part, -1, what, PQgetvalue(r, i, 1), st);
+		check_text(rp, part, -1, what, PQgetvalue(r, i, 2), h->late ? "t" : "f");
+		check_int(rp, part, -1, what, strtoll(PQgetvalue(r, i, 3), NULL, 10),
+			  h->status == FS_HOLD_HELD ? -1 : h->ended_offset);
+	}
+	PQclear(r);
+
+	const struct fs_config *cfg = flashsale_config(rp->fs);
+	const char *q[] = {cfg->group, cfg->topic_intents, pp};
+	r = PQexecParams(rp->pg,
+			 "SELECT n_records, n_fresh, n_repeats, n_conflicts, n_invalid, n_sale, "
+			 "n_ticks, n_forwarded FROM partitions WHERE grp = $1 AND topic = $2 AND "
+			 "part = $3::int",
+			 3, NULL, q, NULL, NULL, 0);
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+		int64_t v[] = {p->counts.records,   p->counts.fresh,	p->counts.repeats,
+			       p->counts.conflicts, p->counts.invalid,	p->counts.sale,
+			       p->counts.ticks,	    p->counts.forwarded};
+		const char *names3[] = {"records", "fresh", "repeats", "conflicts",
+					"invalid", "sale",  "ticks",   "forwarded"};
+		for (int k = 0; k < 8; k++) {
+			char what[64];
+			snprintf(what, sizeof what, "counter n_%s", names3[k]);
+			check_int(rp, part, -1, what, strtoll(PQgetvalue(r, 0, k), NULL, 10), v[k]);
+		}
+	}
+	PQclear(r);
+}
+
+/* ---- reading the log --------------------------------------------------------------------- */
+
+static int load_rows(struct rp *rp, int part, struct rp_part *p)
+{
+	char pp[16];
+	snprintf(pp, sizeof pp, "%d", part);
+	const char *prm[] = {pp};
+	static const char *const sql[] = {
+		"SELECT off, intent_id, kind, body_hash, outcome, reason, qty, expires_at_ms, "
+		"decided_at_ms FROM decisions WHERE part = $1::int ORDER BY off",
+		"SELECT off, reason, off_end FROM rejects WHERE part = $1::int ORDER BY off",
+		"SELECT off, outcome, reason FROM sale_log WHERE part = $1::int ORDER BY off",
+		"SELECT off, to_part FROM forwards WHERE part = $1::int ORDER BY off",
+	};
+	struct rows *t[] = {&p->dec, &p->rej, &p->sale, &p->fwd};
+	for (int i = 0; i < 4; i++) {
+		t[i]->r = PQexecParams(rp->pg, sql[i], 1, NULL, prm, NULL, NULL, 0);
+		if (PQresultStatus(t[i]->r) != PGRES_TUPLES_OK) {
+			cli_err("replay: postgres: %s", PQerrorMessage(rp->pg));
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+static int setup_parts(struct rp *rp, const int64_t *ends)
+{
+	const struct fs_config *cfg = flashsale_config(rp->fs);
+	rp->parts = calloc((size_t)rp->nparts, sizeof *rp->parts);
+	if (!rp->parts)
+		return -ENOMEM;
+	const char *q[] = {cfg->group, cfg->topic_intents};
+	PGresult *r = PQexecParams(rp->pg,
+				   "SELECT part, next_offset FROM partitions WHERE grp = $1 AND "
+				   "topic = $2",
+				   2, NULL, q, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		cli_err("replay: postgres: %s", PQerrorMessage(rp->pg));
+		PQclear(r);
+		return -EIO;
+	}
+	for (int i = 0; i < rp->nparts; i++) {
+		struct rp_part *p = &rp->parts[i];
+		fs_core_init(&p->core, i);
+		/* Never forget here: a forgotten id would be decided again and differ. */
+		fs_seen_init(&p->seen, UINT32_MAX);
+		if (fs_batch_init(&p->batch, REPLAY_BATCH_MAX) < 0)
+			return -ENOMEM;
+		p->target = 0;
+		p->last = -1;
+		for (int k = 0; k < PQntuples(r); k++)
+			if (atoi(PQgetvalue(r, k, 0)) == i)
+				p->target = strtoll(PQgetvalue(r, k, 1), NULL, 10);
+		if (p->target < 0)
+			p->target = 0;
+		if (p->target > ends[i]) {
+			diff(rp, i, -1,
+			     "the stored next offset %" PRId64 " is past the log end %" PRId64,
+			     p->target, ends[i]);
+			p->target = ends[i];
+		}
+		if (load_rows(rp, i, p) < 0) {
+			PQclear(r);
+			return -EIO;
+		}
+	}
+	PQclear(r);
+	return 0;
+}
+
+static void feed(struct rp *rp, rd_kafka_message_t *m)
+{
+	if (m->partition < 0 || m->partition >= rp->nparts)
+		return;
+	struct rp_part *p = &rp->parts[m->partition];
+	if (p->done || m->offset < p->last + 1 || m->offset >= p->target)
+		return;
+	if (p->last >= 0 && m->offset != p->last + 1)
+		diff(rp, m->partition, m->offset, "the log skips from %" PRId64, p->last);
+	p->last = m->offset;
+	struct fs_item *it = fs_batch_push(&p->batch);
+	rd_kafka_timestamp_type_t tstype;
+	int64_t ts = rd_kafka_message_timestamp(m, &tstype);
+	fs_record_parse(&rp->limits, m->key, m->key_len, m->payload, m->len, m->partition,
+			m->offset, ts < 0 ? 0 : ts, &it->rec);
+	if (p->batch.len == p->batch.cap || m->offset + 1 >= p->target)
+		decide_batch(rp, p);
+	if (m->offset + 1 >= p->target)
+		p->done = true;
+}
+
+int cli_topic_rule(PGconn *pg, const char *topic, struct fs_record_limits *limits)
+{
+	const char *q[] = {topic};
+	PGresult *r = PQexecParams(pg, "SELECT partitions, misrouted FROM topics WHERE topic = $1",
+				   1, NULL, q, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		cli_err("postgres: %s", PQerrorMessage(pg));
+		PQclear(r);
+		return -EIO;
+	}
+	/* No row: no worker has started on this topic, nothing was decided by the rule. */
+	if (PQntuples(r) == 1) {
+		limits->partitions = atoi(PQgetvalue(r, 0, 0));
+		limits->misrouted_reject = strcmp(PQgetvalue(r, 0, 1), "reject") == 0;
+	}
+	PQclear(r);
+	return 0;
+}
+
+int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *diffs)
+{
+	struct rp rp = {.fs = fs, .quiet = quiet};
+	rp.pg = flashsale_pg(fs);
+	if (!rp.pg) {
+		cli_err("replay: %s", flashsale_error(fs));
+		return 1;
+	}
+	const struct fs_config *cfg = flashsale_config(fs);
+	rp.limits.bytes_max = (size_t)cfg->record_max_bytes;
+	if (cli_topic_rule(rp.pg, cfg->topic_intents, &rp.limits) < 0)
+		return 1;
+	int64_t *ends = NULL, *lo = NULL;
+	rp.nparts = cli_topic_ends(fs, cfg->topic_intents, &ends);
+	if (rp.nparts < 0)
+		return 1;
+	if (rp.nparts > REPLAY_PARTS_MAX || setup_parts(&rp, ends) < 0) {
+		free(ends);
+		return 1;
+	}
+	lo = calloc((size_t)rp.nparts, sizeof *lo);
+	rd_kafka_t *rk = lo ? cli_topic_reader(fs, cfg->topic_intents, rp.nparts,
+					       "flashsale-replay-check", lo)
+			    : NULL;
+	if (!rk) {
+		free(lo);
+		free(ends);
+		return 1;
+	}
+	for (int i = 0; i < rp.nparts; i++) {
+		if (lo[i] > 0 && rp.parts[i].target > 0)
+			diff(&rp, i, -1,
+			     "the log starts at %" PRId64 ": records below it are gone, "
+			     "the replay cannot check them",
+			     lo[i]);
+		rp.parts[i].done = rp.parts[i].target <= lo[i];
+		rp.parts[i].last = lo[i] - 1;
+	}
+	int idle = 0;
+	for (;;) {
+		bool all = true;
+		for (int i = 0; i < rp.nparts; i++)
+			all = all && rp.parts[i].done;
+		if (all || idle > IDLE_POLLS_MAX)
+			break;
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, POLL_MS);
+		if (!m) {
+			idle++;
+			continue;
+		}
+		idle = 0;
+		if (!m->err)
+			feed(&rp, m);
+		rd_kafka_message_destroy(m);
+	}
+	rd_kafka_consumer_close(rk);
+	rd_kafka_destroy(rk);
+	for (int i = 0; i < rp.nparts; i++) {
+		struct rp_part *p = &rp.parts[i];
+		if (!p->done)
+			diff(&rp, i, -1, "the log could not be read up to offset %" PRId64,
+			     p->target);
+		decide_batch(&rp, p);
+		compare_state(&rp, i, p);
+		PQclear(p->dec.r);
+		PQclear(p->rej.r);
+		PQclear(p->sale.r);
+		PQclear(p->fwd.r);
+		fs_core_free(&p->core);
+		fs_batch_free(&p->batch);
+		fs_seen_free(&p->seen);
+	}
+	free(rp.parts);
+	free(ends);
+	free(lo);
+	if (rp.diffs > DIFFS_SHOWN_MAX && !quiet)
+		printf("... %" PRId64 " differences in all\n", rp.diffs);
+	*records = rp.records;
+	*diffs = rp.diffs;
+	return rp.diffs ? 1 : 0;
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+
+static const char usage_replay[] =
+	"usage: flashsale replay [--dry-run]\n"
+	"\n"
+	"Rebuilds the database from the intents topic: every partition is decided from its\n"
+	"stored offset (the beginning, for an empty database) to the log's end, by the worker's\n"
+	"own batch path (flashsale-worker --replay), publishing nothing, with a progress bar and\n"
+	"the rate. Resuming an older dump converges to the same state. A stored offset below the\n"
+	"log's start stops with an error, never a silent skip.\n"
+	"--dry-run changes nothing: it replays the log through the pure core in memory and names\n"
+	"every difference with what Postgres recorded (decisions, rejects, sale records,\n"
+	"forwarded records, reservations, stock counters, record counters). Exit 1 if there\n"
+	"is any. Both apply the partitioning rule recorded for the topic (partition count,\n"
+	"misrouted = forward | reject) as the live worker did.\n";
+
+int cli_replay(flashsale_t *fs, int argc, char **argv)
+{
+	bool dry_run = false;
+	const struct cli_opt spec[] = {
+		{"dry-run", CLI_FLAG, &dry_run, 0, 0},
+		{NULL, 0, NULL, 0, 0},
+	};
+	int rc = cli_parse(argc, argv, usage_replay, spec, 0, 0);
+	if (rc >= 0)
+		return rc;
+	if (dry_run) {
+		int64_t records = 0, diffs = 0;
+		rc = cli_replay_check(fs, false, &records, &diffs);
+		printf("replay check: %" PRId64 " records replayed, %" PRId64 " differences\n",
+		       records, diffs);
+		return rc;
+	}
+
+	/* The rebuild is the worker itself, next to this binary, with the same configuration. */
+	char self[PATH_MAX], worker[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0) {
+		cli_err("replay: cannot find my own path");
+		return 1;
+	}
+	self[n] = '\0';
+	snprintf(worker, sizeof worker, "%s/flashsale-worker", dirname(self));
+	const char *args[2 * 64 + 8];
+	int k = 0;
+	args[k++] = worker;
+	args[k++] = "--replay";
+	if (cli_config_file) {
+		args[k++] = "-c";
+		args[k++] = cli_config_file;
+	}
+	for (int i = 0; i < cli_nsets && k < (int)(sizeof args / sizeof args[0]) - 3; i++) {
+		args[k++] = "--set";
+		args[k++] = cli_sets[i];
+	}
+	args[k] = NULL;
+	fflush(stdout);
+	execv(worker, (char *const *)args);
+	cli_err("replay: %s: %s", worker, strerror(errno));
+	return 1;
+}

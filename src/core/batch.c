@@ -1,0 +1,332 @@
+/* batch.c: dedupe and decide one partition's batch (see batch.h). */
+#include "core/batch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Index values: items are stored as is, stored entries with the top bit set. */
+#define STORED_FLAG 0x80000000u
+
+struct key {
+	const char *intent_id;
+	enum fs_kind kind;
+};
+
+static uint64_t key_hash(const char *intent_id, enum fs_kind kind)
+{
+	return fs_hash_bytes(intent_id, FS_UUID_LEN, (uint64_t)kind);
+}
+
+static bool key_eq(const void *ctx, uint32_t value, const void *key)
+{
+	const struct fs_batch *b = ctx;
+	const struct key *k = key;
+	if (value & STORED_FLAG) {
+		const struct fs_stored *s = &b->stored[value & ~STORED_FLAG];
+		return s->kind == k->kind && strcmp(s->intent_id, k->intent_id) == 0;
+	}
+	const struct fs_item *it = &b->items[value];
+	return it->rec.kind == k->kind && strcmp(it->rec.intent_id, k->intent_id) == 0;
+}
+
+int fs_batch_init(struct fs_batch *b, uint32_t cap)
+{
+	memset(b, 0, sizeof *b);
+	b->items = calloc(cap, sizeof *b->items);
+	b->stored = calloc(cap, sizeof *b->stored);
+	if (!b->items || !b->stored) {
+		fs_batch_free(b);
+		return -ENOMEM;
+	}
+	b->cap = cap;
+	b->stored_cap = cap;
+	return 0;
+}
+
+void fs_batch_free(struct fs_batch *b)
+{
+	free(b->items);
+	free(b->stored);
+	fs_map_free(&b->index);
+	fs_buf_free(&b->fwd);
+	memset(b, 0, sizeof *b);
+}
+
+void fs_batch_reset_decisions(struct fs_batch *b)
+{
+	b->stored_len = 0;
+	fs_map_clear(&b->index);
+	memset(&b->counts, 0, sizeof b->counts);
+	for (uint32_t i = 0; i < b->len; i++) {
+		memset(&b->items[i].dec, 0, sizeof b->items[i].dec);
+		b->items[i].cls = 0;
+	}
+}
+
+void fs_batch_clear(struct fs_batch *b)
+{
+	b->len = 0;
+	fs_buf_clear(&b->fwd);
+	fs_batch_reset_decisions(b);
+}
+
+int fs_batch_keep(struct fs_batch *b, struct fs_item *it, const void *key, size_t key_len,
+		  const void *payload, size_t len)
+{
+	it->fwd_at = b->fwd.len;
+	it->fwd_key_len = (uint32_t)key_len;
+	it->fwd_len = (uint32_t)len;
+	if (key_len)
+		fs_buf_add(&b->fwd, key, key_len);
+	if (len)
+		fs_buf_add(&b->fwd, payload, len);
+	return fs_buf_ok(&b->fwd) ? 0 : -ENOMEM;
+}
+
+struct fs_item *fs_batch_push(struct fs_batch *b)
+{
+	if (b->len == b->cap)
+		return NULL;
+	struct fs_item *it = &b->items[b->len++];
+	memset(it, 0, sizeof *it);
+	return it;
+}
+
+bool fs_item_has_key(const struct fs_item *it)
+{
+	if (it->rec.misrouted)
+		return false;
+	switch (it->rec.kind) {
+	case FS_KIND_BUY:
+	case FS_KIND_CONFIRM:
+	case FS_KIND_CANCEL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s)
+{
+	if (b->stored_len == b->stored_cap)
+		return -ENOBUFS;
+	struct key k = {s->intent_id, s->kind};
+	uint64_t h = key_hash(s->intent_id, s->kind);
+	if (fs_map_get(&b->index, h, key_eq, b, &k) != FS_MAP_NONE)
+		return 0; /* the primary key makes this impossible; ignore rather than trust it */
+	uint32_t i = b->stored_len++;
+	b->stored[i] = *s;
+	if (s->dec.reason) {
+		snprintf(b->stored[i].reason_buf, sizeof b->stored[i].reason_buf, "%s",
+			 s->dec.reason);
+		b->stored[i].dec.reason = b->stored[i].reason_buf;
+	}
+	return fs_map_put(&b->index, h, i | STORED_FLAG);
+}
+
+/* Answers a record whose intent id was decided before, in the store or earlier in the batch. */
+static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found)
+{
+	int64_t hash;
+	const struct fs_decision *first;
+	int32_t part;
+	int64_t off;
+	if (found & STORED_FLAG) {
+		const struct fs_stored *s = &b->stored[found & ~STORED_FLAG];
+		hash = s->body_hash;
+		first = &s->dec;
+		part = s->partition;
+		off = s->offset;
+	} else {
+		const struct fs_item *f = &b->items[found];
+		hash = f->rec.body_hash;
+		first = &f->dec;
+		part = f->first_partition;
+		off = f->first_offset;
+	}
+	if (hash != it->rec.body_hash) {
+		it->cls = FS_ITEM_CONFLICT;
+		it->dec.outcome = FS_OUT_CONFLICT;
+		it->dec.reason = "intent_id_reused";
+		it->dec.qty = it->rec.qty;
+		/* The record's own time: no row keeps a conflict, and an answer given again after
+		 * a restart must carry the same (the record is all it has then). */
+		it->dec.decided_at_ms = it->rec.ts_ms;
+		it->first_partition = it->rec.partition;
+		it->first_offset = it->rec.offset;
+		b->counts.conflicts++;
+		return;
+	}
+	it->cls = FS_ITEM_REPEAT;
+	it->dec = *first;
+	it->dec.duplicate = true;
+	it->dec.reserve = false;
+	it->first_partition = part;
+	it->first_offset = off;
+	b->counts.repeats++;
+}
+
+static enum fs_item_class class_of(const struct fs_record *r)
+{
+	if (r->misrouted)
+		return FS_ITEM_FORWARD;
+	switch (r->kind) {
+	case FS_KIND_INVALID:
+		return FS_ITEM_INVALID;
+	case FS_KIND_OPEN:
+	case FS_KIND_RESTOCK:
+	case FS_KIND_CLOSE:
+		return FS_ITEM_SALE;
+	case FS_KIND_TICK:
+		return FS_ITEM_TICK;
+	default:
+		return FS_ITEM_NEW;
+	}
+}
+
+int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
+{
+	memset(&b->counts, 0, sizeof b->counts);
+	for (uint32_t i = 0; i < b->len; i++) {
+		struct fs_item *it = &b->items[i];
+		b->counts.records++;
+		it->first_partition = it->rec.partition;
+		it->first_offset = it->rec.offset;
+		if (fs_item_has_key(it)) {
+			struct key k = {it->rec.intent_id, it->rec.kind};
+			uint64_t h = key_hash(it->rec.intent_id, it->rec.kind);
+			uint32_t found = fs_map_get(&b->index, h, key_eq, b, &k);
+			if (found != FS_MAP_NONE) {
+				/* A repeat still moves the clock (and expires what is due): time is
+				 * the log's, every record counts. */
+				fs_core_advance(core, it->rec.ts_ms, it->rec.offset);
+				answer_repeat(b, it, found);
+				continue;
+			}
+			int rc = fs_map_put(&b->index, h, i);
+			if (rc < 0)
+				return rc;
+		}
+		it->cls = class_of(&it->rec);
+		if (it->cls == FS_ITEM_FORWARD) {
+			/* Not decided here, but a record of this log all the same: it moves the
+			 * clock like any other (a replay sees it too). */
+			fs_core_advance(core, it->rec.ts_ms, it->rec.offset);
+			it->dec.decided_at_ms = it->rec.ts_ms;
+			b->counts.forwarded++;
+			continue;
+		}
+		int rc = fs_core_decide(core, &it->rec, &it->dec);
+		if (rc < 0)
+			return rc;
+		if (it->cls == FS_ITEM_INVALID)
+			it->dec.decided_at_ms =
+				it->rec.ts_ms; /* as for a conflict: no row keeps it */
+		switch (it->cls) {
+		case FS_ITEM_NEW:
+			b->counts.fresh++;
+			break;
+		case FS_ITEM_INVALID:
+			b->counts.invalid++;
+			if (fs_record_off_route(&it->rec))
+				b->counts.wrong_partition++;
+			break;
+		case FS_ITEM_SALE:
+			b->counts.sale++;
+			break;
+		default:
+			b->counts.ticks++;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* ---- the memory of committed decisions ------------------------------------------------- */
+
+static bool seen_eq(const void *ctx, uint32_t value, const void *key)
+{
+	const struct fs_seen *s = ctx;
+	const struct key *k = key;
+	return s->items[value].kind == k->kind &&
+	       strcmp(s->items[value].intent_id, k->intent_id) == 0;
+}
+
+int fs_seen_init(struct fs_seen *s, uint32_t cap_max)
+{
+	memset(s, 0, sizeof *s);
+	s->cap_max = cap_max ? cap_max : 1;
+	return 0;
+}
+
+void fs_seen_free(struct fs_seen *s)
+{
+	free(s->items);
+	fs_map_free(&s->index);
+	memset(s, 0, sizeof *s);
+}
+
+void fs_seen_clear(struct fs_seen *s)
+{
+	s->len = 0;
+	fs_map_clear(&s->index);
+}
+
+int fs_seen_add(struct fs_seen *s, const struct fs_item *it)
+{
+	if (s->len == s->cap_max) {
+		fs_seen_clear(s);
+		s->resets++;
+	}
+	if (s->len == s->cap) {
+		uint32_t cap = s->cap ? s->cap * 2 : 1024;
+		if (cap > s->cap_max)
+			cap = s->cap_max;
+		struct fs_stored *n = realloc(s->items, (size_t)cap * sizeof *n);
+		if (!n)
+			return -ENOMEM;
+		s->items = n;
+		s->cap = cap;
+	}
+	struct fs_stored *st = &s->items[s->len];
+	memset(st, 0, sizeof *st);
+	strcpy(st->intent_id, it->rec.intent_id);
+	st->kind = it->rec.kind;
+	st->body_hash = it->rec.body_hash;
+	st->partition = it->first_partition;
+	st->offset = it->first_offset;
+	st->dec = it->dec;
+	st->dec.duplicate = false;
+	if (it->dec.reason) {
+		snprintf(st->reason_buf, sizeof st->reason_buf, "%s", it->dec.reason);
+		st->dec.reason = st->reason_buf;
+	}
+	int rc = fs_map_put(&s->index, key_hash(st->intent_id, st->kind), s->len);
+	if (rc == 0)
+		s->len++;
+	return rc;
+}
+
+const struct fs_stored *fs_seen_find(const struct fs_seen *s, const char *intent_id,
+				     enum fs_kind kind)
+{
+	struct key k = {intent_id, kind};
+	uint32_t v = fs_map_get(&s->index, key_hash(intent_id, kind), seen_eq, s, &k);
+	return v == FS_MAP_NONE ? NULL : &s->items[v];
+}
+
+uint32_t fs_batch_add_seen(struct fs_batch *b, const struct fs_seen *s)
+{
+	uint32_t found = 0;
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (!fs_item_has_key(it))
+			continue;
+		const struct fs_stored *st = fs_seen_find(s, it->rec.intent_id, it->rec.kind);
+		if (st && fs_batch_add_stored(b, st) == 0)
+			found++;
+	}
+	return found;
+}

@@ -1,0 +1,117 @@
+/* batch.h: one partition's batch of records, and the pure step that decides it.
+ *
+ * The worker fills a batch with parsed records (in offset order), asks the store for the
+ * decisions already recorded for the batch's intent ids (fs_batch_add_stored), then calls
+ * fs_batch_decide(), which answers repeats from what is stored (or from an earlier record of
+ * the same batch), finds conflicts, and hands every new record to the core in offset order.
+ * No I/O. Buffers are allocated once and reused; fs_batch_clear() keeps them. Thread: one. */
+#ifndef FS_BATCH_H
+#define FS_BATCH_H
+
+#include "core/buf.h"
+#include "core/core.h"
+#include "core/map.h"
+#include "core/record.h"
+
+#include <stdint.h>
+
+/* A decision already recorded in the store for an (intent id, kind). */
+struct fs_stored {
+	char intent_id[FS_UUID_LEN + 1];
+	enum fs_kind kind;
+	int64_t body_hash;
+	int32_t partition;
+	int64_t offset;
+	struct fs_decision dec; /* dec.reason is copied into reason_buf by fs_batch_add_stored */
+	char reason_buf[48];
+};
+
+enum fs_item_class {
+	FS_ITEM_NEW = 1,      /* first decision for its intent id: write a decisions row */
+	FS_ITEM_REPEAT = 2,   /* same id, same body: answered with the first decision */
+	FS_ITEM_CONFLICT = 3, /* same id, another body: answered `conflict`, no effect */
+	FS_ITEM_INVALID = 4,  /* unparseable or invalid record: write a rejects row */
+	FS_ITEM_SALE = 5,     /* open / restock / close: write a sale_log row */
+	FS_ITEM_TICK = 6,
+	/* On the wrong partition (rec.misrouted): not decided here; a forwards row, and its key
+	 * and payload (kept by fs_batch_keep) re-published to rec.route once committed. */
+	FS_ITEM_FORWARD = 7,
+};
+
+struct fs_item {
+	struct fs_record rec;
+	struct fs_decision dec;
+	enum fs_item_class cls;
+	/* Where the answered decision was first made (itself unless a repeat). */
+	int32_t first_partition;
+	int64_t first_offset;
+	/* FS_ITEM_FORWARD: the message's key and payload, at fwd_at in the batch's fwd buffer. */
+	size_t fwd_at;
+	uint32_t fwd_key_len, fwd_len;
+};
+
+struct fs_batch_counts {
+	int64_t records, fresh, repeats, conflicts, invalid, sale, ticks, forwarded;
+	int64_t wrong_partition; /* of the invalid: misrouted, rejected (not stored apart) */
+};
+
+struct fs_batch {
+	struct fs_item *items;
+	uint32_t len, cap;
+	struct fs_stored *stored;
+	uint32_t stored_len, stored_cap;
+	struct fs_map index; /* (intent id, kind) -> item or stored entry */
+	struct fs_batch_counts counts;
+	struct fs_buf fwd; /* the bytes of misrouted records (fs_batch_keep) */
+};
+
+int fs_batch_init(struct fs_batch *b, uint32_t cap);
+void fs_batch_free(struct fs_batch *b);
+void fs_batch_clear(struct fs_batch *b);
+/* Returns the next free item (zeroed), or NULL when the batch is full. */
+struct fs_item *fs_batch_push(struct fs_batch *b);
+/* Keeps a misrouted item's key and payload, to forward them once the batch is committed.
+ * Returns 0, or -ENOMEM (the batch can then not be committed: the caller drops it). */
+int fs_batch_keep(struct fs_batch *b, struct fs_item *it, const void *key, size_t key_len,
+		  const void *payload, size_t len);
+/* The kept bytes of a forwarded item. */
+static inline const char *fs_item_fwd_key(const struct fs_batch *b, const struct fs_item *it)
+{
+	return b->fwd.data + it->fwd_at;
+}
+static inline const char *fs_item_fwd_payload(const struct fs_batch *b, const struct fs_item *it)
+{
+	return b->fwd.data + it->fwd_at + it->fwd_key_len;
+}
+/* Drops the stored entries and decisions (before a redo of the same records). */
+void fs_batch_reset_decisions(struct fs_batch *b);
+int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s);
+/* True if the record is answered by intent id (buy, confirm, cancel) and so is deduplicated
+ * (a misrouted record is not: the partition it belongs on dedupes it). */
+bool fs_item_has_key(const struct fs_item *it);
+
+/* Decides every item. Returns 0, or -ENOMEM (the core's state is then unusable: reload). */
+int fs_batch_decide(struct fs_batch *b, struct fs_core *core);
+
+/* A bounded memory of committed decisions by (intent id, kind): the worker answers most
+ * repeats from it without asking Postgres, and the replay check uses it as its store. When it
+ * is full it forgets everything and starts again (a forgotten id is found by the store's
+ * lookup, so forgetting costs a round trip, never a wrong answer). */
+struct fs_seen {
+	struct fs_stored *items;
+	uint32_t len, cap, cap_max;
+	struct fs_map index;
+	int64_t resets;
+};
+
+int fs_seen_init(struct fs_seen *s, uint32_t cap_max);
+void fs_seen_free(struct fs_seen *s);
+void fs_seen_clear(struct fs_seen *s);
+/* Remembers the decision of a NEW item. Returns 0 or -ENOMEM. */
+int fs_seen_add(struct fs_seen *s, const struct fs_item *it);
+const struct fs_stored *fs_seen_find(const struct fs_seen *s, const char *intent_id,
+				     enum fs_kind kind);
+/* Adds to the batch the remembered decisions of its intent ids. Returns how many it found. */
+uint32_t fs_batch_add_seen(struct fs_batch *b, const struct fs_seen *s);
+
+#endif

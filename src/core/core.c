@@ -1,0 +1,751 @@
+/* core.c: the pure decision core (see core.h). */
+#include "core/core.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const outcome_names[] = {
+	[FS_OUT_HELD] = "held",
+	[FS_OUT_SOLD_OUT] = "sold_out",
+	[FS_OUT_LIMIT_EXCEEDED] = "limit_exceeded",
+	[FS_OUT_NOT_OPEN] = "not_open",
+	[FS_OUT_CLOSED] = "closed",
+	[FS_OUT_REJECTED] = "rejected",
+	[FS_OUT_CONFLICT] = "conflict",
+	[FS_OUT_CONFIRMED] = "confirmed",
+	[FS_OUT_CONFIRMED_LATE] = "confirmed_late",
+	[FS_OUT_REFUND_REQUIRED] = "refund_required",
+	[FS_OUT_CANCELLED] = "cancelled",
+	[FS_OUT_EXPIRED] = "expired",
+	[FS_OUT_UNKNOWN_INTENT] = "unknown_intent",
+	[FS_OUT_APPLIED] = "applied",
+};
+
+enum { OUTCOMES_LEN = sizeof outcome_names / sizeof outcome_names[0] };
+
+const char *fs_outcome_name(enum fs_outcome o)
+{
+	if ((int)o <= 0 || (int)o >= OUTCOMES_LEN || !outcome_names[o])
+		return "invalid";
+	return outcome_names[o];
+}
+
+int fs_outcome_parse(const char *name, enum fs_outcome *out)
+{
+	for (int i = 1; i < OUTCOMES_LEN; i++) {
+		if (outcome_names[i] && strcmp(outcome_names[i], name) == 0) {
+			*out = (enum fs_outcome)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static const char *const hold_names[] = {
+	[FS_HOLD_HELD] = "held",
+	[FS_HOLD_CONFIRMED] = "confirmed",
+	[FS_HOLD_CANCELLED] = "cancelled",
+	[FS_HOLD_EXPIRED] = "expired",
+};
+
+const char *fs_hold_status_name(int status)
+{
+	if (status < FS_HOLD_HELD || status > FS_HOLD_EXPIRED)
+		return "invalid";
+	return hold_names[status];
+}
+
+int fs_hold_status_parse(const char *name, int *out)
+{
+	for (int i = FS_HOLD_HELD; i <= FS_HOLD_EXPIRED; i++) {
+		if (strcmp(hold_names[i], name) == 0) {
+			*out = i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* ---- state containers ------------------------------------------------------------------ */
+
+struct buyer_key {
+	uint32_t sku_index;
+	const char *buyer_id;
+};
+
+static uint64_t sku_hash(const char *sku)
+{
+	return fs_hash_bytes(sku, strlen(sku), 0);
+}
+
+static uint64_t buyer_hash(uint32_t sku_index, const char *buyer_id)
+{
+	return fs_hash_bytes(buyer_id, strlen(buyer_id), sku_index);
+}
+
+static bool sku_eq(const void *ctx, uint32_t value, const void *key)
+{
+	const struct fs_core *c = ctx;
+	return strcmp(c->skus[value].sku, key) == 0;
+}
+
+static bool buyer_eq(const void *ctx, uint32_t value, const void *key)
+{
+	const struct fs_core *c = ctx;
+	const struct buyer_key *k = key;
+	return c->buyers[value].sku_index == k->sku_index &&
+	       strcmp(c->buyers[value].buyer_id, k->buyer_id) == 0;
+}
+
+static uint64_t hold_hash(const char *intent_id)
+{
+	return fs_hash_bytes(intent_id, strlen(intent_id), 0x686f6c64);
+}
+
+static bool hold_eq(const void *ctx, uint32_t value, const void *key)
+{
+	const struct fs_core *c = ctx;
+	return strcmp(c->holds[value].intent_id, key) == 0;
+}
+
+int fs_core_init(struct fs_core *c, int32_t partition)
+{
+	memset(c, 0, sizeof *c);
+	c->partition = partition;
+	return 0;
+}
+
+void fs_core_free(struct fs_core *c)
+{
+	free(c->skus);
+	free(c->buyers);
+	free(c->dirty_skus);
+	free(c->dirty_buyers);
+	free(c->holds);
+	free(c->heap);
+	free(c->dirty_holds);
+	free(c->expired);
+	free(c->expired_at_ms);
+	free(c->expired_offset);
+	fs_map_free(&c->sku_index);
+	fs_map_free(&c->buyer_index);
+	fs_map_free(&c->hold_index);
+	memset(c, 0, sizeof *c);
+}
+
+void fs_core_reset(struct fs_core *c)
+{
+	c->clock_ms = 0;
+	c->skus_len = 0;
+	c->buyers_len = 0;
+	c->dirty_skus_len = 0;
+	c->dirty_buyers_len = 0;
+	c->holds_len = 0;
+	c->heap_len = 0;
+	c->dirty_holds_len = 0;
+	c->expired_len = 0;
+	fs_map_clear(&c->sku_index);
+	fs_map_clear(&c->buyer_index);
+	fs_map_clear(&c->hold_index);
+}
+
+/* Grows an array and its dirty list together, so that marking dirty never allocates. */
+static int reserve(void **items, uint32_t **dirty, uint32_t *cap, uint32_t len, size_t size)
+{
+	if (len < *cap)
+		return 0;
+	uint32_t ncap = *cap ? *cap * 2 : 16;
+	void *ni = realloc(*items, (size_t)ncap * size);
+	if (!ni)
+		return -ENOMEM;
+	*items = ni;
+	uint32_t *nd = realloc(*dirty, (size_t)ncap * sizeof *nd);
+	if (!nd)
+		return -ENOMEM;
+	*dirty = nd;
+	*cap = ncap;
+	return 0;
+}
+
+static uint32_t find_sku(const struct fs_core *c, const char *sku)
+{
+	return fs_map_get(&c->sku_index, sku_hash(sku), sku_eq, c, sku);
+}
+
+const struct fs_sku *fs_core_sku(const struct fs_core *c, const char *sku)
+{
+	uint32_t i = find_sku(c, sku);
+	return i == FS_MAP_NONE ? NULL : &c->skus[i];
+}
+
+static int add_sku(struct fs_core *c, const struct fs_sku *s, uint32_t *index)
+{
+	int rc = reserve((void **)&c->skus, &c->dirty_skus, &c->skus_cap, c->skus_len,
+			 sizeof *c->skus);
+	if (rc < 0)
+		return rc;
+	uint32_t i = c->skus_len;
+	rc = fs_map_put(&c->sku_index, sku_hash(s->sku), i);
+	if (rc < 0)
+		return rc;
+	c->skus[i] = *s;
+	c->skus_len++;
+	*index = i;
+	return 0;
+}
+
+int fs_core_load_sku(struct fs_core *c, const struct fs_sku *s)
+{
+	if (find_sku(c, s->sku) != FS_MAP_NONE)
+		return -EEXIST;
+	struct fs_sku v = *s;
+	v.stored = true;
+	v.dirty = false;
+	v.base_available = v.available;
+	v.base_held = v.held;
+	v.base_sold = v.sold;
+	v.base_supply = v.supply;
+	uint32_t i;
+	return add_sku(c, &v, &i);
+}
+
+static uint32_t find_buyer(const struct fs_core *c, uint32_t sku_index, const char *buyer_id)
+{
+	struct buyer_key k = {sku_index, buyer_id};
+	return fs_map_get(&c->buyer_index, buyer_hash(sku_index, buyer_id), buyer_eq, c, &k);
+}
+
+static int add_buyer(struct fs_core *c, uint32_t sku_index, const char *buyer_id, int64_t units,
+		     uint32_t *index)
+{
+	int rc = reserve((void **)&c->buyers, &c->dirty_buyers, &c->buyers_cap, c->buyers_len,
+			 sizeof *c->buyers);
+	if (rc < 0)
+		return rc;
+	uint32_t i = c->buyers_len;
+	rc = fs_map_put(&c->buyer_index, buyer_hash(sku_index, buyer_id), i);
+	if (rc < 0)
+		return rc;
+	struct fs_buyer *b = &c->buyers[i];
+	memset(b, 0, sizeof *b);
+	b->sku_index = sku_index;
+	strcpy(b->buyer_id, buyer_id);
+	b->units = units;
+	b->base_units = units;
+	c->buyers_len++;
+	*index = i;
+	return 0;
+}
+
+int fs_core_load_buyer(struct fs_core *c, const char *sku, const char *buyer_id, int64_t units)
+{
+	uint32_t si = find_sku(c, sku);
+	if (si == FS_MAP_NONE || find_buyer(c, si, buyer_id) != FS_MAP_NONE)
+		return -EINVAL;
+	uint32_t i;
+	int rc = add_buyer(c, si, buyer_id, units, &i);
+	if (rc == 0)
+		c->buyers[i].stored = true;
+	return rc;
+}
+
+/* ---- holds and their expiry heap -------------------------------------------------------- */
+
+/* Makes room for one more hold in every array that may list it, before any state changes. */
+static int grow_holds(struct fs_core *c)
+{
+	if (c->holds_len < c->holds_cap)
+		return 0;
+	uint32_t ncap = c->holds_cap ? c->holds_cap * 2 : 16;
+	if (ncap < c->holds_cap)
+		return -ENOMEM;
+	struct fs_hold *h = realloc(c->holds, (size_t)ncap * sizeof *h);
+	if (!h)
+		return -ENOMEM;
+	c->holds = h;
+	uint32_t **lists[] = {&c->heap, &c->dirty_holds, &c->expired};
+	for (int i = 0; i < 3; i++) {
+		uint32_t *n = realloc(*lists[i], (size_t)ncap * sizeof *n);
+		if (!n)
+			return -ENOMEM;
+		*lists[i] = n;
+	}
+	int64_t **times[] = {&c->expired_at_ms, &c->expired_offset};
+	for (int i = 0; i < 2; i++) {
+		int64_t *n = realloc(*times[i], (size_t)ncap * sizeof *n);
+		if (!n)
+			return -ENOMEM;
+		*times[i] = n;
+	}
+	c->holds_cap = ncap;
+	return 0;
+}
+
+static uint32_t find_hold(const struct fs_core *c, const char *intent_id)
+{
+	return fs_map_get(&c->hold_index, hold_hash(intent_id), hold_eq, c, intent_id);
+}
+
+const struct fs_hold *fs_core_hold(const struct fs_core *c, const char *intent_id)
+{
+	uint32_t i = find_hold(c, intent_id);
+	return i == FS_MAP_NONE ? NULL : &c->holds[i];
+}
+
+/* Heap order: earlier expiry first; the earlier buy first on a tie (determinism). */
+static bool heap_less(const struct fs_core *c, uint32_t a, uint32_t b)
+{
+	const struct fs_hold *x = &c->holds[a], *y = &c->holds[b];
+	if (x->expires_at_ms != y->expires_at_ms)
+		return x->expires_at_ms < y->expires_at_ms;
+	return x->offset < y->offset;
+}
+
+static void heap_set(struct fs_core *c, uint32_t pos, uint32_t hold)
+{
+	c->heap[pos] = hold;
+	c->holds[hold].heap_pos = pos;
+}
+
+static void sift_up(struct fs_core *c, uint32_t pos)
+{
+	uint32_t h = c->heap[pos];
+	while (pos > 0) {
+		uint32_t parent = (pos - 1) / 2;
+		if (!heap_less(c, h, c->heap[parent]))
+			break;
+		heap_set(c, pos, c->heap[parent]);
+		pos = parent;
+	}
+	heap_set(c, pos, h);
+}
+
+static void sift_down(struct fs_core *c, uint32_t pos)
+{
+	uint32_t h = c->heap[pos];
+	for (;;) {
+		uint32_t l = 2 * pos + 1, r = l + 1, m = pos;
+		uint32_t best = h;
+		if (l < c->heap_len && heap_less(c, c->heap[l], best))
+			m = l, best = c->heap[l];
+		if (r < c->heap_len && heap_less(c, c->heap[r], best))
+			m = r, best = c->heap[r];
+		if (m == pos)
+			break;
+		heap_set(c, pos, c->heap[m]);
+		pos = m;
+	}
+	heap_set(c, pos, h);
+}
+
+static void heap_push(struct fs_core *c, uint32_t hold)
+{
+	uint32_t pos = c->heap_len++;
+	heap_set(c, pos, hold);
+	sift_up(c, pos);
+}
+
+static void heap_remove(struct fs_core *c, uint32_t hold)
+{
+	uint32_t pos = c->holds[hold].heap_pos;
+	assert(pos < c->heap_len && c->heap[pos] == hold);
+	c->holds[hold].heap_pos = FS_MAP_NONE;
+	uint32_t last = c->heap[--c->heap_len];
+	if (pos == c->heap_len)
+		return;
+	heap_set(c, pos, last);
+	if (pos > 0 && heap_less(c, last, c->heap[(pos - 1) / 2]))
+		sift_up(c, pos);
+	else
+		sift_down(c, pos);
+}
+
+int64_t fs_core_next_expiry(const struct fs_core *c)
+{
+	return c->heap_len ? c->holds[c->heap[0]].expires_at_ms : -1;
+}
+
+static void mark_hold(struct fs_core *c, uint32_t i)
+{
+	if (!c->holds[i].dirty) {
+		c->holds[i].dirty = true;
+		c->dirty_holds[c->dirty_holds_len++] = i;
+	}
+}
+
+static int add_hold(struct fs_core *c, const struct fs_hold *h, uint32_t *index)
+{
+	int rc = grow_holds(c);
+	if (rc < 0)
+		return rc;
+	uint32_t i = c->holds_len;
+	rc = fs_map_put(&c->hold_index, hold_hash(h->intent_id), i);
+	if (rc < 0)
+		return rc;
+	c->holds[i] = *h;
+	c->holds[i].heap_pos = FS_MAP_NONE;
+	c->holds[i].dirty = false;
+	c->holds_len++;
+	if (h->status == FS_HOLD_HELD)
+		heap_push(c, i);
+	*index = i;
+	return 0;
+}
+
+static void mark_sku(struct fs_core *c, uint32_t i)
+{
+	if (!c->skus[i].dirty) {
+		c->skus[i].dirty = true;
+		c->dirty_skus[c->dirty_skus_len++] = i;
+	}
+}
+
+static void mark_buyer(struct fs_core *c, uint32_t i)
+{
+	if (!c->buyers[i].dirty) {
+		c->buyers[i].dirty = true;
+		c->dirty_buyers[c->dirty_buyers_len++] = i;
+	}
+}
+
+int fs_core_load_hold(struct fs_core *c, const struct fs_hold *h, const char *sku,
+		      const char *buyer_id)
+{
+	uint32_t si = find_sku(c, sku);
+	if (si == FS_MAP_NONE || find_hold(c, h->intent_id) != FS_MAP_NONE)
+		return -EINVAL;
+	uint32_t bi = find_buyer(c, si, buyer_id);
+	if (bi == FS_MAP_NONE) {
+		/* A buyer whose units went back to 0 (cancel, expiry) has no loaded row, but
+		 * has one in Postgres. */
+		int rc = add_buyer(c, si, buyer_id, 0, &bi);
+		if (rc < 0)
+			return rc;
+		c->buyers[bi].stored = true;
+	}
+	struct fs_hold v = *h;
+	v.sku_index = si;
+	v.buyer_index = bi;
+	v.stored = true;
+	uint32_t i;
+	return add_hold(c, &v, &i);
+}
+
+/* Ends a live hold: the units go back to stock (cancel, expiry) or to sold (confirm). */
+static void end_hold(struct fs_core *c, uint32_t hi, int status, int64_t offset)
+{
+	struct fs_hold *h = &c->holds[hi];
+	struct fs_sku *s = &c->skus[h->sku_index];
+	assert(h->status == FS_HOLD_HELD);
+	heap_remove(c, hi);
+	s->held -= h->qty;
+	if (status == FS_HOLD_CONFIRMED) {
+		s->sold += h->qty;
+	} else {
+		s->available += h->qty;
+		c->buyers[h->buyer_index].units -= h->qty;
+		mark_buyer(c, h->buyer_index);
+	}
+	h->status = status;
+	h->ended_at_ms = c->clock_ms;
+	h->ended_offset = offset;
+	mark_hold(c, hi);
+	mark_sku(c, h->sku_index);
+	assert(s->held >= 0 && s->available + s->held + s->sold == s->supply);
+}
+
+void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset)
+{
+	if (ts_ms > c->clock_ms)
+		c->clock_ms = ts_ms;
+	/* A hold expires once the clock reaches its expiry; before the record that moved it. */
+	while (c->heap_len && c->holds[c->heap[0]].expires_at_ms <= c->clock_ms) {
+		uint32_t hi = c->heap[0];
+		end_hold(c, hi, FS_HOLD_EXPIRED, offset);
+		c->expired[c->expired_len] = hi;
+		c->expired_at_ms[c->expired_len] = c->clock_ms;
+		c->expired_offset[c->expired_len] = offset;
+		c->expired_len++;
+	}
+}
+
+void fs_core_commit(struct fs_core *c)
+{
+	for (uint32_t k = 0; k < c->dirty_holds_len; k++) {
+		c->holds[c->dirty_holds[k]].dirty = false;
+		c->holds[c->dirty_holds[k]].stored = true;
+	}
+	c->dirty_holds_len = 0;
+	c->expired_len = 0;
+	for (uint32_t k = 0; k < c->dirty_skus_len; k++) {
+		struct fs_sku *s = &c->skus[c->dirty_skus[k]];
+		s->dirty = false;
+		s->stored = true;
+		s->base_available = s->available;
+		s->base_held = s->held;
+		s->base_sold = s->sold;
+		s->base_supply = s->supply;
+	}
+	for (uint32_t k = 0; k < c->dirty_buyers_len; k++) {
+		struct fs_buyer *b = &c->buyers[c->dirty_buyers[k]];
+		b->dirty = false;
+		b->stored = true;
+		b->base_units = b->units;
+	}
+	c->dirty_skus_len = 0;
+	c->dirty_buyers_len = 0;
+}
+
+/* ---- decisions ------------------------------------------------------------------------- */
+
+static void reject(struct fs_decision *d, enum fs_outcome o, const char *reason)
+{
+	d->outcome = o;
+	d->reason = reason;
+}
+
+static int decide_buy(struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
+{
+	d->qty = r->qty;
+	uint32_t si = find_sku(c, r->sku);
+	if (si == FS_MAP_NONE) {
+		reject(d, FS_OUT_REJECTED, "unknown_sku");
+		return 0;
+	}
+	struct fs_sku *s = &c->skus[si];
+	if (s->status == FS_SKU_CLOSED || (s->closes_at_ms && c->clock_ms >= s->closes_at_ms)) {
+		reject(d, FS_OUT_CLOSED, NULL);
+		return 0;
+	}
+	if (s->opens_at_ms && c->clock_ms < s->opens_at_ms) {
+		reject(d, FS_OUT_NOT_OPEN, NULL);
+		return 0;
+	}
+	if (r->qty > s->max_qty) {
+		reject(d, FS_OUT_REJECTED, "qty_over_cap");
+		return 0;
+	}
+	uint32_t bi = find_buyer(c, si, r->buyer_id);
+	int64_t units = bi == FS_MAP_NONE ? 0 : c->buyers[bi].units;
+	if (units + r->qty > s->per_buyer_limit) {
+		reject(d, FS_OUT_LIMIT_EXCEEDED, NULL);
+		return 0;
+	}
+	if (s->available < r->qty) {
+		reject(d, FS_OUT_SOLD_OUT, NULL);
+		return 0;
+	}
+	/* Allocate first (buyer entry, hold slot): a failure leaves the state untouched. */
+	int rc = grow_holds(c);
+	if (rc < 0)
+		return rc;
+	if (find_hold(c, r->intent_id) != FS_MAP_NONE) {
+		/* Only a stored hold whose decision row is missing gets here: refuse loudly. */
+		reject(d, FS_OUT_REJECTED, "hold_exists");
+		return 0;
+	}
+	if (bi == FS_MAP_NONE) {
+		rc = add_buyer(c, si, r->buyer_id, 0, &bi);
+		if (rc < 0)
+			return rc;
+		c->buyers[bi].base_units = 0;
+	}
+	struct fs_hold h = {
+		.sku_index = si,
+		.buyer_index = bi,
+		.qty = r->qty,
+		.expires_at_ms = c->clock_ms + c->skus[si].hold_ms,
+		.offset = r->offset,
+		.status = FS_HOLD_HELD,
+		.ended_offset = -1,
+	};
+	strcpy(h.intent_id, r->intent_id);
+	uint32_t hi;
+	rc = add_hold(c, &h, &hi);
+	if (rc < 0)
+		return rc;
+	mark_hold(c, hi);
+	s = &c->skus[si];
+	s->available -= r->qty;
+	s->held += r->qty;
+	c->buyers[bi].units += r->qty;
+	mark_sku(c, si);
+	mark_buyer(c, bi);
+	assert(s->available >= 0 && s->available + s->held + s->sold == s->supply);
+	assert(c->buyers[bi].units <= s->per_buyer_limit);
+	d->outcome = FS_OUT_HELD;
+	d->reserve = true;
+	d->expires_at_ms = c->clock_ms + s->hold_ms;
+	return 0;
+}
+
+static int decide_open(struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
+{
+	d->qty = r->qty;
+	if (find_sku(c, r->sku) != FS_MAP_NONE) {
+		reject(d, FS_OUT_REJECTED, "already_open");
+		return 0;
+	}
+	struct fs_sku s = {
+		.partition = c->partition,
+		.status = FS_SKU_OPEN,
+		.supply = r->qty,
+		.available = r->qty,
+		.per_buyer_limit = r->per_buyer_limit,
+		.max_qty = r->max_qty,
+		.hold_ms = r->hold_ms,
+		.opens_at_ms = r->opens_at_ms,
+		.closes_at_ms = r->closes_at_ms,
+	};
+	strcpy(s.sku, r->sku);
+	uint32_t i;
+	int rc = add_sku(c, &s, &i);
+	if (rc < 0)
+		return rc;
+	mark_sku(c, i);
+	d->outcome = FS_OUT_APPLIED;
+	return 0;
+}
+
+static int decide_restock_close(struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
+{
+	d->qty = r->qty;
+	uint32_t si = find_sku(c, r->sku);
+	if (si == FS_MAP_NONE) {
+		reject(d, FS_OUT_REJECTED, "unknown_sku");
+		return 0;
+	}
+	struct fs_sku *s = &c->skus[si];
+	if (r->kind == FS_KIND_RESTOCK) {
+		s->supply += r->qty;
+		s->available += r->qty;
+	} else {
+		s->status = FS_SKU_CLOSED;
+	}
+	mark_sku(c, si);
+	d->outcome = FS_OUT_APPLIED;
+	return 0;
+}
+
+/* Finds the hold a confirm or cancel names; answers unknown_intent when there is none here. */
+static uint32_t followup_hold(struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
+{
+	uint32_t hi = find_hold(c, r->intent_id);
+	if (hi == FS_MAP_NONE) {
+		reject(d, FS_OUT_UNKNOWN_INTENT, "no_hold");
+		return FS_MAP_NONE;
+	}
+	if (strcmp(c->skus[c->holds[hi].sku_index].sku, r->sku) != 0) {
+		reject(d, FS_OUT_UNKNOWN_INTENT, "sku_mismatch");
+		return FS_MAP_NONE;
+	}
+	d->qty = c->holds[hi].qty;
+	return hi;
+}
+
+/* Payment succeeded. A live hold becomes a sale; an expired one takes a fresh unit if one is
+ * left (confirmed_late), else the buyer must be refunded. */
+static void decide_confirm(struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
+{
+	uint32_t hi = followup_hold(c, r, d);
+	if (hi == FS_MAP_NONE)
+		return;
+	struct fs_hold *h = &c->holds[hi];
+	struct fs_sku *s = &c->skus[h->sku_index];
+	struct fs_buyer *b = &c->buyers[h->buyer_index];
+	switch (h->status) {
+	case FS_HOLD_HELD:
+		end_hold(c, hi, FS_HOLD_CONFIRMED, r->offset);
+		d->outcome = FS_OUT_CONFIRMED;
+		return;
+	case FS_HOLD_CONFIRMED:
+		reject(d, h->late ? FS_OUT_CONFIRMED_LATE : FS_OUT_CONFIRMED, "already_confirmed");
+		return;
+	case FS_HOLD_CANCELLED:
+		reject(d, FS_OUT_REFUND_REQUIRED, "cancelled");
+		return;
+	default:
+		break;
+	}
+	if (s->status == FS_SKU_CLOSED || (s->closes_at_ms && c->clock_ms >= s->closes_at_ms)) {
+		reject(d, FS_OUT_REFUND_REQUIRED, "closed");
+		return;
+	}
+	if (s->available < h->qty) {
+		reject(d, FS_OUT_REFUND_REQUIRED, "sold_out");
+		return;
+	}
+	if (b->units + h->qty > s->per_buyer_limit) {
+		reject(d, FS_OUT_REFUND_REQUIRED, "limit_exceeded");
+		return;
+	}
+	s->available -= h->qty;
+	s->sold += h->qty;
+	b->units += h->qty;
+	h->status = FS_HOLD_CONFIRMED;
+	h->late = true;
+	h->ended_at_ms = c->clock_ms;
+	h->ended_offset = r->offset;
+	mark_hold(c, hi);
+	mark_sku(c, h->sku_index);
+	mark_buyer(c, h->buyer_index);
+	assert(s->available >= 0 && s->available + s->held + s->sold == s->supply);
+	d->outcome = FS_OUT_CONFIRMED_LATE;
+}
+
+/* The buyer gave up: a live hold returns its units to stock. */
+static void decide_cancel(struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
+{
+	uint32_t hi = followup_hold(c, r, d);
+	if (hi == FS_MAP_NONE)
+		return;
+	switch (c->holds[hi].status) {
+	case FS_HOLD_HELD:
+		end_hold(c, hi, FS_HOLD_CANCELLED, r->offset);
+		d->outcome = FS_OUT_CANCELLED;
+		return;
+	case FS_HOLD_CONFIRMED:
+		reject(d, FS_OUT_REJECTED, "already_confirmed");
+		return;
+	case FS_HOLD_EXPIRED:
+		reject(d, FS_OUT_EXPIRED, "already_expired");
+		return;
+	default:
+		reject(d, FS_OUT_CANCELLED, "already_cancelled");
+		return;
+	}
+}
+
+int fs_core_decide(struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
+{
+	memset(d, 0, sizeof *d);
+	/* The partition clock: record timestamps made monotonic; due expiries come first. */
+	fs_core_advance(c, r->ts_ms, r->offset);
+	d->decided_at_ms = c->clock_ms;
+
+	switch (r->kind) {
+	case FS_KIND_INVALID:
+		reject(d, FS_OUT_REJECTED, r->reject_reason);
+		return 0;
+	case FS_KIND_BUY:
+		return decide_buy(c, r, d);
+	case FS_KIND_OPEN:
+		return decide_open(c, r, d);
+	case FS_KIND_RESTOCK:
+	case FS_KIND_CLOSE:
+		return decide_restock_close(c, r, d);
+	case FS_KIND_CONFIRM:
+		decide_confirm(c, r, d);
+		return 0;
+	case FS_KIND_CANCEL:
+		decide_cancel(c, r, d);
+		return 0;
+	case FS_KIND_TICK:
+		d->outcome = FS_OUT_APPLIED;
+		return 0;
+	}
+	reject(d, FS_OUT_REJECTED, "bad_type");
+	return 0;
+}

@@ -1,0 +1,260 @@
+/* config.c: configuration table and parser (see config.h). */
+#include "io/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum type { T_STR, T_INT };
+
+struct key {
+	const char *name;
+	enum type type;
+	size_t offset;
+	size_t size; /* strings: buffer size */
+	int64_t min, max;
+	const char *def;
+	const char *doc;
+};
+
+#define STR(field, def, doc)                                                                       \
+	{                                                                                          \
+#field, T_STR, offsetof(struct fs_config, field),                                  \
+			sizeof(((struct fs_config *)0)->field), 0, 0, def, doc                     \
+	}
+#define INT(field, lo, hi, def, doc)                                                               \
+	{                                                                                          \
+#field, T_INT, offsetof(struct fs_config, field), 0, lo, hi, def, doc              \
+	}
+
+/* The table. Names use dots in the file: topic_intents is written topic.intents. */
+static const struct key keys[] = {
+	STR(brokers, "127.0.0.1:59092",
+	    "Kafka bootstrap servers (host:port,...). Environment FLASHSALE_KAFKA overrides."),
+	STR(pg, "host=127.0.0.1 port=55432 dbname=flashsale user=flashsale",
+	    "libpq connection string of the flashsale database. Environment FLASHSALE_PG "
+	    "overrides."),
+	STR(group, "flashsale-workers", "Consumer group of the workers."),
+	STR(topic_intents, "intents", "Topic of buy intents and sale records (key = SKU)."),
+	STR(topic_results, "results", "Topic the worker publishes one result per record to."),
+	STR(topic_stock, "stock", "Compacted topic of per-SKU stock (the web tier's flag)."),
+	STR(log_level, "info", "error, warn, info or debug (a line per batch transaction)."),
+	STR(misrouted, "forward",
+	    "What the worker does with a keyed record on the wrong partition of the intents topic "
+	    "(the rule: Kafka's Java default, murmur2 of the key): forward (re-publish it to the "
+	    "right partition once its batch commits; it is decided there) or reject (answer it "
+	    "`rejected`, reason wrong_partition, naming the expected partition). Recorded for the "
+	    "topic at the first start: a worker configured otherwise refuses to start."),
+	INT(batch_max, 1, 10000, "2000", "Records per partition batch (one transaction each)."),
+	INT(batch_max_behind, 1, 10000, "10000",
+	    "Records per batch while the worker is far behind: while a batch and the records "
+	    "waiting in the consumer's queue are at least this many together, the batch grows "
+	    "past batch.max up to this many (fewer, larger transactions drain a backlog sooner). "
+	    "At or below batch.max: no effect."),
+	INT(batch_wait_ms, 0, 1000, "1",
+	    "How long a partial batch may wait for more records while they keep coming (it is "
+	    "decided once a poll comes back empty); up to ten times that while more are queued."),
+	INT(commit_overlap, 0, 2, "2",
+	    "2: up to two batch transactions in flight, each on its own thread and connection: a "
+	    "partition's next full batch is decided on top of the one in flight and its rows sent "
+	    "while that one commits; 1: one in flight, the next records read and parsed "
+	    "meanwhile; 0: in line."),
+	INT(poll_timeout_ms, 1, 1000, "100", "Consumer poll timeout when nothing is pending."),
+	INT(record_max_bytes, 64, 65536, "4096",
+	    "Payload size cap, checked before parsing; larger records are rejected."),
+	INT(stats_interval_ms, 0, 3600000, "10000", "Interval of the stats log line (0: off)."),
+	INT(retry_backoff_max_ms, 10, 60000, "2000",
+	    "Longest wait between retries after a Postgres or Kafka fault."),
+	INT(tick_interval_ms, 100, 600000, "1000",
+	    "How long a partition with a due hold may stay idle before the worker appends a tick "
+	    "record to it (the bound on how late an expiry is)."),
+	INT(dedupe_cache_max, 1, 10000000, "200000",
+	    "Committed decisions a worker keeps per partition to answer repeats without a "
+	    "Postgres lookup (about 160 bytes each; when full it starts again)."),
+	INT(flush_timeout_ms, 100, 600000, "30000",
+	    "How long shutdown and revoke wait for results to be delivered."),
+};
+
+enum { KEYS_LEN = sizeof keys / sizeof keys[0] };
+
+static void file_name(const struct key *k, char *out, size_t n)
+{
+	snprintf(out, n, "%s", k->name);
+	for (char *p = out; *p; p++)
+		if (*p == '_')
+			*p = '.';
+}
+
+static int set_key(struct fs_config *c, const struct key *k, const char *value, const char *source,
+		   char err[FS_CONF_ERR_MAX])
+{
+	char name[64];
+	file_name(k, name, sizeof name);
+	char *field = (char *)c + k->offset;
+	if (k->type == T_STR) {
+		if (strlen(value) >= k->size) {
+			snprintf(err, FS_CONF_ERR_MAX, "%s: %s: value too long (max %zu bytes)",
+				 source, name, k->size - 1);
+			return -EINVAL;
+		}
+		if (strcmp(k->name, "log_level") == 0 && strcmp(value, "error") != 0 &&
+		    strcmp(value, "warn") != 0 && strcmp(value, "info") != 0 &&
+		    strcmp(value, "debug") != 0) {
+			snprintf(err, FS_CONF_ERR_MAX,
+				 "%s: log.level: '%s' is not one of error, warn, info, debug",
+				 source, value);
+			return -EINVAL;
+		}
+		if (strcmp(k->name, "misrouted") == 0 && strcmp(value, "forward") != 0 &&
+		    strcmp(value, "reject") != 0) {
+			snprintf(err, FS_CONF_ERR_MAX,
+				 "%s: misrouted: '%s' is not one of forward, reject", source,
+				 value);
+			return -EINVAL;
+		}
+		strcpy(field, value);
+		return 0;
+	}
+	char *end = NULL;
+	errno = 0;
+	long long v = strtoll(value, &end, 10);
+	if (errno || end == value || *end != '\0') {
+		snprintf(err, FS_CONF_ERR_MAX, "%s: %s: '%s' is not an integer", source, name,
+			 value);
+		return -EINVAL;
+	}
+	if (v < k->min || v > k->max) {
+		snprintf(err, FS_CONF_ERR_MAX,
+			 "%s: %s: %lld is out of range [%" PRId64 ", %" PRId64 "]", source, name, v,
+			 k->min, k->max);
+		return -EINVAL;
+	}
+	*(int64_t *)(void *)field = v;
+	return 0;
+}
+
+void fs_config_defaults(struct fs_config *c)
+{
+	memset(c, 0, sizeof *c);
+	char err[FS_CONF_ERR_MAX];
+	for (int i = 0; i < KEYS_LEN; i++)
+		set_key(c, &keys[i], keys[i].def, "default", err);
+}
+
+int fs_config_set(struct fs_config *c, const char *key, const char *value, const char *source,
+		  char err[FS_CONF_ERR_MAX])
+{
+	if (strncmp(key, "kafka.", 6) == 0) {
+		const char *k = key + 6;
+		if (!*k || strlen(k) >= sizeof c->kafka[0].key ||
+		    strlen(value) >= sizeof c->kafka[0].value) {
+			snprintf(err, FS_CONF_ERR_MAX, "%s: %s: key or value too long", source,
+				 key);
+			return -EINVAL;
+		}
+		int i = 0;
+		while (i < c->kafka_len && strcmp(c->kafka[i].key, k) != 0)
+			i++;
+		if (i == FS_CONF_PASSTHROUGH_MAX) {
+			snprintf(err, FS_CONF_ERR_MAX, "%s: too many kafka.* keys (max %d)", source,
+				 FS_CONF_PASSTHROUGH_MAX);
+			return -EINVAL;
+		}
+		strcpy(c->kafka[i].key, k);
+		strcpy(c->kafka[i].value, value);
+		if (i == c->kafka_len)
+			c->kafka_len++;
+		return 0;
+	}
+	for (int i = 0; i < KEYS_LEN; i++) {
+		char name[64];
+		file_name(&keys[i], name, sizeof name);
+		if (strcmp(name, key) == 0)
+			return set_key(c, &keys[i], value, source, err);
+	}
+	snprintf(err, FS_CONF_ERR_MAX, "%s: unknown key '%s' (see --help-config)", source, key);
+	return -EINVAL;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	char *e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int fs_config_load_file(struct fs_config *c, const char *path, char err[FS_CONF_ERR_MAX])
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, FS_CONF_ERR_MAX, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	char line[2048];
+	int lineno = 0, rc = 0;
+	while (rc == 0 && fgets(line, sizeof line, f)) {
+		lineno++;
+		char source[FS_CONF_ERR_MAX / 2];
+		snprintf(source, sizeof source, "%s:%d", path, lineno);
+		if (!strchr(line, '\n') && !feof(f)) {
+			snprintf(err, FS_CONF_ERR_MAX, "%s: line too long", source);
+			rc = -EINVAL;
+			break;
+		}
+		char *s = trim(line);
+		if (*s == '\0' || *s == '#')
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, FS_CONF_ERR_MAX, "%s: expected 'key = value'", source);
+			rc = -EINVAL;
+			break;
+		}
+		*eq = '\0';
+		char *key = trim(s), *value = trim(eq + 1);
+		if (!*key) {
+			snprintf(err, FS_CONF_ERR_MAX, "%s: empty key", source);
+			rc = -EINVAL;
+			break;
+		}
+		rc = fs_config_set(c, key, value, source, err);
+	}
+	fclose(f);
+	return rc;
+}
+
+int fs_config_apply_env(struct fs_config *c, char err[FS_CONF_ERR_MAX])
+{
+	const char *k = getenv("FLASHSALE_KAFKA");
+	const char *p = getenv("FLASHSALE_PG");
+	if (k && *k && fs_config_set(c, "brokers", k, "FLASHSALE_KAFKA", err) < 0)
+		return -EINVAL;
+	if (p && *p && fs_config_set(c, "pg", p, "FLASHSALE_PG", err) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+void fs_config_describe(FILE *out)
+{
+	for (int i = 0; i < KEYS_LEN; i++) {
+		char name[64];
+		file_name(&keys[i], name, sizeof name);
+		if (keys[i].type == T_INT)
+			fprintf(out, "  %-22s integer %" PRId64 "..%" PRId64 ", default %s\n", name,
+				keys[i].min, keys[i].max, keys[i].def);
+		else
+			fprintf(out, "  %-22s string, default \"%s\"\n", name, keys[i].def);
+		fprintf(out, "  %-22s %s\n", "", keys[i].doc);
+	}
+	fprintf(out, "  %-22s passed to librdkafka as is (consumers and producers)\n", "kafka.*");
+	fprintf(out, "  %-22s passed to consumers only (e.g. kafka.consumer.session.timeout.ms)\n",
+		"kafka.consumer.*");
+	fprintf(out, "  %-22s passed to producers only (e.g. kafka.producer.linger.ms)\n",
+		"kafka.producer.*");
+}

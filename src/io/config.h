@@ -1,0 +1,59 @@
+/* config.h: the configuration of the worker and the CLI: one table of keys (name, type,
+ * bounds, default, doc), read from a `key = value` file, then overridden by the environment
+ * (FLASHSALE_KAFKA, FLASHSALE_PG) and by `--set key=value`. Keys under `kafka.` pass through
+ * to librdkafka untouched. An invalid entry stops start-up with `file:line: reason`. */
+#ifndef FS_CONFIG_H
+#define FS_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum {
+	FS_CONF_STR_MAX = 512,
+	FS_CONF_PASSTHROUGH_MAX = 64,
+	FS_CONF_ERR_MAX = 512,
+};
+
+struct fs_config {
+	char brokers[FS_CONF_STR_MAX];
+	char pg[FS_CONF_STR_MAX];
+	char group[FS_CONF_STR_MAX];
+	char topic_intents[FS_CONF_STR_MAX];
+	char topic_results[FS_CONF_STR_MAX];
+	char topic_stock[FS_CONF_STR_MAX];
+	char log_level[16];
+	char misrouted[16]; /* "forward" or "reject" */
+	int64_t batch_max;
+	int64_t batch_max_behind;
+	int64_t batch_wait_ms;
+	int64_t commit_overlap;
+	int64_t poll_timeout_ms;
+	int64_t record_max_bytes;
+	int64_t stats_interval_ms;
+	int64_t retry_backoff_max_ms;
+	int64_t flush_timeout_ms;
+	int64_t tick_interval_ms;
+	int64_t dedupe_cache_max;
+
+	/* kafka.* keys, in file order, without the prefix */
+	struct {
+		char key[128];
+		char value[FS_CONF_STR_MAX];
+	} kafka[FS_CONF_PASSTHROUGH_MAX];
+	int kafka_len;
+};
+
+/* Fills defaults. */
+void fs_config_defaults(struct fs_config *c);
+/* Reads a file; on error returns -EINVAL/-errno and writes "file:line: reason" to err. */
+int fs_config_load_file(struct fs_config *c, const char *path, char err[FS_CONF_ERR_MAX]);
+/* Applies FLASHSALE_KAFKA and FLASHSALE_PG when set; -EINVAL (and err) if one is too long. */
+int fs_config_apply_env(struct fs_config *c, char err[FS_CONF_ERR_MAX]);
+/* Sets one key (from --set or a file line); source names where it came from for errors. */
+int fs_config_set(struct fs_config *c, const char *key, const char *value, const char *source,
+		  char err[FS_CONF_ERR_MAX]);
+/* Prints every key with its type, bounds, default and doc (for --help and the docs). */
+void fs_config_describe(FILE *out);
+
+#endif

@@ -1,0 +1,31 @@
+/* kafka.h: librdkafka handles built from the configuration: bootstrap servers, the caller's
+ * defaults, then every kafka.* key of the configuration (the user's word wins). */
+#ifndef FS_KAFKA_H
+#define FS_KAFKA_H
+
+#include "io/config.h"
+
+#include <librdkafka/rdkafka.h>
+#include <stddef.h>
+
+/* The partitioner of every producer built here: the intents topic's partitioning rule
+ * (fs_partition_of in core/record.h) for a non-empty key. */
+#define FS_KAFKA_PARTITIONER "murmur2_random"
+
+/* defaults: a NULL-terminated list of key, value pairs; a producer gets FS_KAFKA_PARTITIONER
+ * first. type picks which passthrough keys
+ * apply: kafka.X to both, kafka.consumer.X only to consumers, kafka.producer.X only to
+ * producers (so that neither warns about the other's properties). */
+rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,
+			       const char *const *defaults, char *err, size_t err_len);
+/* Creates the handle (takes ownership of conf in every case). */
+rd_kafka_t *fs_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, char *err, size_t err_len);
+
+/* Producer defaults shared by the worker and the clients: idempotent, never gives up. */
+extern const char *const fs_kafka_producer_defaults[];
+/* The worker's consumer defaults (also flashsale-echo's, the benchmark's floor, so that the
+ * two read alike): no automatic commits or offset resets, eager assignment, short fetch waits,
+ * large fetches. */
+extern const char *const fs_kafka_consumer_defaults[];
+
+#endif

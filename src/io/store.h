@@ -1,0 +1,105 @@
+/* store.h: the worker's Postgres side: load a partition's state, look up stored decisions,
+ * and commit one batch in one pipelined transaction (DESIGN.md section 4).
+ *
+ * One connection, used by one thread. Every call reports failure as a negative value and
+ * leaves a one-line message in fs_store_error(). Connection loss is detected with PQstatus
+ * (after a server restart the error may carry no SQLSTATE); fs_store_ensure() reconnects. */
+#ifndef FS_STORE_H
+#define FS_STORE_H
+
+#include "core/batch.h"
+#include "core/core.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct fs_store;
+
+struct fs_part_meta {
+	int32_t partition;
+	int64_t next_offset; /* -1: nothing decided yet */
+	int64_t first_offset;
+	int64_t replied_offset;
+	int64_t clock_ms;
+};
+
+enum fs_commit_result {
+	FS_COMMIT_OK = 0,
+	FS_COMMIT_FENCED = 1,  /* the offset compare-and-set failed: another worker owns it */
+	FS_COMMIT_REDO = 2,    /* guard failed or SQL error: rolled back; reload state, redo */
+	FS_COMMIT_RETRY = 3,   /* connection lost before COMMIT was sent: not committed */
+	FS_COMMIT_UNKNOWN = 4, /* connection lost after COMMIT was sent: read the offset back */
+};
+
+/* Test hook: FLASHSALE_CRASH names a point in the batch where the process exits at once. The
+ * hook returns true when the point fires without killing the process: at "commit_cut" the
+ * store then cuts its own connection right after COMMIT was sent (outcome unknown). */
+typedef bool (*fs_crash_fn)(const char *point);
+
+int fs_store_open(const char *conninfo, struct fs_store **out);
+void fs_store_close(struct fs_store *s);
+const char *fs_store_error(const struct fs_store *s);
+/* How many sessions of stalled workers this store ended to free their locks. */
+int64_t fs_store_stalled_broken(const struct fs_store *s);
+/* Reconnects if the connection is bad. Returns 0 when usable. */
+int fs_store_ensure(struct fs_store *s);
+void fs_store_set_crash_hook(struct fs_store *s, fs_crash_fn fn);
+
+/* Makes sure the partition row exists, reads it and loads the partition's SKUs and buyers into
+ * the (reset) core. */
+int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
+		  struct fs_core *core, struct fs_part_meta *meta);
+
+/* The commit token of this store's last commit attempt ("" before the first). Valid until the
+ * next attempt on the store; a copy needs FS_STORE_TOKEN_SIZE bytes. */
+#define FS_STORE_TOKEN_SIZE 64
+const char *fs_store_token(const struct fs_store *s);
+
+/* Reads the stored next offset, and whether the commit attempt with this token (one of
+ * fs_store_token's) was the one that moved it (to resolve an unknown commit outcome). */
+int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
+		       const char *token, int64_t *next_offset, bool *mine);
+
+/* The partitioning rule's inputs for the intents topic (the schema's `topics`): records
+ * partitions and misrouted ("forward" or "reject") if the topic has no row yet, and returns
+ * what is recorded (the caller compares). */
+int fs_store_topic_rule(struct fs_store *s, const char *topic, int32_t partitions,
+			const char *misrouted, int32_t *rec_partitions, char rec_misrouted[16]);
+
+/* Records that results were delivered below replied_offset (guarded by next_offset). */
+int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
+			  int64_t next_offset, int64_t replied_offset);
+
+/* Calls fn for every hold of the partition that expired at a record in [from, to). */
+typedef void (*fs_expired_fn)(void *ctx, const char *intent_id, const char *sku, int64_t qty,
+			      int64_t ended_at_ms, int64_t ended_offset);
+int fs_store_expired(struct fs_store *s, int32_t partition, int64_t from, int64_t to,
+		     fs_expired_fn fn, void *ctx);
+
+/* Adds to the batch the decisions already stored for its intent ids. */
+int fs_store_lookup(struct fs_store *s, struct fs_batch *b);
+
+/* Commits a decided batch: offset compare-and-set (expected -> next), decisions, rejects, sale
+ * log, reservations, SKU counters (guarded by the committed base values), buyer totals, in one
+ * transaction. Rows that are new by the core's account (decisions, holds and buyers it has not
+ * stored) go by COPY; careful (a batch redone after a failed attempt) sends holds and buyers
+ * by upsert whatever the core says. Returns an enum fs_commit_result. */
+int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
+		    const struct fs_part_meta *meta, int64_t next_offset, int64_t replied_offset,
+		    const struct fs_batch *b, const struct fs_core *core, bool careful);
+/* fs_store_commit in two halves, for a committer thread: _prepare encodes the batch into the
+ * store's own buffers (it reads b and core, and does no I/O; 0 or -ENOMEM); _send sends what
+ * was prepared and returns an enum fs_commit_result. Between the two, b and core may change.
+ * after: another transaction of the same partition (ending at meta->next_offset) may still be
+ * in flight on another connection; the COPYs then go before the compare-and-set, which waits
+ * for that one's commit (FS_COMMIT_FENCED if it did not commit). */
+int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *topic,
+			    const struct fs_part_meta *meta, int64_t next_offset,
+			    int64_t replied_offset, const struct fs_batch *b,
+			    const struct fs_core *core, bool careful, bool after);
+/* cas (may be NULL) is called with before = true just before the compare-and-set is sent (after
+ * only), and with before = false once its result is in, or it will not be sent. */
+typedef void (*fs_cas_fn)(void *ctx, bool before);
+int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx);
+
+#endif
