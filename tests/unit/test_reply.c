@@ -273,8 +273,8 @@ static void test_stock(void)
 
 /* BUG hostile_key_echoed: a confirm/cancel whose Kafka key is not a valid SKU is rejected with
  * key_mismatch, but parse_followup (src/core/record.c) has already copied the key into rec.sku, and
- * fs_reply_result (src/core/result.c) writes rec.sku without escaping ("every string written here is
- * validated"). A key such as  a","outcome":"held  makes the worker publish a result whose JSON
+ * fs_reply_result (src/core/result.c) writes rec.sku without escaping ("every string written here
+ * is validated"). A key such as  a","outcome":"held  makes the worker publish a result whose JSON
  * is invalid or says something else; control bytes or invalid UTF-8 in the key do the same. */
 static void test_hostile_key_echoed(void)
 {
