@@ -1,0 +1,589 @@
+/* io.c: the worker's edges for flashsale-worker: librdkafka's consumer and producer, pthreads,
+ * the system clock, signals and the crash points of the fault-injection tests (see io.h). */
+#include "worker/io.h"
+
+#include "io/kafka.h"
+#include "io/log.h"
+#include "worker/loop.h"
+#include "worker/publisher.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct wio {
+	struct worker *w;
+	rd_kafka_t *consumer;
+	rd_kafka_t *producer;
+	rd_kafka_topic_t *intents_rkt;	  /* consumer-side handle, for seek */
+	rd_kafka_queue_t *consumer_queue; /* to see whether more records are already here */
+	rd_kafka_topic_t *results_rkt;	  /* the batch produce's (NULL: one call each) */
+	rd_kafka_message_t *cur;	  /* the record wio_poll returned, until wio_release */
+	rd_kafka_message_t *msgs;	  /* the batch produce's messages */
+	uint32_t msgs_cap;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t threads[SLOTS_MAX];
+	/* a rebalance's partitions, in chunks */
+	int32_t ids[PARTITIONS_MAX];
+	int64_t offsets[PARTITIONS_MAX];
+	char err[256];
+};
+
+static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t fatal_error;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+int64_t wio_now_ms(struct wio *io)
+{
+	(void)io;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t wio_now_us(struct wio *io)
+{
+	(void)io;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t wio_wall_ms(struct wio *io)
+{
+	(void)io;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void wio_sleep_ms(struct wio *io, int64_t ms)
+{
+	(void)io;
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+bool wio_stopping(struct wio *io)
+{
+	(void)io;
+	return stop_requested;
+}
+
+bool wio_failed(struct wio *io)
+{
+	(void)io;
+	return fatal_error;
+}
+
+const char *wio_error(const struct wio *io)
+{
+	return io->err;
+}
+
+/* ---- crash points (fault-injection tests) ---------------------------------------------- */
+
+static char crash_name[64];
+static long crash_count;
+static bool crash_stop; /* FLASHSALE_CRASH=stop:point[:n]: stop (SIGSTOP) instead of dying */
+
+/* FLASHSALE_CRASH=point[:n]: the n-th time (default 1) the worker reaches `point`, it dies at
+ * once, as kill -9 would. Points: after_poll, after_lookup, after_cas_sent, idle_in_tx (the
+ * transaction idle between its statements and its new rows, in either order), in_copy (a
+ * table's rows sent, its COPY still open), before_commit (the last rows sent, not the end of
+ * their COPY, which COMMIT follows), commit_sent, after_commit, after_publish, in_revoke; and
+ * commit_cut, where the process lives but its Postgres connection is cut with COMMIT in
+ * flight (the unknown-outcome path).
+ * FLASHSALE_CRASH=stop:point[:n] stops the process there (SIGSTOP) instead, for fencing tests. */
+static pthread_mutex_t crash_mu = PTHREAD_MUTEX_INITIALIZER; /* committer threads call it too */
+
+static bool crash_at(const char *point)
+{
+	pthread_mutex_lock(&crash_mu);
+	bool fire = crash_name[0] && strcmp(crash_name, point) == 0 && --crash_count <= 0;
+	if (fire)
+		crash_name[0] = '\0'; /* a point fires once */
+	pthread_mutex_unlock(&crash_mu);
+	if (!fire)
+		return false;
+	if (crash_stop) {
+		/* A pause the test ends with SIGCONT: the group moves on meanwhile (fencing). */
+		fprintf(stderr, "flashsale-worker: stop point %s reached, stopping\n", point);
+		fflush(stderr);
+		raise(SIGSTOP);
+		fs_warn("resumed after the stop point %s", point);
+		return false;
+	}
+	if (strcmp(point, "commit_cut") == 0) {
+		fs_warn("crash point commit_cut reached: cutting the Postgres connection");
+		return true;
+	}
+	fprintf(stderr, "flashsale-worker: crash point %s reached, exiting abruptly\n", point);
+	fflush(stderr);
+	kill(getpid(), SIGKILL);
+	return false;
+}
+
+static void crash_init(void)
+{
+	const char *v = getenv("FLASHSALE_CRASH");
+	if (!v || !*v)
+		return;
+	if (strncmp(v, "stop:", 5) == 0) {
+		crash_stop = true;
+		v += 5;
+	}
+	snprintf(crash_name, sizeof crash_name, "%s", v);
+	char *colon = strchr(crash_name, ':');
+	crash_count = 1;
+	if (colon) {
+		*colon = '\0';
+		crash_count = strtol(colon + 1, NULL, 10);
+		if (crash_count < 1)
+			crash_count = 1;
+	}
+}
+
+bool wio_crash_at(struct wio *io, const char *point)
+{
+	(void)io;
+	return crash_at(point);
+}
+
+void wio_store_hook(struct wio *io, struct fs_store *s)
+{
+	(void)io;
+	fs_store_set_crash_hook(s, crash_at);
+}
+
+void wio_init(void)
+{
+	crash_init();
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+}
+
+/* ---- callbacks ----------------------------------------------------------------------------- */
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	(void)rk;
+	struct wio *io = opaque;
+	publisher_delivered(io->w, m->_private, m->err ? rd_kafka_err2str(m->err) : NULL);
+}
+
+/* librdkafka's own errors: most are transient (broker down, reconnecting) and it recovers by
+ * itself. A fatal one (the idempotent producer lost its sequence) cannot be recovered in
+ * place: exit non-zero, and the restarted worker answers again every record whose results
+ * were not confirmed delivered (replied_offset). */
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	(void)opaque;
+	char fatal[512];
+	if (err == RD_KAFKA_RESP_ERR__FATAL) {
+		rd_kafka_fatal_error(rk, fatal, sizeof fatal);
+		fs_error("kafka fatal error: %s; exiting so that a restart can resume", fatal);
+		fatal_error = 1;
+		stop_requested = 1;
+		return;
+	}
+	fs_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+/* A rebalance: the protocol loads what is assigned (and says where each starts) or forgets
+ * what is revoked; then the assignment is made. In chunks of PARTITIONS_MAX. */
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+			 rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+	struct wio *io = opaque;
+	bool assign = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+	int at = 0;
+	do { /* once at least: a revoke of nothing still delivers what was committed */
+		int n = parts->cnt - at < PARTITIONS_MAX ? parts->cnt - at : PARTITIONS_MAX;
+		for (int i = 0; i < n; i++) {
+			io->ids[i] = parts->elems[at + i].partition;
+			io->offsets[i] = parts->elems[at + i].offset;
+		}
+		if (assign)
+			loop_assigned(io->w, io->ids, io->offsets, n);
+		else
+			loop_revoked(io->w, io->ids, n);
+		for (int i = 0; assign && i < n; i++)
+			parts->elems[at + i].offset = io->offsets[i];
+	} while ((at += PARTITIONS_MAX) < parts->cnt);
+	rd_kafka_assign(rk, assign ? parts : NULL);
+}
+
+/* ---- opening and closing ------------------------------------------------------------------ */
+
+static int open_producer(struct wio *io, const struct fs_config *cfg)
+{
+	char err[512];
+	rd_kafka_conf_t *pc =
+		fs_kafka_conf(cfg, RD_KAFKA_PRODUCER, fs_kafka_producer_defaults, err, sizeof err);
+	if (!pc) {
+		fs_error("producer config: %s", err);
+		return -EINVAL;
+	}
+	rd_kafka_conf_set_dr_msg_cb(pc, dr_cb);
+	rd_kafka_conf_set_error_cb(pc, error_cb);
+	rd_kafka_conf_set_opaque(pc, io);
+	io->producer = fs_kafka_new(RD_KAFKA_PRODUCER, pc, err, sizeof err);
+	if (!io->producer) {
+		fs_error("producer: %s", err);
+		return -EINVAL;
+	}
+	/* NULL is survivable: results then go one produce call each. */
+	io->results_rkt = rd_kafka_topic_new(io->producer, cfg->topic_results, NULL);
+	return 0;
+}
+
+static int open_consumer(struct wio *io, const struct fs_config *cfg)
+{
+	char err[512];
+	rd_kafka_conf_t *cc =
+		fs_kafka_conf(cfg, RD_KAFKA_CONSUMER, fs_kafka_consumer_defaults, err, sizeof err);
+	if (!cc) {
+		fs_error("consumer config: %s", err);
+		return -EINVAL;
+	}
+	if (rd_kafka_conf_set(cc, "group.id", cfg->group, err, sizeof err) != RD_KAFKA_CONF_OK) {
+		rd_kafka_conf_destroy(cc);
+		fs_error("consumer config: %s", err);
+		return -EINVAL;
+	}
+	rd_kafka_conf_set_rebalance_cb(cc, rebalance_cb);
+	rd_kafka_conf_set_error_cb(cc, error_cb);
+	rd_kafka_conf_set_opaque(cc, io);
+	io->consumer = fs_kafka_new(RD_KAFKA_CONSUMER, cc, err, sizeof err);
+	if (!io->consumer) {
+		fs_error("consumer: %s", err);
+		return -EINVAL;
+	}
+	rd_kafka_poll_set_consumer(io->consumer);
+	io->consumer_queue = rd_kafka_queue_get_consumer(io->consumer);
+	io->intents_rkt = rd_kafka_topic_new(io->consumer, cfg->topic_intents, NULL);
+	return 0;
+}
+
+int wio_open(struct worker *w, struct wio **out)
+{
+	struct wio *io = calloc(1, sizeof *io);
+	*out = io;
+	if (!io) {
+		fs_error("out of memory");
+		return -ENOMEM;
+	}
+	io->w = w;
+	pthread_mutex_init(&io->mu, NULL);
+	pthread_cond_init(&io->cv, NULL);
+	int rc = open_producer(io, &w->cfg);
+	return rc < 0 ? rc : open_consumer(io, &w->cfg);
+}
+
+int wio_subscribe(struct wio *io)
+{
+	const char *topic = io->w->cfg.topic_intents;
+	rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_topic_partition_list_add(topics, topic, RD_KAFKA_PARTITION_UA);
+	rd_kafka_resp_err_t kerr = rd_kafka_subscribe(io->consumer, topics);
+	rd_kafka_topic_partition_list_destroy(topics);
+	if (kerr) {
+		fs_error("subscribe %s: %s", topic, rd_kafka_err2str(kerr));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void wio_close(struct wio *io)
+{
+	if (!io)
+		return;
+	if (io->consumer) {
+		rd_kafka_consumer_close(io->consumer); /* runs the revoke callback */
+		if (io->intents_rkt)
+			rd_kafka_topic_destroy(io->intents_rkt);
+		if (io->consumer_queue)
+			rd_kafka_queue_destroy(io->consumer_queue);
+		rd_kafka_destroy(io->consumer);
+	}
+	if (io->producer) {
+		wio_flush(io, io->w->cfg.flush_timeout_ms);
+		if (io->results_rkt)
+			rd_kafka_topic_destroy(io->results_rkt);
+		rd_kafka_destroy(io->producer);
+	}
+	io->consumer = io->producer = NULL;
+}
+
+void wio_free(struct wio *io)
+{
+	if (!io)
+		return;
+	wio_close(io);
+	pthread_mutex_destroy(&io->mu);
+	pthread_cond_destroy(&io->cv);
+	free(io->msgs);
+	free(io);
+}
+
+/* ---- the consumer ------------------------------------------------------------------------- */
+
+/* A consumer error: -ERANGE stops the worker; the rest are logged. */
+static int consumer_error(const rd_kafka_message_t *m)
+{
+	if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+		return 0;
+	if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+	    m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
+		/* The stored offset is not in the log (retention or a different topic): deciding
+		 * from elsewhere would silently skip or repeat records. Stop, loudly. */
+		fs_error("partition %" PRId32 ": stored offset is outside the log: %s; refusing to "
+			 "skip records (restore the topic or the database)",
+			 m->partition, rd_kafka_message_errstr(m));
+		return -ERANGE;
+	}
+	fs_warn("kafka: %s", rd_kafka_message_errstr(m));
+	return 0;
+}
+
+int wio_poll(struct wio *io, int64_t timeout_ms, struct fs_msg *out)
+{
+	rd_kafka_message_t *m = rd_kafka_consumer_poll(io->consumer, (int)timeout_ms);
+	if (!m)
+		return 0;
+	crash_at("after_poll");
+	if (m->err) {
+		int rc = consumer_error(m);
+		rd_kafka_message_destroy(m);
+		return rc < 0 ? rc : 2;
+	}
+	rd_kafka_timestamp_type_t tstype;
+	int64_t ts = rd_kafka_message_timestamp(m, &tstype);
+	*out = (struct fs_msg){
+		.partition = m->partition,
+		.offset = m->offset,
+		.key = m->key,
+		.key_len = m->key_len,
+		.payload = m->payload,
+		.len = m->len,
+		.ts_ms = ts < 0 ? 0 : ts,
+	};
+	io->cur = m;
+	return 1;
+}
+
+void wio_release(struct wio *io)
+{
+	if (io->cur)
+		rd_kafka_message_destroy(io->cur);
+	io->cur = NULL;
+}
+
+size_t wio_backlog(struct wio *io)
+{
+	return io->consumer_queue ? rd_kafka_queue_length(io->consumer_queue) : 0;
+}
+
+void wio_seek(struct wio *io, int32_t partition, int64_t offset)
+{
+	rd_kafka_resp_err_t err = rd_kafka_seek(io->intents_rkt, partition, offset, 0);
+	if (err)
+		fs_warn("partition %" PRId32 ": seek: %s", partition, rd_kafka_err2str(err));
+}
+
+void wio_commit_offset(struct wio *io, int32_t partition, int64_t next)
+{
+	/* Advisory only (lag tools); the worker never starts from it. */
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_topic_partition_list_add(l, io->w->cfg.topic_intents, partition)->offset = next;
+	rd_kafka_commit(io->consumer, l, 1);
+	rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* From the producer: its metadata call also teaches it the intents topic's leaders, so that
+ * the first tick does not wait for a metadata round trip (an expiry is late by as much). */
+int wio_partitions(struct wio *io, int64_t timeout_ms, int32_t *n)
+{
+	rd_kafka_topic_t *t = rd_kafka_topic_new(io->producer, io->w->cfg.topic_intents, NULL);
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_resp_err_t e = t ? rd_kafka_metadata(io->producer, 0, t, &md, (int)timeout_ms)
+				  : rd_kafka_last_error();
+	int rc = -EIO;
+	if (!e && (md->topic_cnt != 1 || md->topics[0].err))
+		e = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+	if (!e && md->topics[0].partition_cnt > 0) {
+		*n = md->topics[0].partition_cnt;
+		rc = 0;
+	}
+	snprintf(io->err, sizeof io->err, "%s", e ? rd_kafka_err2str(e) : "no partitions");
+	if (md)
+		rd_kafka_metadata_destroy(md);
+	if (t)
+		rd_kafka_topic_destroy(t);
+	return rc;
+}
+
+int wio_watermarks(struct wio *io, int32_t partition, int64_t *lo, int64_t *hi)
+{
+	rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+		io->consumer, io->w->cfg.topic_intents, partition, lo, hi, 10000);
+	if (!e)
+		return 0;
+	snprintf(io->err, sizeof io->err, "%s", rd_kafka_err2str(e));
+	return -EIO;
+}
+
+int wio_assign(struct wio *io, const int32_t *ids, const int64_t *offsets, int n)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+	for (int i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(l, io->w->cfg.topic_intents, ids[i])->offset =
+			offsets[i];
+	rd_kafka_resp_err_t e = rd_kafka_assign(io->consumer, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	return e ? -EIO : 0;
+}
+
+/* ---- the producer ------------------------------------------------------------------------- */
+
+static const char *topic_name(const struct wio *io, enum fs_topic t)
+{
+	const struct fs_config *c = &io->w->cfg;
+	return t == FS_TOPIC_INTENTS ? c->topic_intents
+	       : t == FS_TOPIC_STOCK ? c->topic_stock
+				     : c->topic_results;
+}
+
+int wio_produce(struct wio *io, enum fs_topic topic, int32_t partition, const void *key,
+		size_t key_len, const void *value, size_t len, struct inflight *tag)
+{
+	const char *name = topic_name(io, topic);
+	for (;;) {
+		rd_kafka_resp_err_t err = rd_kafka_producev(
+			io->producer, RD_KAFKA_V_TOPIC(name), RD_KAFKA_V_PARTITION(partition),
+			RD_KAFKA_V_KEY((void *)key, key_len), RD_KAFKA_V_VALUE((void *)value, len),
+			RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(tag),
+			RD_KAFKA_V_END);
+		if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+			return 0;
+		if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+			fs_error("produce to %s: %s", name, rd_kafka_err2str(err));
+			return -EIO;
+		}
+		rd_kafka_poll(io->producer, 100);
+	}
+}
+
+int wio_produce_results(struct wio *io, uint32_t n, struct inflight *tag)
+{
+	struct worker *w = io->w;
+	if (n > io->msgs_cap) {
+		rd_kafka_message_t *m = realloc(io->msgs, n * sizeof *m);
+		if (m) {
+			io->msgs = m;
+			io->msgs_cap = n;
+		}
+	}
+	if (!io->results_rkt || n > io->msgs_cap) {
+		for (uint32_t i = 0; i < n; i++)
+			w->outs[i].failed = true;
+		return 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct fs_out *o = &w->outs[i];
+		io->msgs[i] = (rd_kafka_message_t){
+			.partition = RD_KAFKA_PARTITION_UA,
+			.payload = w->results.data + o->at,
+			.len = o->len,
+			.key = (void *)o->key,
+			.key_len = o->key_len,
+			._private = tag,
+		};
+	}
+	int queued = rd_kafka_produce_batch(io->results_rkt, RD_KAFKA_PARTITION_UA,
+					    RD_KAFKA_MSG_F_COPY, io->msgs, (int)n);
+	for (uint32_t i = 0; i < n; i++)
+		w->outs[i].failed = queued < (int)n && io->msgs[i].err;
+	return queued;
+}
+
+int wio_append_tick(struct wio *io, int32_t partition)
+{
+	static const char tick[] = "{\"v\":1,\"type\":\"tick\"}";
+	rd_kafka_resp_err_t err = rd_kafka_producev(
+		io->producer, RD_KAFKA_V_TOPIC(io->w->cfg.topic_intents),
+		RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_VALUE((void *)tick, sizeof tick - 1),
+		RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	if (!err)
+		return 0;
+	fs_warn("partition %" PRId32 ": tick: %s", partition, rd_kafka_err2str(err));
+	return -EIO;
+}
+
+void wio_serve(struct wio *io)
+{
+	rd_kafka_poll(io->producer, 0);
+}
+
+int wio_flush(struct wio *io, int64_t timeout_ms)
+{
+	rd_kafka_resp_err_t err = rd_kafka_flush(io->producer, (int)timeout_ms);
+	if (!err)
+		return 0;
+	fs_warn("results not all delivered within %" PRId64 " ms: %s", timeout_ms,
+		rd_kafka_err2str(err));
+	return -ETIMEDOUT;
+}
+
+/* ---- the committer threads ---------------------------------------------------------------- */
+
+int wio_thread_start(struct wio *io, int k, void *(*fn)(void *), void *arg)
+{
+	return pthread_create(&io->threads[k], NULL, fn, arg);
+}
+
+void wio_thread_join(struct wio *io, int k)
+{
+	pthread_join(io->threads[k], NULL);
+}
+
+void wio_lock(struct wio *io)
+{
+	pthread_mutex_lock(&io->mu);
+}
+
+void wio_unlock(struct wio *io)
+{
+	pthread_mutex_unlock(&io->mu);
+}
+
+void wio_wait(struct wio *io)
+{
+	pthread_cond_wait(&io->cv, &io->mu);
+}
+
+void wio_broadcast(struct wio *io)
+{
+	pthread_cond_broadcast(&io->cv);
+}
+
+void wio_wake(struct wio *io)
+{
+	/* The queue outlives the committer threads: teardown joins them first. */
+	if (io->consumer_queue)
+		rd_kafka_queue_yield(io->consumer_queue);
+}

@@ -1,0 +1,344 @@
+/* pipeline.c: one batch from decided to answered (see pipeline.h). */
+#include "worker/pipeline.h"
+
+#include "core/result.h"
+#include "io/log.h"
+#include "worker/partition.h"
+#include "worker/publisher.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+void count_commit(struct counters *n, int64_t us)
+{
+	n->us_commit += us;
+	if (us > n->us_commit_max)
+		n->us_commit_max = us;
+}
+
+static void count_batch(struct worker *w, const struct fs_batch *b)
+{
+	w->n.records += b->counts.records;
+	w->n.fresh += b->counts.fresh;
+	w->n.repeats += b->counts.repeats;
+	w->n.conflicts += b->counts.conflicts;
+	w->n.invalid += b->counts.invalid;
+	w->n.sale += b->counts.sale;
+	w->n.forwarded += b->counts.forwarded;
+	w->n.wrong_partition += b->counts.wrong_partition;
+	w->n.batches++;
+	if (b->counts.records - b->counts.invalid > w->cfg.batch_max)
+		w->n.batches_behind++;
+}
+
+/* The part of a commit attempt before the commit: repeats from memory (or a lookup), then
+ * the decisions. 0, or FS_COMMIT_RETRY (the core's state must be reloaded). */
+int part_decide(struct worker *w, struct part *p, struct fs_batch *b)
+{
+	if (p->replied < 0)
+		p->replied = b->items[0].rec.offset; /* nothing below the first record to answer */
+	fs_batch_reset_decisions(b);
+	int64_t t0 = wio_now_us(w->io);
+	/* Repeats are answered from memory. Ids not in memory are taken for new: the decisions
+	 * insert asserts it, and if one was decided before (another run, another worker), the
+	 * transaction aborts and the batch is redone with a lookup. */
+	fs_batch_add_seen(b, &p->seen);
+	int rc = p->need_lookup ? fs_store_lookup(w->store, b) : 0;
+	wio_crash_at(w->io, "after_lookup");
+	int64_t t1 = wio_now_us(w->io);
+	if (rc == 0)
+		rc = fs_batch_decide(b, &p->core);
+	w->n.us_lookup += t1 - t0;
+	w->n.us_decide += wio_now_us(w->io) - t1;
+	return rc == 0 ? 0 : FS_COMMIT_RETRY;
+}
+
+/* The dedupe cache learns the batch's new decisions. */
+void seen_add_batch(struct part *p, const struct fs_batch *b)
+{
+	for (uint32_t i = 0; i < b->len; i++)
+		if (b->items[i].cls == FS_ITEM_NEW && fs_seen_add(&p->seen, &b->items[i]) < 0)
+			fs_seen_clear(&p->seen); /* out of memory: forget; lookups cover it */
+}
+
+/* The partition's meta once b, decided on the state `before` describes, is committed. */
+struct fs_part_meta meta_after(const struct part *p, const struct fs_part_meta *before,
+			       const struct fs_batch *b)
+{
+	struct fs_part_meta m = *before;
+	m.next_offset = batch_end(b);
+	if (m.first_offset < 0)
+		m.first_offset = b->items[0].rec.offset;
+	m.clock_ms = p->core.clock_ms;
+	return m;
+}
+
+/* b is committed (m: the partition's meta now): answer its records, produce its extras. */
+void batch_done(struct worker *w, struct part *p, struct fs_batch *b, const struct fs_part_meta *m,
+		const struct extras *ex)
+{
+	wio_crash_at(w->io, "after_commit");
+	p->need_lookup = false;
+	int64_t next = m->next_offset;
+	p->meta.next_offset = next;
+	p->meta.first_offset = m->first_offset;
+	p->meta.clock_ms = m->clock_ms;
+	count_batch(w, b);
+	if (w->replay) {
+		p->replied = next; /* the live run answered these; a replay answers nothing */
+	} else {
+		int64_t t0 = wio_now_us(w->io);
+		publish_results(w, p, b, next);
+		produce_extras(w, p, ex);
+		w->n.us_publish += wio_now_us(w->io) - t0;
+	}
+	wio_crash_at(w->io, "after_publish");
+	if (!w->replay)
+		wio_commit_offset(w->io, p->id, next);
+	fs_batch_clear(b);
+	if (b == &p->batch)
+		p->batch_costly = 0;
+}
+
+/* Reads the stored offset back on s and whether the attempt with this commit token moved it,
+ * retrying until it answers or shutdown. */
+static void read_stored(struct worker *w, struct fs_store *s, const char *token, int32_t part,
+			int64_t *stored, bool *mine)
+{
+	int64_t backoff = 0;
+	*stored = -2;
+	*mine = false;
+	while (!wio_stopping(w->io)) {
+		if (fs_store_ensure(s) == 0 &&
+		    fs_store_read_next(s, w->cfg.group, w->cfg.topic_intents, part, token, stored,
+				       mine) == 0)
+			return;
+		fs_warn("partition %" PRId32 ": reading the stored offset: %s", part,
+			fs_store_error(s));
+		wio_sleep_ms(w->io, backoff = backoff_next(w, backoff));
+	}
+}
+
+struct again_ctx {
+	struct worker *w;
+	struct part *p;
+};
+
+static void answer_expired_again(void *ctx, const char *intent_id, const char *sku, int64_t qty,
+				 int64_t ended_at_ms, int64_t ended_offset)
+{
+	struct again_ctx *a = ctx;
+	fs_buf_clear(&a->w->out);
+	fs_reply_expired(&a->w->out, intent_id, sku, qty, ended_at_ms, a->p->id, ended_offset);
+	if (publish_one(a->w, FS_TOPIC_RESULTS, FS_PARTITION_ANY, intent_id, strlen(intent_id),
+			&a->w->out, a->p->tail) < 0 &&
+	    a->p->tail)
+		a->p->tail->failed = true;
+}
+
+/* One in-line attempt: b decided on the partition's state and committed on the worker's own
+ * store. An enum fs_commit_result, or ATTEMPT_STOPPED (shutting down: the state abandoned). */
+enum { ATTEMPT_STOPPED = -1 };
+static int attempt(struct worker *w, struct part *p, struct fs_batch *b, int64_t next)
+{
+	if (store_ready(w) < 0) {
+		part_abandon(p);
+		return ATTEMPT_STOPPED;
+	}
+	int rc = part_decide(w, p, b);
+	if (rc == 0) {
+		int64_t t = wio_now_us(w->io);
+		rc = fs_store_commit(w->store, w->cfg.group, w->cfg.topic_intents, &p->meta, next,
+				     p->replied < 0 ? -1 : p->replied, b, &p->core, p->need_lookup);
+		count_commit(&w->n, wio_now_us(w->io) - t);
+	}
+	return rc;
+}
+
+/* The connection died with COMMIT in flight: only the stored offset knows. The offset at our
+ * batch's end is not enough: another worker may have committed the same range. The commit
+ * token says whose commit it was. */
+static int resolve_unknown(struct worker *w, struct part *p, struct fs_store *att,
+			   const char *token, int64_t expected, int64_t next)
+{
+	w->n.unknown++;
+	int64_t stored;
+	bool mine;
+	read_stored(w, att, token, p->id, &stored, &mine);
+	int rc;
+	if (stored == next && mine) {
+		w->n.unknown_committed++;
+		rc = FS_COMMIT_OK;
+	} else if (stored == expected) {
+		rc = FS_COMMIT_RETRY;
+	} else {
+		rc = FS_COMMIT_FENCED;
+	}
+	fs_warn("partition %" PRId32 ": commit outcome unknown, stored offset %" PRId64 ": %s",
+		p->id, stored,
+		rc == FS_COMMIT_OK	? "committed"
+		: rc == FS_COMMIT_RETRY ? "not committed"
+					: "fenced");
+	return rc;
+}
+
+/* Not committed (rc): the core's state moved while deciding; count it, wait the backoff and
+ * reload the state from the truth. 0: decide again; -1: shutting down, or fenced meanwhile. */
+static int before_redo(struct worker *w, struct part *p, const struct fs_store *att, int rc,
+		       int64_t expected, int64_t *backoff)
+{
+	if (rc == FS_COMMIT_REDO) {
+		w->n.redo++;
+		if (!p->need_lookup)
+			w->n.lookups_forced++;
+		p->need_lookup = true;
+	} else if (rc != COMMIT_AGAIN) {
+		w->n.retries++;
+	}
+	if (rc != COMMIT_AGAIN) {
+		*backoff = backoff_next(w, *backoff);
+		fs_warn("partition %" PRId32 ": batch at %" PRId64
+			" not committed (%s); reloading, "
+			"retry in %" PRId64 " ms",
+			p->id, expected, fs_store_error(att), *backoff);
+	}
+	if (wio_stopping(w->io)) {
+		part_abandon(p); /* the core holds this attempt's decisions */
+		return -1;
+	}
+	if (rc != COMMIT_AGAIN)
+		wio_sleep_ms(w->io, *backoff);
+	if (part_load(w, p) < 0)
+		return -1;
+	if (p->meta.next_offset != expected) {
+		part_fenced(w, p);
+		return -1;
+	}
+	return 0;
+}
+
+int part_process_from(struct worker *w, struct part *p, struct fs_batch *b, int rc0,
+		      struct slot *sl)
+{
+	if (b->len == 0)
+		return 0;
+	int64_t expected = p->meta.next_offset;
+	int64_t next = batch_end(b);
+	int64_t backoff = 0;
+	bool reloaded = false;
+	for (;;) {
+		int rc = rc0;
+		struct fs_store *att = sl ? sl->store : w->store;
+		rc0 = -1;
+		if (rc < 0 && (rc = attempt(w, p, b, next)) == ATTEMPT_STOPPED)
+			return -1;
+		fs_debug("partition %" PRId32 ": batch of %u at %" PRId64 ": %d", p->id, b->len,
+			 expected, rc);
+		if (rc == FS_COMMIT_UNKNOWN)
+			rc = resolve_unknown(w, p, att, sl ? sl->token : fs_store_token(w->store),
+					     expected, next);
+		if (rc == FS_COMMIT_OK)
+			break;
+		if (rc == FS_COMMIT_FENCED) {
+			part_fenced(w, p);
+			return -1;
+		}
+		sl = NULL; /* from here on decided and committed in line */
+		if (before_redo(w, p, att, rc, expected, &backoff) < 0)
+			return -1;
+		reloaded = true;
+	}
+	if (sl) {
+		/* Committed as handed over: the core moved past it then. */
+		batch_done(w, p, b, &sl->meta, &sl->ex);
+		return 0;
+	}
+	seen_add_batch(p, b);
+	struct fs_part_meta m = meta_after(p, &p->meta, b);
+	render_extras(&w->ex, p);
+	fs_core_commit(&p->core);
+	batch_done(w, p, b, &m, &w->ex);
+	return reloaded ? 1 : 0;
+}
+
+/* A record read again below the stored offset gets its stored decision (b->stored), as the
+ * live answer gave it. */
+static void again_item(const struct part *p, const struct fs_batch *b, struct fs_item *it)
+{
+	it->first_partition = it->rec.partition;
+	it->first_offset = it->rec.offset;
+	if (it->rec.misrouted) {
+		/* Parsing is pure: misrouted then, misrouted now; forwarded again. */
+		it->cls = FS_ITEM_FORWARD;
+		return;
+	}
+	if (it->rec.kind == FS_KIND_INVALID) {
+		/* Parsing is pure: the same bytes give the same reason. */
+		it->cls = FS_ITEM_INVALID;
+		it->dec.outcome = FS_OUT_REJECTED;
+		it->dec.reason = it->rec.reject_reason;
+		it->dec.decided_at_ms = it->rec.ts_ms; /* as the live answer (batch.c) */
+		return;
+	}
+	if (!fs_item_has_key(it)) {
+		it->cls = FS_ITEM_TICK; /* sale records and ticks: not buyer-facing */
+		return;
+	}
+	for (uint32_t k = 0; k < b->stored_len; k++) {
+		const struct fs_stored *s = &b->stored[k];
+		if (s->kind != it->rec.kind || strcmp(s->intent_id, it->rec.intent_id) != 0)
+			continue;
+		it->dec = s->dec;
+		it->first_partition = s->partition;
+		it->first_offset = s->offset;
+		if (s->body_hash != it->rec.body_hash) {
+			/* As the live answer (batch.c): the record's own qty and time. */
+			memset(&it->dec, 0, sizeof it->dec);
+			it->dec.outcome = FS_OUT_CONFLICT;
+			it->dec.reason = "intent_id_reused";
+			it->dec.qty = it->rec.qty;
+			it->dec.decided_at_ms = it->rec.ts_ms;
+			it->first_partition = it->rec.partition;
+			it->first_offset = it->rec.offset;
+		} else {
+			it->dec.duplicate = s->offset != it->rec.offset;
+		}
+		return;
+	}
+	fs_error("partition %" PRId32 ": record at %" PRId64 " is below the stored "
+		 "offset but has no decision",
+		 p->id, it->rec.offset);
+	it->cls = FS_ITEM_TICK;
+}
+
+void part_answer_again(struct worker *w, struct part *p)
+{
+	struct fs_batch *b = &p->again;
+	if (b->len == 0)
+		return;
+	int64_t backoff = 0;
+	while (store_ready(w) == 0) {
+		fs_batch_reset_decisions(b);
+		if (fs_store_lookup(w->store, b) == 0)
+			break;
+		wio_sleep_ms(w->io, backoff = backoff_next(w, backoff));
+	}
+	if (wio_stopping(w->io))
+		return;
+	for (uint32_t i = 0; i < b->len; i++)
+		again_item(p, b, &b->items[i]);
+	int64_t end = batch_end(b);
+	w->n.answered_again += b->len;
+	publish_results(w, p, b, end);
+	struct again_ctx ctx = {w, p};
+	if (fs_store_expired(w->store, p->id, b->items[0].rec.offset, end, answer_expired_again,
+			     &ctx) < 0 &&
+	    p->tail) {
+		fs_warn("partition %" PRId32 ": expiries not answered again: %s", p->id,
+			fs_store_error(w->store));
+		p->tail->failed = true; /* replied stops here: the next start tries again */
+	}
+	fs_batch_clear(b);
+}
