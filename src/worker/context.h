@@ -173,7 +173,6 @@ struct worker {
 	bool replay;
 	int64_t replay_end[PARTITIONS_MAX];
 	int64_t replay_from[PARTITIONS_MAX];
-	int32_t replay_ids[PARTITIONS_MAX];
 	int64_t replay_start[PARTITIONS_MAX]; /* the offset each is assigned from */
 	int replay_parts;
 	int64_t replay_total, replay_start_ms, replay_last_ms;

@@ -429,7 +429,8 @@ int wio_partitions(struct wio *io, int64_t timeout_ms, int32_t *n)
 		*n = md->topics[0].partition_cnt;
 		rc = 0;
 	}
-	snprintf(io->err, sizeof io->err, "%s", e ? rd_kafka_err2str(e) : "no partitions");
+	if (rc < 0)
+		snprintf(io->err, sizeof io->err, "%s", e ? rd_kafka_err2str(e) : "no partitions");
 	if (md)
 		rd_kafka_metadata_destroy(md);
 	if (t)
@@ -447,11 +448,11 @@ int wio_watermarks(struct wio *io, int32_t partition, int64_t *lo, int64_t *hi)
 	return -EIO;
 }
 
-int wio_assign(struct wio *io, const int32_t *ids, const int64_t *offsets, int n)
+int wio_assign(struct wio *io, const int64_t *offsets, int n)
 {
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
 	for (int i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(l, io->w->cfg.topic_intents, ids[i])->offset =
+		rd_kafka_topic_partition_list_add(l, io->w->cfg.topic_intents, i)->offset =
 			offsets[i];
 	rd_kafka_resp_err_t e = rd_kafka_assign(io->consumer, l);
 	rd_kafka_topic_partition_list_destroy(l);
@@ -516,8 +517,8 @@ int wio_produce_results(struct wio *io, uint32_t n, struct inflight *tag)
 	}
 	int queued = rd_kafka_produce_batch(io->results_rkt, RD_KAFKA_PARTITION_UA,
 					    RD_KAFKA_MSG_F_COPY, io->msgs, (int)n);
-	for (uint32_t i = 0; i < n; i++)
-		w->outs[i].failed = queued < (int)n && io->msgs[i].err;
+	for (uint32_t i = 0; queued < (int)n && i < n; i++) /* read only then (publisher.c) */
+		w->outs[i].failed = io->msgs[i].err;
 	return queued;
 }
 

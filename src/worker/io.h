@@ -73,18 +73,19 @@ void wio_seek(struct wio *io, int32_t partition, int64_t offset);
 /* The consumer group's offset: advisory (lag tools), never read back. */
 void wio_commit_offset(struct wio *io, int32_t partition, int64_t next);
 /* The intents topic: its partition count, one partition's watermarks, and a manual assignment
- * of partitions ids[0..n) from offsets[] (the rebuild). */
+ * of partitions 0..n-1, partition i from offsets[i] (the rebuild). */
 int wio_partitions(struct wio *io, int64_t timeout_ms, int32_t *n);
 int wio_watermarks(struct wio *io, int32_t partition, int64_t *lo, int64_t *hi);
-int wio_assign(struct wio *io, const int32_t *ids, const int64_t *offsets, int n);
+int wio_assign(struct wio *io, const int64_t *offsets, int n);
 
 /* Produces one message (waiting while the local queue is full); tag comes back in the delivery
  * report (publisher_delivered). 0, or -EIO (logged). */
 int wio_produce(struct wio *io, enum fs_topic topic, int32_t partition, const void *key,
 		size_t key_len, const void *value, size_t len, struct inflight *tag);
 /* Produces w->outs[0..n) (bodies in w->results) to the results topic in one call, each
- * tagged; returns how many it queued, and sets .failed on those it did not (the caller sends
- * them one by one). */
+ * tagged; returns how many it queued. When that is fewer than n it sets .failed on every one
+ * (true for those not queued, which the caller sends one by one); otherwise .failed is left
+ * as it was and must not be read. */
 int wio_produce_results(struct wio *io, uint32_t n, struct inflight *tag);
 /* Appends a tick record to the intents topic's partition (not waiting: a full queue fails it,
  * logged). 0 or -EIO. */

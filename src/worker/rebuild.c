@@ -66,7 +66,6 @@ static int replay_plan(struct worker *w, int32_t i)
 		return -ERANGE;
 	}
 	w->replay_total += hi - from;
-	w->replay_ids[i] = i;
 	w->replay_start[i] = p->meta.next_offset < 0 ? FS_OFFSET_BEGINNING : p->meta.next_offset;
 	fs_info("replay: partition %d from %" PRId64 " to %" PRId64, i, from, hi);
 	return 0;
@@ -91,7 +90,7 @@ int replay_assign(struct worker *w)
 		if (rc < 0)
 			return rc;
 	}
-	int rc = wio_assign(w->io, w->replay_ids, w->replay_start, n);
+	int rc = wio_assign(w->io, w->replay_start, n);
 	w->replay_start_ms = wio_now_ms(w->io);
 	return rc < 0 ? -EIO : 0;
 }
