@@ -9,6 +9,12 @@
 
 static enum fs_log_level level = FS_LOG_INFO;
 static char prefix[64] = "flashsale";
+static fs_log_sink sink;
+
+void fs_log_set_sink(fs_log_sink fn)
+{
+	sink = fn;
+}
 
 void fs_log_set_level(const char *name)
 {
@@ -33,6 +39,10 @@ void fs_log(enum fs_log_level l, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	if (sink) {
+		sink(l, msg);
+		return;
+	}
 	struct timeval tv;
 	gettimeofday(&tv, NULL);
 	struct tm tm;

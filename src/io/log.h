@@ -7,6 +7,10 @@ enum fs_log_level { FS_LOG_ERROR = 0, FS_LOG_WARN = 1, FS_LOG_INFO = 2, FS_LOG_D
 
 void fs_log_set_level(const char *name);
 void fs_log_set_prefix(const char *prefix);
+/* Tests: fn receives every line that passes the level (without the time and prefix) instead of
+ * stderr; NULL restores stderr. */
+typedef void (*fs_log_sink)(enum fs_log_level level, const char *msg);
+void fs_log_set_sink(fs_log_sink fn);
 void fs_log(enum fs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define fs_error(...) fs_log(FS_LOG_ERROR, __VA_ARGS__)
