@@ -94,6 +94,18 @@ struct fs_item *fs_batch_push(struct fs_batch *b)
 	return it;
 }
 
+const char *fs_item_reject_reason(const struct fs_item *it)
+{
+	return it->dec.reason ? it->dec.reason : "invalid";
+}
+
+bool fs_item_extends_reject_run(const struct fs_item *prev, const struct fs_item *it)
+{
+	return prev && !prev->rec.has_intent && !it->rec.has_intent &&
+	       prev->rec.offset + 1 == it->rec.offset &&
+	       strcmp(fs_item_reject_reason(prev), fs_item_reject_reason(it)) == 0;
+}
+
 bool fs_item_has_key(const struct fs_item *it)
 {
 	if (it->rec.misrouted)

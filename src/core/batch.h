@@ -90,6 +90,12 @@ int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s);
  * (a misrouted record is not: the partition it belongs on dedupes it). */
 bool fs_item_has_key(const struct fs_item *it);
 
+/* The reason stored for an invalid item ("invalid" when it has none). */
+const char *fs_item_reject_reason(const struct fs_item *it);
+/* True if the invalid item it extends the run of rejects that ends with prev (adjacent
+ * offsets, the same reason, no intent id on either): a run is one rejects row. */
+bool fs_item_extends_reject_run(const struct fs_item *prev, const struct fs_item *it);
+
 /* Decides every item. Returns 0, or -ENOMEM (the core's state is then unusable: reload). */
 int fs_batch_decide(struct fs_batch *b, struct fs_core *core);
 

@@ -10,6 +10,8 @@
 #include "worker/rebuild.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Makes room in p's batch for one more record: a full batch is decided and committed (handed
  * to a committer, once one is free). false: no room now (shutting down, or fenced). */
@@ -233,4 +235,27 @@ void loop_revoked(struct worker *w, const int32_t *ids, int n)
 		part_drop(w, p);
 		fs_info("partition %" PRId32 " revoked", p->id);
 	}
+}
+
+void loop_free(struct worker *w)
+{
+	for (int i = 0; i < PARTITIONS_MAX; i++)
+		if (w->parts[i])
+			part_free(w, w->parts[i]);
+	memset(w->parts, 0, sizeof w->parts);
+	w->n_parts = 0;
+	while (w->orphans) {
+		struct inflight *f = w->orphans;
+		w->orphans = f->next;
+		free(f);
+	}
+	committers_free(w);
+	extras_free(&w->ex);
+	fs_store_close(w->store);
+	w->store = NULL; /* log_stats runs after teardown */
+	fs_buf_free(&w->out);
+	fs_buf_free(&w->results);
+	free(w->outs);
+	w->outs = NULL;
+	w->outs_cap = 0;
 }

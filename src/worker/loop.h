@@ -16,5 +16,9 @@ void loop_assigned(struct worker *w, const int32_t *ids, int64_t *offsets, int n
  * forgotten. */
 void loop_revoked(struct worker *w, const int32_t *ids, int n);
 void log_stats(struct worker *w, const char *when);
+/* Frees what the worker holds (partitions, deliveries in flight, committer slots, buffers) and
+ * closes its store connections, with no other I/O: teardown's end, after the committers are
+ * stopped and the edges closed (and all a simulated crash frees). */
+void loop_free(struct worker *w);
 
 #endif

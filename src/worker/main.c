@@ -12,7 +12,6 @@
 #include "worker/io.h"
 #include "worker/loop.h"
 #include "worker/partition.h"
-#include "worker/publisher.h"
 #include "worker/rebuild.h"
 
 #include <errno.h>
@@ -126,22 +125,7 @@ static void teardown(struct worker *w)
 		committers_stop(w);
 		wio_close(w->io);
 	}
-	for (int i = 0; i < PARTITIONS_MAX; i++)
-		if (w->parts[i])
-			part_free(w, w->parts[i]);
-	reap_orphans(w);
-	while (w->orphans) {
-		struct inflight *f = w->orphans;
-		w->orphans = f->next;
-		free(f);
-	}
-	committers_free(w);
-	extras_free(&w->ex);
-	fs_store_close(w->store);
-	w->store = NULL; /* log_stats runs after teardown */
-	fs_buf_free(&w->out);
-	fs_buf_free(&w->results);
-	free(w->outs);
+	loop_free(w);
 }
 
 /* The options, the file, the environment and the --set keys, in that order of precedence
