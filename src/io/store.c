@@ -54,6 +54,8 @@ struct fs_store {
 	int k;
 	int64_t ndec, nres, nbuy;
 	bool after; /* the COPYs before the compare-and-set (a predecessor is in flight) */
+	/* after: the predecessor's commit token, which its commit leaves in the partition row */
+	char after_token[FS_STORE_TOKEN_SIZE];
 	bool prepared;
 	char part[16];
 };
@@ -575,20 +577,6 @@ static int put_copy(struct fs_store *s, const struct fs_buf *d, const char *what
 	return 0;
 }
 
-static const char *reject_reason(const struct fs_item *it)
-{
-	return it->dec.reason ? it->dec.reason : "invalid";
-}
-
-/* True if the invalid item it can extend the run that ends with prev (same reason, adjacent
- * offsets, no intent id on either). */
-static bool extends_run(const struct fs_item *prev, const struct fs_item *it)
-{
-	return prev && !prev->rec.has_intent && !it->rec.has_intent &&
-	       prev->rec.offset + 1 == it->rec.offset &&
-	       strcmp(reject_reason(prev), reject_reason(it)) == 0;
-}
-
 /* rejects: invalid records; a run of alike ones (see the schema) is one row. */
 static void add_rejects(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
 {
@@ -606,12 +594,12 @@ static void add_rejects(struct fs_store *s, const struct fs_batch *b, struct ste
 			continue;
 		}
 		bool more = i + 1 < b->len && b->items[i + 1].cls == FS_ITEM_INVALID &&
-			    extends_run(it, &b->items[i + 1]);
-		if (!extends_run(prev, it)) {
+			    fs_item_extends_reject_run(it, &b->items[i + 1]);
+		if (!fs_item_extends_reject_run(prev, it)) {
 			n++;
 			fs_arr_int(off, it->rec.offset);
 			fs_arr_text(id, it->rec.has_intent ? it->rec.intent_id : NULL);
-			fs_arr_text(reason, reject_reason(it));
+			fs_arr_text(reason, fs_item_reject_reason(it));
 		}
 		if (!more)
 			fs_arr_int(end, it->rec.offset); /* the run (or single row) ends here */
@@ -925,10 +913,14 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct
 	"n_ticks = n_ticks + $15::bigint, n_forwarded = n_forwarded + $17::bigint, "               \
 	"n_batches = n_batches + 1, commit_token = $16 "                                           \
 	"WHERE grp = $2 AND topic = $3 AND part = $1::int AND next_offset = $4::bigint "           \
+	"AND ($18::text IS NULL OR commit_token = $18::text) "                                     \
 	"RETURNING 1) SELECT fs_assert((SELECT count(*) FROM cas) = 1, 'FSCAS', "                  \
 	"'partition offset moved: another worker owns it')"
 
-/* Fills the compare-and-set step: the expected and new offsets, the counters, a fresh token. */
+/* Fills the compare-and-set step: the expected and new offsets, the counters, a fresh token;
+ * after a predecessor (s->after), its token too: the offset at its end is not enough, for
+ * another worker may have committed the same range when the predecessor did not commit, and
+ * this batch was decided on top of the predecessor's decisions, not of that worker's. */
 static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 		    const struct fs_part_meta *meta, int64_t next, int64_t replied,
 		    const struct fs_batch *b, const struct fs_core *core, struct step *x)
@@ -936,7 +928,8 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 	x->what = "offset compare-and-set";
 	x->cas = true;
 	x->sql = CAS_SQL; /* sent prepared or not: fs_store_commit_send decides */
-	x->nparams = 17;
+	x->nparams = 18;
+	x->params[17] = s->after ? s->after_token : NULL;
 	x->params[1] = grp;
 	x->params[2] = topic;
 	/* A token per attempt: this store's random id and a counter. */
@@ -1055,11 +1048,13 @@ static int run_pipeline(struct fs_store *s, struct step *st, int n, bool commit,
 int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *topic,
 			    const struct fs_part_meta *meta, int64_t next_offset,
 			    int64_t replied_offset, const struct fs_batch *b,
-			    const struct fs_core *core, bool careful, bool after)
+			    const struct fs_core *core, bool careful, const char *after)
 {
 	struct step *st = s->st;
 	memset(s->st, 0, sizeof s->st);
 	int k = 0;
+	s->after = after != NULL;
+	snprintf(s->after_token, sizeof s->after_token, "%s", after ? after : "");
 	st[k++] = (struct step){.sql = "BEGIN", .what = "begin"};
 	if (after) {
 		/* The predecessor's UPDATE of the partition row is not committed yet: the row as
@@ -1082,7 +1077,6 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 	add_skus(s, core, st, &k);
 	s->nbuy = add_buyers(s, core, st, &k, careful, buf(s, 3));
 	s->k = k;
-	s->after = after;
 	snprintf(s->part, sizeof s->part, "%" PRId32, meta->partition);
 	for (int i = 1; i < k; i++)
 		st[i].params[0] = s->part;
@@ -1261,7 +1255,7 @@ int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 		    const struct fs_batch *b, const struct fs_core *core, bool careful)
 {
 	if (fs_store_commit_prepare(s, grp, topic, meta, next_offset, replied_offset, b, core,
-				    careful, false) < 0)
+				    careful, NULL) < 0)
 		return FS_COMMIT_REDO;
 	return fs_store_commit_send(s, NULL, NULL);
 }

@@ -90,13 +90,15 @@ int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,
 /* fs_store_commit in two halves, for a committer thread: _prepare encodes the batch into the
  * store's own buffers (it reads b and core, and does no I/O; 0 or -ENOMEM); _send sends what
  * was prepared and returns an enum fs_commit_result. Between the two, b and core may change.
- * after: another transaction of the same partition (ending at meta->next_offset) may still be
- * in flight on another connection; the COPYs then go before the compare-and-set, which waits
- * for that one's commit (FS_COMMIT_FENCED if it did not commit). */
+ * after (NULL: none): the commit token of another transaction of the same partition (ending
+ * at meta->next_offset) that may still be in flight on another connection, and on whose
+ * decisions b was decided; the COPYs then go before the compare-and-set, which waits for that
+ * one's outcome and matches only its commit (FS_COMMIT_FENCED if it did not commit, even when
+ * another worker committed the same range). */
 int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *topic,
 			    const struct fs_part_meta *meta, int64_t next_offset,
 			    int64_t replied_offset, const struct fs_batch *b,
-			    const struct fs_core *core, bool careful, bool after);
+			    const struct fs_core *core, bool careful, const char *after);
 /* cas (may be NULL) is called with before = true just before the compare-and-set is sent (after
  * only), and with before = false once its result is in, or it will not be sent. */
 typedef void (*fs_cas_fn)(void *ctx, bool before);

@@ -46,8 +46,10 @@ static void *committer_main(void *arg)
 		 * work per record, scripts/profile), while it reads the next records. */
 		bool ok = fs_store_commit_prepare(sl->store, w->cfg.group, w->cfg.topic_intents,
 						  &sl->before, batch_end(&sl->batch), sl->replied,
-						  &sl->batch, &sl->p->core, false, sl->after) == 0;
+						  &sl->batch, &sl->p->core, false,
+						  sl->after ? sl->pred_token : NULL) == 0;
 		wio_lock(w->io);
+		snprintf(sl->token, sizeof sl->token, "%s", ok ? fs_store_token(sl->store) : "");
 		sl->prepared = true;
 		wio_broadcast(w->io);
 		wio_unlock(w->io);
@@ -55,7 +57,6 @@ static void *committer_main(void *arg)
 		int rc = ok && fs_store_ensure(sl->store) == 0
 				 ? fs_store_commit_send(sl->store, on_cas, sl)
 				 : FS_COMMIT_RETRY;
-		snprintf(sl->token, sizeof sl->token, "%s", ok ? fs_store_token(sl->store) : "");
 		t = wio_now_us(w->io) - t;
 		wio_lock(w->io);
 		sl->rc = rc;
@@ -275,6 +276,10 @@ void part_process_start(struct worker *w, struct part *p)
 			sl->pred_gen = w->slots[w->fly[i]].gen;
 		}
 	}
+	/* Every batch of p in flight has rendered its statements (core_settle above waited for
+	 * the last one), and so has its token. */
+	if (sl->pred >= 0)
+		memcpy(sl->pred_token, w->slots[sl->pred].token, sizeof sl->pred_token);
 	if (p->n_fly)
 		w->n.stacked++;
 	p->n_fly++;

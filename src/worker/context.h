@@ -98,6 +98,9 @@ struct slot {
 	 * that one's ran, or it would find the offset not moved yet. */
 	int pred;
 	uint64_t pred_gen;
+	/* That one's commit token: this one's compare-and-set matches only if it committed (the
+	 * same range committed by another worker is not the state this batch was decided on). */
+	char pred_token[FS_STORE_TOKEN_SIZE];
 	/* guarded by the edges' lock (wio_lock): */
 	bool ready, done, quit;
 	bool prepared;	   /* its statements are rendered: the core is the main thread's again */
@@ -106,8 +109,9 @@ struct slot {
 	int rc;		   /* an enum fs_commit_result */
 	int64_t us;	   /* time the transaction took, on the committer thread */
 	int64_t handed_us; /* when the main thread handed it over (the debug log) */
-	/* The commit token of its transaction: slot 0's store also makes the in-line attempts
-	 * (a redo), which replace the store's own before an unknown outcome here is read. */
+	/* The commit token of its transaction, from its prepare on (a successor's pred_token):
+	 * slot 0's store also makes the in-line attempts (a redo), which replace the store's own
+	 * before an unknown outcome here is read. */
 	char token[FS_STORE_TOKEN_SIZE];
 };
 

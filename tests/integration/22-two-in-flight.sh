@@ -20,6 +20,9 @@ fs wait --timeout 120 --quiet || die "the backlog was not decided in time"
 stop_worker w1
 say "backlog: $(stat_of w1 batches) batches, $(stat_of w1 stacked) stacked on one in flight"
 [ "$(stat_of w1 stacked)" -ge 1 ] || fail "no batch was decided while another was in flight"
+# Nothing failed here: every stacked compare-and-set must match its predecessor's commit (the
+# offset and the token it left in the partition row), none decided again.
+assert_eq "0|0" "$(stat_of w1 stacked_redone)|$(stat_of w1 fenced)" "stacked_redone|fenced (one worker, no fault)"
 assert_eq "$stock|$((buyers - stock))" "$(sql "SELECT count(*) FILTER (WHERE outcome = 'held'), count(*) FILTER (WHERE outcome = 'sold_out') FROM decisions WHERE sku = 'T2'")" "held|sold_out"
 assert_eq "0|$stock" "$(sql "SELECT available, held FROM skus WHERE sku = 'T2'")" "available|held"
 sql "SELECT intent_id FROM decisions WHERE sku = 'T2'" | sort >"$IT_DIR/decided"

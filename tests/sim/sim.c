@@ -1,16 +1,17 @@
 /* sim.c: flashsale's deterministic simulator (TESTING.md, layer 2), in the spirit of
- * TigerBeetle's VOPR and FoundationDB's simulation.
+ * TigerBeetle's VOPR and FoundationDB's simulation. It runs the real worker: the protocol
+ * files of src/worker/ are linked unchanged, on simulated edges (sim_proc.c).
  *
  *   sim --seeds 10000            sweep seeds 1..10000 (stops at the first failing seed)
  *   sim --seed 1234 [--trace]    one seed, with a summary (and every step with --trace)
  *   sim --seed 1234 --seeds 100  seeds 1234..1333
- *   sim --mutate no-cas|no-dedupe|no-reforward|inhand-push   break the store or the worker
- *                                on purpose: the sweep must fail
+ *   sim --mutate no-cas|no-dedupe|no-reforward|stacked-offset-only
+ *                                break the store or the edges on purpose: the sweep must fail
  *   FS_SIM_SEEDS=N               overrides the seed count of a plain --seeds sweep
  *
  * A failing seed prints itself and the command that replays it; everything a seed does comes
- * from one PRNG seeded with it, so the replay is bit for bit (no clock, no threads, no hash
- * order, no addresses).
+ * from one PRNG seeded with it, so the replay is bit for bit (no clock, no thread running
+ * beside another, no hash order, no addresses).
  *
  * The model. One seed builds a world of 1-3 partitions and 2-3 workers of one consumer group:
  *
@@ -30,28 +31,34 @@
  *   compare-and-set and its commit token, the dedupe on (intent id, kind), the lookup by
  *   (intent id, kind) pairs, the guards and CHECK constraints, all-or-nothing commits, and
  *   loads that read one snapshot.
- * - The workers (sim_worker.c): the protocol of src/worker/main.c as a state machine over the real
- *   pure code (fs_record_parse, fs_batch_*, fs_core_*, fs_reply_*). Batches take random sizes
- *   (as many records as the poll returned before batch.wait.ms passed).
+ * - The workers (sim_proc.c): flashsale-worker processes running src/worker/'s loop,
+ *   partition, pipeline, committer and publisher code, with commit.overlap 0, 1 or 2 per seed
+ *   (the committer threads are coroutines), batch.max, batch.max.behind, batch.wait.ms and
+ *   the dedupe cache's size drawn per seed. Their edges: a consumer over the intents log (the
+ *   rebalance callback runs inside the poll), a producer whose messages the broker takes
+ *   later, the store over sim_store.c, the world's clock. A poll does not always return a
+ *   record that is there (a fetch in flight), so batches take random sizes.
  * - The group coordinator (below): eager rebalances with a barrier (everyone revokes, then the
  *   new assignment), members that crash, restart, or are kicked out while they still run.
  * - The results log: what the workers' producers delivered, with the record each answers.
  *
  * The schedule. Each step the scheduler picks, from the seed's PRNG: the web tier appends a
- * record, the clock moves (sometimes past every hold), a worker takes one step (one store
- * statement, one message, one publish), or a producer delivers one result. Faults, at rates
- * drawn per seed: a worker crashes at any step of its loop or of a batch (its memory is gone;
- * queued results land or not) and restarts later; a worker is kicked out of the group while it
- * runs (its partitions move and it carries on, so its next commit must be fenced by the
- * compare-and-set); spontaneous rebalances; redelivery (a consumer reads again records it
+ * record, the clock moves (sometimes past every hold; while healing, only when nothing can
+ * run), one coroutine of a worker runs to its next edge call (a poll, a store statement, a
+ * produce, a lock, a wait, a sleep, a crash point), or the broker takes one message. Faults,
+ * at rates drawn per seed: a worker crashes between any two edge calls of any of its threads
+ * (its memory is gone; queued messages land or not) and restarts later; a worker is kicked
+ * out of the group while it runs, sometimes paused a while first (its partitions move and it
+ * carries on, so its next commit must be fenced by the compare-and-set, and a batch it
+ * decided on top of another in flight must not commit on the next owner's commit of the
+ * range below); spontaneous rebalances; redelivery (a consumer reads again records it
  * already read); transient store errors on any statement; a commit whose connection dies (it
  * applied or not; the worker reads the offset and the commit token back, and only its own
  * token at its batch's end means committed; cuts aim at commits that are about to be fenced,
  * which may read back the same range committed by another worker); results dropped (delivery
- * fails, replied stops) or doubled; a full batch left waiting for the next poll, as when both
- * committers of commit.overlap are busy, so that the next message finds it full and waits in
- * hand while it is decided (and a kick then prefers such a worker, whose batch may be
- * fenced). Then the faults stop, every worker comes back, and the
+ * fails, replied stops) or doubled; kicks prefer a worker with batches in flight, most of all
+ * one with a record in hand while it makes room for it (issue 28, item 2). Then the faults
+ * stop, every worker comes back, and the
  * world runs until it is quiescent (INV-7: within a step budget); then one more rebalance, so
  * that results whose delivery failed are sent again from the stored replied offset, as a
  * restart does.
@@ -73,25 +80,24 @@
  * Mutations: --mutate no-cas makes the simulated commit ignore the expected offset, and
  * --mutate no-dedupe makes the store forget intent ids (the lookup finds nothing, the insert
  * adds a second row), and --mutate no-reforward makes a restarted worker skip the forwards of
- * the misrouted records it reads below the stored offset, and --mutate inhand-push lets the
- * message in hand into the emptied batch after a fence (main before issue 28's item 2 was
- * fixed). The sweep must then fail
- * (tests/sim/meson.build: should_fail).
+ * the misrouted records it reads below the stored offset (the producer drops them), and
+ * --mutate stacked-offset-only lets a transaction decided on top of another in flight commit
+ * when the offset is at that one's end whoever committed it (src/ before this simulator ran
+ * the real worker). The sweep must then fail (tests/sim/meson.build: should_fail).
  *
  * Bugs of src/ this simulator found, all fixed (tests/sim/meson.build lists them): the default
  * sweep runs every path they were on, and the checks above would catch each one again.
  *
- * Left out of the model: the stock topic, shutdown (SIGTERM drain), Kafka's advisory offsets,
- * clock skew between the worker and the broker, and the same intent id on two partitions (a
+ * Left out of the model: the stock topic, shutdown (SIGTERM drain), the rebuild (--replay),
+ * Kafka's advisory offsets, the store's COPY of rows it takes for new (its upserts stand for
+ * both), clock skew between the worker and the broker, and the same intent id on two partitions (a
  * confirm or cancel keyed to a SKU of another partition: DESIGN-NOTES.md calls it hostile, and
  * its decision depends on the order of two partitions' commits, which no replay of the log
- * can know, so the generator keeps a wrong key on the partition). Reading a record hands the
- * worker the fs_record_parse result computed when it was appended (parsing is pure; the
- * oracle parses the bytes again). */
+ * can know, so the generator keeps a wrong key on the partition). */
 #include "sim.h"
 
 #include "sim_store.h"
-#include "sim_worker.h"
+#include "sim_proc.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -530,8 +536,8 @@ static void group_rebalance(struct sim_world *W)
 	for (int i = 0; i < W->n_workers; i++) {
 		if (!W->member[i])
 			continue;
-		W->workers[i]->pending_revoke = true;
-		W->workers[i]->pending_assign = false;
+		W->procs[i]->pending_revoke = true;
+		W->procs[i]->pending_assign = false;
 	}
 	TRACE(W, "rebalance %" PRId64, W->gen);
 }
@@ -545,7 +551,7 @@ static void coordinator(struct sim_world *W)
 	for (int i = 0; i < W->n_workers; i++) {
 		if (!W->member[i])
 			continue;
-		if (W->workers[i]->pending_revoke)
+		if (W->procs[i]->pending_revoke)
 			return;
 		m[n++] = i;
 	}
@@ -556,142 +562,180 @@ static void coordinator(struct sim_world *W)
 	for (int p = 0; p < W->n_parts; p++)
 		set[m[((uint32_t)p + rot) % (uint32_t)n]] |= 1u << p;
 	for (int k = 0; k < n; k++) {
-		W->workers[m[k]]->pending_assign = true;
-		W->workers[m[k]]->assign_parts = set[m[k]];
+		W->procs[m[k]]->pending_assign = true;
+		W->procs[m[k]]->assign_parts = set[m[k]];
 		TRACE(W, "w%d gets 0x%x", m[k], set[m[k]]);
 	}
 	W->rebalancing = false;
 }
 
-static void worker_crash(struct sim_world *W, struct sw_worker *w)
+static void worker_crash(struct sim_world *W, struct sim_proc *P)
 {
-	sw_crash(W, w);
-	W->member[w->id] = false;
+	proc_crash(W, P);
+	W->member[P->id] = false;
 	group_rebalance(W);
 }
 
-static void worker_start(struct sim_world *W, struct sw_worker *w)
+static void worker_start(struct sim_world *W, struct sim_proc *P)
 {
-	sw_init(w, w->id);
-	w->up = true;
-	W->member[w->id] = true;
-	TRACE(W, "w%d starts", w->id);
+	proc_start(W, P);
+	W->member[P->id] = true;
+	TRACE(W, "w%d starts", P->id);
 	group_rebalance(W);
 }
 
 /* Paused past its session timeout: out of the group, but it does not know yet. */
-static void worker_kick(struct sim_world *W, struct sw_worker *w)
+static void worker_kick(struct sim_world *W, struct sim_proc *P)
 {
 	W->stats->kicks++;
-	W->member[w->id] = false;
-	w->kicked = true;
-	w->pending_revoke = true;
-	w->pending_assign = false;
-	TRACE(W, "w%d KICKED", w->id);
+	W->member[P->id] = false;
+	P->kicked = true;
+	P->pending_revoke = true;
+	P->pending_assign = false;
+	/* Half the time it stays paused a while: the next owner decides and commits meanwhile
+	 * what it had in flight. */
+	if (rng_chance(&W->rng, 500))
+		P->paused_until = W->step + 5 + rng_below(&W->rng, 60);
+	TRACE(W, "w%d KICKED", P->id);
 	group_rebalance(W);
 }
 
-static void worker_rejoin(struct sim_world *W, struct sw_worker *w)
+static void worker_rejoin(struct sim_world *W, struct sim_proc *P)
 {
-	w->kicked = false;
-	W->member[w->id] = true;
-	TRACE(W, "w%d rejoins", w->id);
+	P->kicked = false;
+	W->member[P->id] = true;
+	TRACE(W, "w%d rejoins", P->id);
 	group_rebalance(W);
 }
 
 /* ---- the scheduler ------------------------------------------------------------------------ */
 
-static struct sw_worker *pick_worker(struct sim_world *W, bool with_queue)
+enum pick_what { PICK_UP, PICK_QUEUE, PICK_RUNNABLE };
+
+static struct sim_proc *pick_proc(struct sim_world *W, enum pick_what what)
 {
 	int c[SIM_WORKERS_MAX], n = 0;
-	for (int i = 0; i < W->n_workers; i++)
-		if (W->workers[i]->up && (!with_queue || W->workers[i]->queue.len))
+	for (int i = 0; i < W->n_workers; i++) {
+		const struct sim_proc *P = W->procs[i];
+		if (P->up && (what != PICK_QUEUE || P->queue.len) &&
+		    (what != PICK_RUNNABLE || proc_runnable(W, P)))
 			c[n++] = i;
-	return n ? W->workers[c[rng_below(&W->rng, (uint32_t)n)]] : NULL;
+	}
+	return n ? W->procs[c[rng_below(&W->rng, (uint32_t)n)]] : NULL;
 }
 
 static void deliver_one(struct sim_world *W)
 {
-	struct sw_worker *w = pick_worker(W, true);
-	if (w)
-		sw_deliver(W, w,
-			   rng_chance(&W->rng, 700) ? 0
-						    : rng_below(&W->rng, (uint32_t)w->queue.len));
+	struct sim_proc *P = pick_proc(W, PICK_QUEUE);
+	if (P)
+		proc_deliver(W, P,
+			     rng_chance(&W->rng, 700) ? 0
+						      : rng_below(&W->rng, (uint32_t)P->queue.len));
 }
+
+/* The rare points (reading back an unknown outcome, answering expiries again, a commit just
+ * sent, a batch being answered) last a step or two: crashes aim at them. */
+static const char *const rare_points[] = {"read_next",	 "expired",	 "save_replied",
+					  "commit_sent", "after_commit", "after_publish"};
 
 static void faults(struct sim_world *W)
 {
 	struct rng *r = &W->rng;
-	struct sw_worker *w;
-	if (rng_chance(r, W->f.crash) && (w = pick_worker(W, false))) {
-		/* Half the time, one in the middle of something (crash points inside a batch). */
+	struct sim_proc *P;
+	if (rng_chance(r, W->f.crash) && (P = pick_proc(W, PICK_UP))) {
+		/* Half the time, one in the middle of something (not waiting for records). */
 		for (int i = 0; i < W->n_workers && rng_chance(r, 500); i++)
-			if (W->workers[i]->up && W->workers[i]->act != ACT_NONE)
-				w = W->workers[i];
-		worker_crash(W, w);
+			if (W->procs[i]->up && strcmp(W->procs[i]->last_at, "poll") != 0)
+				P = W->procs[i];
+		worker_crash(W, P);
 	}
-	/* The rare points of a batch (reading back an unknown outcome, reloading to redo,
-	 * reloading after a fence) last one step or two: aim at them. */
 	for (int i = 0; i < W->n_workers; i++) {
-		w = W->workers[i];
-		if (w->up && w->act == ACT_PROCESS &&
-		    (w->state == PS_RESOLVE || w->state == PS_RELOAD || w->state == PS_FENCED) &&
-		    rng_chance(r, W->f.crash * 20))
-			worker_crash(W, w);
+		P = W->procs[i];
+		for (size_t k = 0; P->up && k < sizeof rare_points / sizeof *rare_points; k++)
+			if (proc_at(P, rare_points[k]) && rng_chance(r, W->f.crash * 20))
+				worker_crash(W, P);
 	}
 	if (rng_chance(r, W->f.kick)) {
 		/* Prefer a member in the middle of a batch: that is when a stale commit hurts. */
 		int c[SIM_WORKERS_MAX], n = 0;
 		for (int i = 0; i < W->n_workers; i++)
-			if (W->member[i] && W->workers[i]->up)
+			if (W->member[i] && W->procs[i]->up)
 				c[n++] = i;
 		for (int k = 0; k < n; k++)
-			if (W->workers[c[k]]->act == ACT_PROCESS)
+			if (W->procs[c[k]]->w && W->procs[c[k]]->w->n_fly)
 				c[0] = c[k], n = 1;
+		/* Above all one with a batch decided on top of another in flight: its successor
+		 * must not commit on what the next owner commits in the meantime. */
+		for (int i = 0; i < W->n_workers; i++)
+			if (W->member[i] && W->procs[i]->up && W->procs[i]->w &&
+			    W->procs[i]->w->n_fly > 1)
+				c[0] = i, n = 1;
 		/* Most of all one whose batch is deciding with a message in hand (it found the
 		 * batch full): a fence then must not let that message in (issue 28, item 2). */
 		for (int i = 0; i < W->n_workers; i++)
-			if (W->member[i] && W->workers[i]->up && W->workers[i]->inhand &&
+			if (W->member[i] && W->procs[i]->up && W->procs[i]->in_hand &&
 			    rng_chance(r, 500))
 				c[0] = i, n = 1;
 		if (n)
-			worker_kick(W, W->workers[c[rng_below(r, (uint32_t)n)]]);
+			worker_kick(W, W->procs[c[rng_below(r, (uint32_t)n)]]);
 	}
 	if (rng_chance(r, W->f.rebalance))
 		group_rebalance(W);
-	if (rng_chance(r, W->f.redeliver) && (w = pick_worker(W, false))) {
+	if (rng_chance(r, W->f.redeliver) && (P = pick_proc(W, PICK_UP))) {
 		int p = (int)rng_below(r, (uint32_t)W->n_parts);
-		if (w->parts[p].consuming && w->parts[p].fetch > 0) {
+		if (P->consuming[p] && P->fetch[p] > 0) {
 			int64_t back = 1 + rng_below(r, 6);
-			w->parts[p].fetch = w->parts[p].fetch > back ? w->parts[p].fetch - back : 0;
+			P->fetch[p] = P->fetch[p] > back ? P->fetch[p] - back : 0;
 			W->stats->redeliveries++;
-			TRACE(W, "w%d p%d redelivers from %" PRId64, w->id, p, w->parts[p].fetch);
+			TRACE(W, "w%d p%d redelivers from %" PRId64, P->id, p, P->fetch[p]);
 		}
 	}
 	for (int i = 0; i < W->n_workers; i++) {
-		w = W->workers[i];
-		if (!w->up && rng_chance(r, 30))
-			worker_start(W, w);
-		else if (w->up && w->kicked && !w->pending_revoke && rng_chance(r, 30))
-			worker_rejoin(W, w);
+		P = W->procs[i];
+		if (!P->up && rng_chance(r, 30))
+			worker_start(W, P);
+		else if (P->up && P->kicked && !P->pending_revoke && rng_chance(r, 30))
+			worker_rejoin(W, P);
 	}
+}
+
+/* The clock moves: at random while the faults run; when healing, only when nothing can run
+ * (to the first coroutine waiting for it). */
+static void clock_moves(struct sim_world *W)
+{
+	if (!W->healing) {
+		W->now_ms += rng_chance(&W->rng, 100)	? 1000 + rng_below(&W->rng, 3000)
+			     : rng_chance(&W->rng, 300) ? 50 + rng_below(&W->rng, 550)
+							: rng_below(&W->rng, 50);
+		return;
+	}
+	int64_t t = INT64_MAX;
+	for (int i = 0; i < W->n_workers; i++) {
+		const struct sim_proc *P = W->procs[i];
+		if (P->queue.len || proc_runnable(W, P))
+			return;
+		int64_t u = proc_next_wake(P);
+		t = u < t ? u : t;
+	}
+	if (t != INT64_MAX && t > W->now_ms)
+		W->now_ms = t;
 }
 
 static void step(struct sim_world *W, struct gen *G)
 {
 	W->step++;
 	uint32_t x = rng_below(&W->rng, 100);
-	struct sw_worker *w;
+	struct sim_proc *P;
 	if (!W->healing && G->remaining > 0 && x < 12)
 		produce_one(W, G);
-	else if (!W->healing && x < 17)
-		W->now_ms += rng_chance(&W->rng, 100)	? 1000 + rng_below(&W->rng, 3000)
-			     : rng_chance(&W->rng, 300) ? 50 + rng_below(&W->rng, 550)
-							: rng_below(&W->rng, 50);
+	else if (x < 17)
+		clock_moves(W);
 	else if (x < 30)
 		deliver_one(W);
-	else if ((w = pick_worker(W, false)))
-		sw_step(W, w);
+	else if ((P = pick_proc(W, PICK_RUNNABLE)))
+		proc_step(W, P);
+	else if (W->healing)
+		clock_moves(W);
 	if (!W->healing)
 		faults(W);
 	coordinator(W);
@@ -702,15 +746,16 @@ static bool quiescent(struct sim_world *W)
 	if (W->rebalancing)
 		return false;
 	for (int i = 0; i < W->n_workers; i++) {
-		const struct sw_worker *w = W->workers[i];
-		if (!w->up || w->kicked || !W->member[i] || !sw_idle(W, w))
+		const struct sim_proc *P = W->procs[i];
+		if (!P->up || P->kicked || !W->member[i] || !proc_idle(W, P))
 			return false;
 	}
 	for (int p = 0; p < W->n_parts; p++) {
 		int owners = 0;
 		for (int i = 0; i < W->n_workers; i++) {
-			const struct sw_part *q = &W->workers[i]->parts[p];
-			owners += q->assigned && q->loaded && q->consuming;
+			const struct sim_proc *P = W->procs[i];
+			const struct part *q = P->w ? P->w->parts[p] : NULL;
+			owners += q && q->assigned && q->loaded && P->consuming[p];
 		}
 		int64_t len = (int64_t)W->log[p].recs.len;
 		const struct ss_part *row = &W->store->parts[p];
@@ -723,13 +768,13 @@ static bool quiescent(struct sim_world *W)
 /* Heal: no more faults; everyone back; run until quiescent. */
 static bool settle(struct sim_world *W, struct gen *G, const char *what)
 {
-	for (int64_t budget = 200000; budget > 0 && !W->failed; budget--) {
+	for (int64_t budget = 400000; budget > 0 && !W->failed; budget--) {
 		for (int i = 0; i < W->n_workers; i++) {
-			struct sw_worker *w = W->workers[i];
-			if (!w->up)
-				worker_start(W, w);
-			else if (w->kicked && !w->pending_revoke)
-				worker_rejoin(W, w);
+			struct sim_proc *P = W->procs[i];
+			if (!P->up)
+				worker_start(W, P);
+			else if (P->kicked && !P->pending_revoke)
+				worker_rejoin(W, P);
 		}
 		if (quiescent(W))
 			return true;
@@ -737,14 +782,10 @@ static bool settle(struct sim_world *W, struct gen *G, const char *what)
 	}
 	if (W->failed)
 		return false;
-	char buf[512];
+	char buf[768];
 	int n = 0;
-	for (int i = 0; i < W->n_workers && n < 400; i++) {
-		const struct sw_worker *w = W->workers[i];
-		n += snprintf(buf + n, sizeof buf - (size_t)n,
-			      " w%d(up %d member %d act %d state %d queue %zu)", i, w->up,
-			      W->member[i], w->act, w->state, w->queue.len);
-	}
+	for (int i = 0; i < W->n_workers && n >= 0 && n < 600; i++)
+		n += proc_describe(W->procs[i], buf + n, sizeof buf - (size_t)n);
 	return sim_fail(W, "INV-7",
 			"not quiescent %s (stored next offsets: %" PRId64 " %" PRId64 " %" PRId64
 			"):%s",
@@ -782,8 +823,8 @@ static void world_free(struct sim_world *W)
 		free(W->results.v[i].json);
 	free(W->results.v);
 	for (int i = 0; i < W->n_workers; i++) {
-		sw_free(W->workers[i]);
-		free(W->workers[i]);
+		proc_free(W, W->procs[i]);
+		free(W->procs[i]);
 	}
 	ss_free(W->store);
 	free(W->store);
@@ -805,6 +846,13 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	W->n_parts = 1 + (int)rng_below(r, SIM_PARTS_MAX);
 	W->n_workers = 2 + (int)rng_below(r, SIM_WORKERS_MAX - 1);
 	W->batch_max = (int)PICK(r, 1, 2, 3, 4, 6, 8, 16);
+	/* commit.overlap 0 (in line), 1 (a committer thread) and 2 (the next batch decided on
+	 * top of the one committing: the default), the real committer code in each. */
+	W->overlap = (int)PICK(r, 0, 1, 2, 2);
+	W->stats->overlap_seeds[W->overlap]++;
+	W->batch_max_behind = W->batch_max * (int)PICK(r, 1, 2, 4);
+	W->batch_wait_ms = (int)PICK(r, 0, 1, 5, 20);
+	W->dedupe_cache_max = (int)PICK(r, 1, 4, 200000);
 	W->limits.bytes_max = SIM_RECORD_BYTES_MAX;
 	W->f.crash = PICK(r, 0, 1, 3, 8);
 	W->f.kick = PICK(r, 0, 2, 5, 12);
@@ -816,7 +864,6 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	W->f.deliver_double = PICK(r, 0, 30, 150);
 	W->f.bad_input = PICK(r, 0, 40, 100);
 	W->f.misroute = PICK(r, 0, 0, 30, 150);
-	W->f.busy = PICK(r, 0, 0, 200, 600);
 	/* The partitioning rule, checked as the live worker does; one seed in four rejects. */
 	W->limits.partitions = W->n_parts;
 	W->limits.misrouted_reject = rng_chance(r, 250);
@@ -840,20 +887,21 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	G.total = G.remaining = 20 + (int)rng_below(r, 100);
 
 	for (int i = 0; i < W->n_workers; i++) {
-		W->workers[i] = malloc(sizeof *W->workers[i]);
-		if (!W->workers[i])
+		W->procs[i] = malloc(sizeof *W->procs[i]);
+		if (!W->procs[i])
 			abort();
-		sw_init(W->workers[i], i);
-		W->workers[i]->up = true;
+		proc_init(W, W->procs[i], i);
+		proc_start(W, W->procs[i]);
 		W->member[i] = true;
 	}
 	group_rebalance(W);
 	TRACE(W,
-	      "seed %" PRIu64 ": %d partitions, %d workers, batch.max %d, %d records; faults "
+	      "seed %" PRIu64 ": %d partitions, %d workers, batch.max %d, commit.overlap %d, "
+	      "%d records; faults "
 	      "crash %u kick %u rebalance %u redeliver %u store %u unknown %u drop %u double %u "
 	      "bad %u",
-	      seed, W->n_parts, W->n_workers, W->batch_max, G.total, W->f.crash, W->f.kick,
-	      W->f.rebalance, W->f.redeliver, W->f.store_err, W->f.commit_unknown,
+	      seed, W->n_parts, W->n_workers, W->batch_max, W->overlap, G.total, W->f.crash,
+	      W->f.kick, W->f.rebalance, W->f.redeliver, W->f.store_err, W->f.commit_unknown,
 	      W->f.deliver_fail, W->f.deliver_double, W->f.bad_input);
 
 	int64_t extra = 50 + rng_below(r, 400);
@@ -872,6 +920,7 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	st->seeds++;
 	st->steps += W->step;
 	st->lookup_kinds_left += W->store->kinds_left;
+	st->stacked_same_range += W->store->stacked_same_range;
 	if (o->one) {
 		int64_t recs = 0;
 		for (int p = 0; p < W->n_parts; p++)
@@ -890,7 +939,7 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 }
 
 static const char *const mutation_names[] = {"none", "no-cas", "no-dedupe", "no-reforward",
-					     "inhand-push"};
+					     "stacked-offset-only"};
 
 /* An assertion in the real code (or a crash) ends the process: say which seed it was. The
  * message is written before each seed, so the handler only has to write(2) it. */
@@ -908,16 +957,35 @@ static void on_crash(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sim [--seed N] [--seeds N]\n"
-		   "           [--mutate no-cas|no-dedupe|no-reforward|inhand-push]\n"
+		   "           [--mutate no-cas|no-dedupe|no-reforward|stacked-offset-only]\n"
 		   "           [--trace] [--keep-going]\n");
+}
+
+const char *const sim_points[] = {
+	"start",	"poll",	   "after_poll",   "after_lookup",  "after_commit", "after_publish",
+	"in_revoke",	"lock",	   "wait",	   "sleep",	    "flush",	    "join",
+	"produce",	"connect", "load",	   "load_snapshot", "lookup",	    "read_next",
+	"save_replied", "expired", "commit_begin", "commit_sent",   "other",	    NULL};
+
+int sim_point(const char *at)
+{
+	int i = 0;
+	for (; sim_points[i + 1]; i++)
+		if (at && strcmp(at, sim_points[i]) == 0)
+			return i;
+	return i; /* "other" */
 }
 
 static void print_stats(const struct sim_stats *s, double secs)
 {
 	printf("sim: %" PRId64 " seeds in %.2f s: %.0f seeds/s, %" PRId64 " steps, %" PRId64
-	       " records read, %" PRId64 " commits\n",
+	       " records read, %" PRId64 " commits; commit.overlap 0/1/2 in %" PRId64 "/%" PRId64
+	       "/%" PRId64 " seeds, %" PRId64 " batches stacked (%" PRId64
+	       " decided again: the one below did not commit; %" PRId64
+	       " found the range below committed by another)\n",
 	       s->seeds, secs, secs > 0 ? (double)s->seeds / secs : 0.0, s->steps, s->records,
-	       s->commits);
+	       s->commits, s->overlap_seeds[0], s->overlap_seeds[1], s->overlap_seeds[2],
+	       s->stacked, s->stacked_redone, s->stacked_same_range);
 	printf("sim: faults: %" PRId64 " crashes, %" PRId64 " kicks, %" PRId64
 	       " rebalances, %" PRId64 " redeliveries, %" PRId64 " store errors, %" PRId64
 	       "+%" PRId64 " unknown commits (applied+lost; %" PRId64
@@ -929,7 +997,7 @@ static void print_stats(const struct sim_stats *s, double secs)
 	printf("sim: results: %" PRId64 " delivered, %" PRId64 " failed, %" PRId64
 	       " doubled, %" PRId64 " answered again (%" PRId64 " conflicts, %" PRId64
 	       " invalid), %" PRId64 " expiries; %" PRId64 " ticks appended, %" PRId64
-	       " stale skipped, %" PRId64 " in hand after a fence (dropped, read again)\n",
+	       " stale skipped, %" PRId64 " fences with a record in hand (dropped, read again)\n",
 	       s->delivered, s->deliver_failed, s->deliver_doubled, s->again_answered,
 	       s->again_conflicts, s->again_invalid, s->expired_replies, s->ticks_appended,
 	       s->skipped_stale, s->inhand_after_fence);
@@ -942,13 +1010,17 @@ static void print_stats(const struct sim_stats *s, double secs)
 	       "kind)\n",
 	       s->lookup_kinds_left);
 	printf("sim: crashes at:");
-	static const char *const at[] = {"poll",   "due",     "assign",	 "lookup",
-					 "decide", "commit",  "resolve", "reload",
-					 "fenced", "publish", "again",	 "again-expired"};
-	for (int i = 0; i < AT_WHERE_COUNT; i++)
-		printf(" %s=%" PRId64, at[i], s->crash_at[i]);
+	for (int i = 0; sim_points[i]; i++)
+		printf(" %s=%" PRId64, sim_points[i], s->crash_at[i]);
 	printf("\n");
 }
+
+/* The crash points a sweep must have crashed at: the protocol's named ones, and every store
+ * call a batch makes. */
+static const char *const must_crash_at[] = {
+	"after_poll", "after_lookup", "after_commit", "after_publish", "in_revoke",
+	"lock",	      "wait",	      "produce",      "load",	       "lookup",
+	"read_next",  "expired",      "commit_begin", "commit_sent"};
 
 /* A sweep that never reached a fault path proves nothing about it (TESTING.md). */
 static bool coverage_ok(const struct sim_stats *s)
@@ -958,9 +1030,11 @@ static bool coverage_ok(const struct sim_stats *s)
 		  s->again_answered && s->expired_replies && s->ticks_appended &&
 		  s->unknown_same_range && s->again_conflicts && s->again_invalid &&
 		  s->lookup_kinds_left && s->misrouted_appended && s->forwards_landed &&
-		  s->forwards_again && s->reject_mode_seeds && s->inhand_after_fence;
-	for (int i = 0; i < AT_WHERE_COUNT; i++)
-		ok = ok && s->crash_at[i];
+		  s->forwards_again && s->reject_mode_seeds && s->inhand_after_fence &&
+		  s->overlap_seeds[0] && s->overlap_seeds[1] && s->overlap_seeds[2] && s->stacked &&
+		  s->stacked_redone && s->unknown_committed && s->stacked_same_range;
+	for (size_t i = 0; i < sizeof must_crash_at / sizeof *must_crash_at; i++)
+		ok = ok && s->crash_at[sim_point(must_crash_at[i])];
 	return ok;
 }
 

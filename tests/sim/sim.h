@@ -1,10 +1,10 @@
 /* sim.h: the deterministic simulator's shared world (see sim.c for the model and how to replay
- * a seed).
+ * a seed; sim_proc.h for the workers, which run src/worker/'s code).
  *
  * Everything a seed touches lives in one struct sim_world: the PRNG, the intents log of every
  * partition, the results log, the simulated store, the workers, the group coordinator and the
- * fault profile. Nothing reads a clock, nothing runs on another thread, nothing iterates a
- * hash table: a seed replays bit for bit. */
+ * fault profile. Nothing reads a clock, no two threads run at once (a worker's threads are
+ * coroutines), nothing iterates a hash table: a seed replays bit for bit. */
 #ifndef FS_SIM_H
 #define FS_SIM_H
 
@@ -60,8 +60,8 @@ struct sim_rec {
 	char *val;
 	size_t val_len;
 	int64_t ts; /* LogAppendTime: the broker clock at append; never goes back */
-	/* fs_record_parse() of these bytes, computed once at append: parsing is pure, so a worker
-	 * that reads the record gets exactly this (the oracle parses the bytes again). */
+	/* fs_record_parse() of these bytes, computed once at append, for the web tier and the
+	 * checker (the workers and the oracle parse the bytes themselves). */
 	struct fs_record parsed;
 };
 
@@ -91,9 +91,18 @@ enum sim_mutation {
 	MUT_NO_DEDUPE = 2,    /* the store forgets intent ids: lookup finds nothing, insert adds */
 	MUT_NO_REFORWARD = 3, /* a restart does not forward again what it reads below the stored
 			       * offset (as if the forward were not tracked with the results) */
-	MUT_INHAND_PUSH = 4,  /* the message in hand is pushed after a fence (issue 28, item 2,
-			       * as main had it) */
+	MUT_STACKED_OFFSET_ONLY = 4, /* a transaction decided on top of one of its partition
+				      * still in flight (commit.overlap 2) checks only the offset
+				      * at that one's end, not that one's commit token: another
+				      * worker's commit of the same range lets it in (src/ before
+				      * the simulator ran the real worker; seed 659) */
 };
+
+/* The edge calls a process can be suspended in, where a crash is counted (sim_proc.c names
+ * them; the crash points of FLASHSALE_CRASH among them). */
+extern const char *const sim_points[];
+enum { SIM_POINTS = 24 };
+int sim_point(const char *at);
 
 /* Fault rates of one seed, in per mille per opportunity. */
 struct sim_faults {
@@ -101,13 +110,15 @@ struct sim_faults {
 	uint32_t store_err, commit_unknown, deliver_fail, deliver_double;
 	uint32_t bad_input;
 	uint32_t misroute; /* a keyed record appended to a partition the rule does not name */
-	uint32_t busy;	   /* a full batch waits for the next poll (its committers are busy) */
 };
 
 /* Counters summed over a sweep: which fault paths really ran. */
 struct sim_stats {
 	int64_t seeds, records, steps, commits, batches_published;
-	int64_t crashes, crash_at[16], kicks, rebalances, redeliveries, store_errors;
+	int64_t overlap_seeds[3]; /* seeds run with commit.overlap 0, 1, 2 */
+	int64_t stacked, stacked_redone, unknown_committed; /* the workers' own counters */
+	int64_t stacked_same_range;			    /* sim_store.h */
+	int64_t crashes, crash_at[SIM_POINTS], kicks, rebalances, redeliveries, store_errors;
 	int64_t unknown_applied, unknown_lost, fenced, redo, retries, again_answered;
 	int64_t unknown_same_range; /* unknown outcome, stored == batch end, another's token */
 	int64_t again_conflicts, again_invalid; /* answered again by part_answer_again */
@@ -121,7 +132,7 @@ struct sim_stats {
 /* ---- the world of one seed ------------------------------------------------------------------ */
 
 struct sim_store;
-struct sw_worker;
+struct sim_proc;
 
 struct sim_world {
 	uint64_t seed;
@@ -132,7 +143,8 @@ struct sim_world {
 	bool healing; /* faults off: heal and reach quiescence */
 
 	int n_parts, n_workers;
-	int batch_max;
+	/* The workers' configuration. */
+	int batch_max, batch_max_behind, batch_wait_ms, overlap;
 	int dedupe_cache_max;
 	struct sim_faults f;
 	struct fs_record_limits limits;
@@ -142,7 +154,7 @@ struct sim_world {
 	VEC(struct sim_result) results;
 
 	struct sim_store *store;
-	struct sw_worker *workers[SIM_WORKERS_MAX];
+	struct sim_proc *procs[SIM_WORKERS_MAX];
 	uint64_t commit_tokens; /* the last commit token handed out (each attempt gets its own) */
 
 	/* The group coordinator (sim.c). */
@@ -174,9 +186,10 @@ void sim_trace(struct sim_world *W, const char *fmt, ...) __attribute__((format(
 void sim_log_append(struct sim_world *W, int32_t part, const char *key, size_t key_len,
 		    const char *val, size_t val_len);
 
-/* A successful commit of `b` moved the stored offset from `before` to `next` (sim_check.c). */
+/* A successful commit of the records at offsets[0..n) moved the stored offset from `before` to
+ * `next` (sim_check.c). */
 void sim_observe_commit(struct sim_world *W, int32_t part, int64_t before, int64_t next,
-			const struct fs_batch *b);
+			const int64_t *offsets, size_t n);
 
 /* The checker: run once every worker is quiescent. Returns true if every invariant holds. */
 bool sim_check(struct sim_world *W);

@@ -16,7 +16,7 @@
 /* ---- observers ------------------------------------------------------------------------- */
 
 void sim_observe_commit(struct sim_world *W, int32_t part, int64_t before, int64_t next,
-			const struct fs_batch *b)
+			const int64_t *offsets, size_t n)
 {
 	/* INV-5: the stored next offset only moves forward. */
 	if (next <= before)
@@ -24,23 +24,23 @@ void sim_observe_commit(struct sim_world *W, int32_t part, int64_t before, int64
 			 "partition %d: a commit of records [%" PRId64 ", %" PRId64
 			 ") applied while the stored next offset was %" PRId64
 			 ": the offset did not move forward",
-			 (int)part, b->len ? b->items[0].rec.offset : next, next, before);
+			 (int)part, n ? offsets[0] : next, next, before);
 	/* INV-2: the records committed are exactly those from the stored offset on, once. */
 	int64_t from = before < 0 ? 0 : before;
-	for (uint32_t i = 0; i < b->len; i++) {
-		int64_t off = b->items[i].rec.offset;
+	for (size_t i = 0; i < n; i++) {
+		int64_t off = offsets[i];
 		if (off != from + (int64_t)i) {
 			sim_fail(W, "INV-2",
 				 "partition %d: a commit at stored offset %" PRId64
 				 " holds record %" PRId64
-				 " at position %u (records skipped or decided twice)",
+				 " at position %zu (records skipped or decided twice)",
 				 (int)part, before, off, i);
 			break;
 		}
 	}
 	VEC(uint8_t) *d = (void *)&W->decided[part];
-	for (uint32_t i = 0; i < b->len; i++) {
-		int64_t off = b->items[i].rec.offset;
+	for (size_t i = 0; i < n; i++) {
+		int64_t off = offsets[i];
 		while ((int64_t)d->len <= off)
 			*VEC_PUSH(*d) = 0;
 		if (++d->v[off] == 2)

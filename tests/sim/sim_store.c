@@ -350,6 +350,171 @@ int ss_lookup(struct sim_store *s, struct fs_batch *b)
 
 /* ---- commit (fs_store_commit: one pipelined transaction) --------------------------------- */
 
+/* A transaction as rows: ss_tx_build reads the batch and the core once (what
+ * fs_store_commit_prepare renders into statements), ss_tx_apply runs the statements on those
+ * rows later (fs_store_commit_send); between the two the batch and the core may move on. */
+
+void ss_tx_free(struct ss_tx *t)
+{
+	free(t->offsets.v);
+	free(t->decisions.v);
+	free(t->rejects.v);
+	free(t->sales.v);
+	free(t->forwards.v);
+	free(t->resv.v);
+	free(t->skus.v);
+	free(t->buyers.v);
+	memset(t, 0, sizeof *t);
+}
+
+static void tx_clear(struct ss_tx *t)
+{
+	t->offsets.len = t->decisions.len = t->rejects.len = t->sales.len = 0;
+	t->forwards.len = t->resv.len = t->skus.len = t->buyers.len = 0;
+}
+
+static void build_item(struct ss_tx *t, const struct fs_item *it, const struct fs_item **prev,
+		       struct ss_reject **run)
+{
+	int32_t part = t->meta.partition;
+	if (it->cls != FS_ITEM_INVALID)
+		*prev = NULL;
+	if (it->cls == FS_ITEM_NEW) {
+		struct ss_decision *d = VEC_PUSH(t->decisions);
+		memset(d, 0, sizeof *d);
+		d->idh = id_hash(it->rec.intent_id);
+		copy_text(d->intent_id, sizeof d->intent_id, it->rec.intent_id);
+		d->kind = it->rec.kind;
+		d->body_hash = it->rec.body_hash;
+		d->part = it->rec.partition;
+		d->off = it->rec.offset;
+		copy_text(d->sku, sizeof d->sku, it->rec.sku);
+		d->has_buyer = it->rec.kind == FS_KIND_BUY;
+		if (d->has_buyer)
+			copy_text(d->buyer, sizeof d->buyer, it->rec.buyer_id);
+		d->qty = it->dec.qty;
+		copy_text(d->outcome, sizeof d->outcome, fs_outcome_name(it->dec.outcome));
+		d->has_reason = it->dec.reason != NULL;
+		copy_text(d->reason, sizeof d->reason, it->dec.reason);
+		d->has_exp = it->dec.reserve;
+		d->exp = it->dec.reserve ? it->dec.expires_at_ms : 0;
+		d->decided_at = it->dec.decided_at_ms;
+	} else if (it->cls == FS_ITEM_INVALID) {
+		/* rejects: a run of alike bad records is one row */
+		if (!fs_item_extends_reject_run(*prev, it)) {
+			*run = VEC_PUSH(t->rejects);
+			memset(*run, 0, sizeof **run);
+			(*run)->part = part;
+			(*run)->off = it->rec.offset;
+			(*run)->has_id = it->rec.has_intent;
+			if ((*run)->has_id)
+				copy_text((*run)->intent_id, sizeof(*run)->intent_id,
+					  it->rec.intent_id);
+			copy_text((*run)->reason, sizeof(*run)->reason, fs_item_reject_reason(it));
+		}
+		(*run)->off_end = it->rec.offset;
+		*prev = it;
+	} else if (it->cls == FS_ITEM_SALE) {
+		struct ss_sale *r = VEC_PUSH(t->sales);
+		memset(r, 0, sizeof *r);
+		r->part = part;
+		r->off = it->rec.offset;
+		r->kind = it->rec.kind;
+		copy_text(r->sku, sizeof r->sku, it->rec.sku);
+		r->amount = it->rec.kind == FS_KIND_CLOSE ? 0 : it->rec.qty;
+		copy_text(r->outcome, sizeof r->outcome, fs_outcome_name(it->dec.outcome));
+		r->has_reason = it->dec.reason != NULL;
+		copy_text(r->reason, sizeof r->reason, it->dec.reason);
+	} else if (it->cls == FS_ITEM_FORWARD) {
+		struct ss_forward *f = VEC_PUSH(t->forwards);
+		memset(f, 0, sizeof *f);
+		f->part = part;
+		f->off = it->rec.offset;
+		f->to_part = it->rec.route;
+		f->has_id = it->rec.has_intent;
+		if (f->has_id)
+			copy_text(f->intent_id, sizeof f->intent_id, it->rec.intent_id);
+		if (it->rec.has_intent && it->rec.kind >= FS_KIND_BUY &&
+		    it->rec.kind <= FS_KIND_CANCEL)
+			f->kind = it->rec.kind;
+	}
+}
+
+static void build_core(struct ss_tx *t, const struct fs_core *core)
+{
+	int32_t part = t->meta.partition;
+	for (uint32_t d = 0; d < core->dirty_holds_len; d++) {
+		const struct fs_hold *h = &core->holds[core->dirty_holds[d]];
+		struct ss_resv *r = VEC_PUSH(t->resv);
+		memset(r, 0, sizeof *r);
+		r->idh = id_hash(h->intent_id);
+		copy_text(r->intent_id, sizeof r->intent_id, h->intent_id);
+		copy_text(r->sku, sizeof r->sku, core->skus[h->sku_index].sku);
+		copy_text(r->buyer, sizeof r->buyer, core->buyers[h->buyer_index].buyer_id);
+		r->qty = h->qty;
+		r->expires_at_ms = h->expires_at_ms;
+		r->part = part;
+		r->off = h->offset;
+		copy_text(r->status, sizeof r->status, fs_hold_status_name(h->status));
+		r->late = h->late;
+		r->has_ended = h->status != FS_HOLD_HELD;
+		r->ended_at_ms = r->has_ended ? h->ended_at_ms : 0;
+		r->ended_off = r->has_ended ? h->ended_offset : 0;
+	}
+	for (uint32_t d = 0; d < core->dirty_skus_len; d++) {
+		const struct fs_sku *v = &core->skus[core->dirty_skus[d]];
+		struct ss_tx_sku *k = VEC_PUSH(t->skus);
+		memset(k, 0, sizeof *k);
+		copy_text(k->row.sku, sizeof k->row.sku, v->sku);
+		k->row.part = part;
+		copy_text(k->row.status, sizeof k->row.status,
+			  v->status == FS_SKU_OPEN ? "open" : "closed");
+		k->row.supply = v->supply;
+		k->row.available = v->available;
+		k->row.held = v->held;
+		k->row.sold = v->sold;
+		k->row.per_buyer_limit = v->per_buyer_limit;
+		k->row.max_qty = v->max_qty;
+		k->row.hold_ms = v->hold_ms;
+		k->row.opens_at_ms = v->opens_at_ms;
+		k->row.closes_at_ms = v->closes_at_ms;
+		k->stored = v->stored;
+		k->base_supply = v->base_supply;
+		k->base_available = v->base_available;
+		k->base_held = v->base_held;
+		k->base_sold = v->base_sold;
+	}
+	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
+		const struct fs_buyer *v = &core->buyers[core->dirty_buyers[d]];
+		struct ss_buyer *r = VEC_PUSH(t->buyers);
+		memset(r, 0, sizeof *r);
+		copy_text(r->sku, sizeof r->sku, core->skus[v->sku_index].sku);
+		copy_text(r->buyer, sizeof r->buyer, v->buyer_id);
+		r->units = v->units;
+	}
+}
+
+void ss_tx_build(struct ss_tx *t, const struct fs_part_meta *meta, int64_t next_offset,
+		 int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core)
+{
+	tx_clear(t);
+	t->meta = *meta;
+	t->next = next_offset;
+	t->replied = replied_offset;
+	t->clock_ms = core->clock_ms;
+	t->first_off = b->len ? b->items[0].rec.offset : next_offset;
+	t->counts = b->counts;
+	t->stacked = false;
+	t->pred_token = 0;
+	const struct fs_item *prev = NULL;
+	struct ss_reject *run = NULL;
+	for (uint32_t i = 0; i < b->len; i++) {
+		*VEC_PUSH(t->offsets) = b->items[i].rec.offset;
+		build_item(t, &b->items[i], &prev, &run);
+	}
+	build_core(t, core);
+}
+
 static void save_undo(struct sim_store *s, int table, size_t index)
 {
 	struct ss_undo *u = VEC_PUSH(s->undo);
@@ -415,30 +580,35 @@ static bool sku_row_ok(struct sim_store *s, const struct ss_sku *k)
 }
 
 /* The offset compare-and-set with the partition's clock and counters. 1: FSCAS. */
-static int stmt_cas(struct sim_store *s, const struct fs_part_meta *meta, int64_t next,
-		    int64_t replied, const struct fs_batch *b, const struct fs_core *core,
-		    uint64_t token)
+static int stmt_cas(struct sim_store *s, const struct ss_tx *t, uint64_t token)
 {
-	struct ss_part *p = &s->parts[meta->partition];
-	bool match =
-		p->exists && (p->next_offset == meta->next_offset || s->mutation == MUT_NO_CAS);
+	struct ss_part *p = &s->parts[t->meta.partition];
+	/* ... AND ($18 IS NULL OR commit_token = $18): a stacked one matches only the commit of
+	 * the one it was decided on top of. */
+	bool token_ok = !t->stacked || p->commit_token == t->pred_token ||
+			s->mutation == MUT_STACKED_OFFSET_ONLY;
+	bool match = p->exists && ((p->next_offset == t->meta.next_offset && token_ok) ||
+				   s->mutation == MUT_NO_CAS);
+	if (p->exists && t->stacked && p->next_offset == t->meta.next_offset &&
+	    p->commit_token != t->pred_token)
+		s->stacked_same_range++; /* another's commit of the range below: fenced */
 	if (!match)
 		return 1;
-	save_undo(s, T_PART, (size_t)meta->partition);
-	p->next_offset = next;
-	if (replied > p->replied_offset)
-		p->replied_offset = replied;
-	p->clock_ms = core->clock_ms;
+	save_undo(s, T_PART, (size_t)t->meta.partition);
+	p->next_offset = t->next;
+	if (t->replied > p->replied_offset)
+		p->replied_offset = t->replied;
+	p->clock_ms = t->clock_ms;
 	if (p->first_offset < 0)
-		p->first_offset = b->len ? b->items[0].rec.offset : next;
-	p->n_records += b->counts.records;
-	p->n_fresh += b->counts.fresh;
-	p->n_repeats += b->counts.repeats;
-	p->n_conflicts += b->counts.conflicts;
-	p->n_invalid += b->counts.invalid;
-	p->n_sale += b->counts.sale;
-	p->n_ticks += b->counts.ticks;
-	p->n_forwarded += b->counts.forwarded;
+		p->first_offset = t->first_off;
+	p->n_records += t->counts.records;
+	p->n_fresh += t->counts.fresh;
+	p->n_repeats += t->counts.repeats;
+	p->n_conflicts += t->counts.conflicts;
+	p->n_invalid += t->counts.invalid;
+	p->n_sale += t->counts.sale;
+	p->n_ticks += t->counts.ticks;
+	p->n_forwarded += t->counts.forwarded;
 	p->n_batches++;
 	p->commit_token = token;
 	if (!check(s, p->next_offset >= -1 && p->replied_offset <= p->next_offset,
@@ -448,40 +618,18 @@ static int stmt_cas(struct sim_store *s, const struct fs_part_meta *meta, int64_
 }
 
 /* INSERT INTO decisions ... ON CONFLICT DO NOTHING, asserting that every row was new. */
-static int stmt_decisions(struct sim_store *s, const struct fs_batch *b)
+static int stmt_decisions(struct sim_store *s, const struct ss_tx *t)
 {
-	int64_t n = 0, inserted = 0;
-	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *it = &b->items[i];
-		if (it->cls != FS_ITEM_NEW)
-			continue;
-		n++;
-		uint64_t h = id_hash(it->rec.intent_id);
+	size_t inserted = 0;
+	for (size_t i = 0; i < t->decisions.len; i++) {
+		const struct ss_decision *d = &t->decisions.v[i];
 		if (s->mutation != MUT_NO_DEDUPE &&
-		    decision_exists(s, h, it->rec.intent_id, it->rec.kind))
+		    decision_exists(s, d->idh, d->intent_id, d->kind))
 			continue; /* ON CONFLICT DO NOTHING */
-		struct ss_decision *d = VEC_PUSH(s->decisions);
-		memset(d, 0, sizeof *d);
-		d->idh = h;
-		copy_text(d->intent_id, sizeof d->intent_id, it->rec.intent_id);
-		d->kind = it->rec.kind;
-		d->body_hash = it->rec.body_hash;
-		d->part = it->rec.partition;
-		d->off = it->rec.offset;
-		copy_text(d->sku, sizeof d->sku, it->rec.sku);
-		d->has_buyer = it->rec.kind == FS_KIND_BUY;
-		if (d->has_buyer)
-			copy_text(d->buyer, sizeof d->buyer, it->rec.buyer_id);
-		d->qty = it->dec.qty;
-		copy_text(d->outcome, sizeof d->outcome, fs_outcome_name(it->dec.outcome));
-		d->has_reason = it->dec.reason != NULL;
-		copy_text(d->reason, sizeof d->reason, it->dec.reason);
-		d->has_exp = it->dec.reserve;
-		d->exp = it->dec.reserve ? it->dec.expires_at_ms : 0;
-		d->decided_at = it->dec.decided_at_ms;
+		*VEC_PUSH(s->decisions) = *d;
 		inserted++;
 	}
-	return inserted == n ? 0 : 2; /* FSMIS */
+	return inserted == t->decisions.len ? 0 : 2; /* FSMIS */
 }
 
 /* The tables keyed by (part, off). */
@@ -505,234 +653,142 @@ static bool row_at(const struct sim_store *s, enum keyed_table t, int32_t part, 
 	return false;
 }
 
-static const char *reject_reason(const struct fs_item *it)
+/* INSERT INTO rejects / sale_log: primary key (part, off); a duplicate fails the statement. */
+static int stmt_rejects_sales(struct sim_store *s, const struct ss_tx *t)
 {
-	return it->dec.reason ? it->dec.reason : "invalid";
-}
-
-/* True if the invalid item it can extend the run that ends with prev (same reason, adjacent
- * offsets, no intent id on either). */
-static bool extends_run(const struct fs_item *prev, const struct fs_item *it)
-{
-	return prev && !prev->rec.has_intent && !it->rec.has_intent &&
-	       prev->rec.offset + 1 == it->rec.offset &&
-	       strcmp(reject_reason(prev), reject_reason(it)) == 0;
-}
-
-/* INSERT INTO rejects (runs of alike bad records as one row) / sale_log: primary key (part,
- * off); a duplicate fails the statement. */
-static int stmt_rejects_sales(struct sim_store *s, const struct fs_batch *b, int32_t part)
-{
-	const struct fs_item *prev = NULL;
-	struct ss_reject *row = NULL;
-	size_t first = s->rejects.len;
-	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *it = &b->items[i];
-		if (it->cls != FS_ITEM_INVALID) {
-			prev = NULL;
-			continue;
-		}
-		if (!extends_run(prev, it)) {
-			if (row_at(s, KT_REJECTS, part, it->rec.offset))
-				return 2;
-			row = VEC_PUSH(s->rejects);
-			memset(row, 0, sizeof *row);
-			row->part = part;
-			row->off = it->rec.offset;
-			row->has_id = it->rec.has_intent;
-			if (row->has_id)
-				copy_text(row->intent_id, sizeof row->intent_id, it->rec.intent_id);
-			copy_text(row->reason, sizeof row->reason, reject_reason(it));
-		}
-		row->off_end = it->rec.offset;
-		prev = it;
-	}
-	for (size_t i = first; i < s->rejects.len; i++) {
-		const struct ss_reject *r = &s->rejects.v[i];
-		if (!check(s, r->off_end >= r->off && (!r->has_id || r->off_end == r->off),
+	for (size_t i = 0; i < t->rejects.len; i++) {
+		const struct ss_reject *r = &t->rejects.v[i];
+		if (row_at(s, KT_REJECTS, r->part, r->off) ||
+		    !check(s, r->off_end >= r->off && (!r->has_id || r->off_end == r->off),
 			   "rejects: CHECK rejects_range"))
 			return 2;
+		*VEC_PUSH(s->rejects) = *r;
 	}
-	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *it = &b->items[i];
-		if (it->cls != FS_ITEM_SALE)
-			continue;
-		if (row_at(s, KT_SALES, part, it->rec.offset))
+	for (size_t i = 0; i < t->sales.len; i++) {
+		const struct ss_sale *r = &t->sales.v[i];
+		if (row_at(s, KT_SALES, r->part, r->off))
 			return 2;
-		struct ss_sale *r = VEC_PUSH(s->sales);
-		memset(r, 0, sizeof *r);
-		r->part = part;
-		r->off = it->rec.offset;
-		r->kind = it->rec.kind;
-		copy_text(r->sku, sizeof r->sku, it->rec.sku);
-		r->amount = it->rec.kind == FS_KIND_CLOSE ? 0 : it->rec.qty;
-		copy_text(r->outcome, sizeof r->outcome, fs_outcome_name(it->dec.outcome));
-		r->has_reason = it->dec.reason != NULL;
-		copy_text(r->reason, sizeof r->reason, it->dec.reason);
+		*VEC_PUSH(s->sales) = *r;
 	}
 	return 0;
 }
 
 /* INSERT INTO reservations ... ON CONFLICT (intent_id) DO UPDATE SET status, late, ended_*. */
-static int stmt_reservations(struct sim_store *s, const struct fs_core *core, int32_t part)
+static int stmt_reservations(struct sim_store *s, const struct ss_tx *t)
 {
-	for (uint32_t d = 0; d < core->dirty_holds_len; d++) {
-		const struct fs_hold *h = &core->holds[core->dirty_holds[d]];
+	for (size_t i = 0; i < t->resv.len; i++) {
+		const struct ss_resv *h = &t->resv.v[i];
 		if (!check(s, h->qty >= 1, "reservations: CHECK (qty >= 1)"))
 			return 2;
 		struct ss_resv *r = find_resv(s, h->intent_id);
 		if (!r) {
-			r = VEC_PUSH(s->resv);
-			memset(r, 0, sizeof *r);
-			r->idh = id_hash(h->intent_id);
-			copy_text(r->intent_id, sizeof r->intent_id, h->intent_id);
-			copy_text(r->sku, sizeof r->sku, core->skus[h->sku_index].sku);
-			copy_text(r->buyer, sizeof r->buyer, core->buyers[h->buyer_index].buyer_id);
-			r->qty = h->qty;
-			r->expires_at_ms = h->expires_at_ms;
-			r->part = part;
-			r->off = h->offset;
-		} else {
-			save_undo(s, T_RESV, (size_t)(r - s->resv.v));
+			*VEC_PUSH(s->resv) = *h;
+			continue;
 		}
-		copy_text(r->status, sizeof r->status, fs_hold_status_name(h->status));
+		save_undo(s, T_RESV, (size_t)(r - s->resv.v));
+		copy_text(r->status, sizeof r->status, h->status);
 		r->late = h->late;
-		r->has_ended = h->status != FS_HOLD_HELD;
-		r->ended_at_ms = r->has_ended ? h->ended_at_ms : 0;
-		r->ended_off = r->has_ended ? h->ended_offset : 0;
+		r->has_ended = h->has_ended;
+		r->ended_at_ms = h->ended_at_ms;
+		r->ended_off = h->ended_off;
 	}
 	return 0;
 }
 
 /* INSERT INTO skus (new ones); UPDATE skus ... WHERE the four counters equal the base values,
  * asserting the count (FSMIS). */
-static int stmt_skus(struct sim_store *s, const struct fs_core *core, int32_t part)
+static int stmt_skus(struct sim_store *s, const struct ss_tx *t)
 {
-	for (uint32_t d = 0; d < core->dirty_skus_len; d++) {
-		const struct fs_sku *v = &core->skus[core->dirty_skus[d]];
+	int32_t part = t->meta.partition;
+	for (size_t i = 0; i < t->skus.len; i++) {
+		const struct ss_tx_sku *v = &t->skus.v[i];
 		if (v->stored)
 			continue;
-		if (find_sku(s, v->sku))
+		if (find_sku(s, v->row.sku))
 			return 2; /* unique violation */
-		struct ss_sku *k = VEC_PUSH(s->skus);
-		memset(k, 0, sizeof *k);
-		copy_text(k->sku, sizeof k->sku, v->sku);
-		k->part = part;
-		copy_text(k->status, sizeof k->status,
-			  v->status == FS_SKU_OPEN ? "open" : "closed");
-		k->supply = v->supply;
-		k->available = v->available;
-		k->held = v->held;
-		k->sold = v->sold;
-		k->per_buyer_limit = v->per_buyer_limit;
-		k->max_qty = v->max_qty;
-		k->hold_ms = v->hold_ms;
-		k->opens_at_ms = v->opens_at_ms;
-		k->closes_at_ms = v->closes_at_ms;
-		if (!sku_row_ok(s, k))
+		*VEC_PUSH(s->skus) = v->row;
+		if (!sku_row_ok(s, &v->row))
 			return 2;
 	}
-	int64_t n_upd = 0, matched = 0;
-	for (uint32_t d = 0; d < core->dirty_skus_len; d++) {
-		const struct fs_sku *v = &core->skus[core->dirty_skus[d]];
+	for (size_t i = 0; i < t->skus.len; i++) {
+		const struct ss_tx_sku *v = &t->skus.v[i];
 		if (!v->stored)
 			continue;
-		n_upd++;
-		struct ss_sku *k = find_sku(s, v->sku);
+		struct ss_sku *k = find_sku(s, v->row.sku);
 		if (!k || k->part != part || k->supply != v->base_supply ||
 		    k->available != v->base_available || k->held != v->base_held ||
 		    k->sold != v->base_sold)
-			continue;
+			return 2;
 		save_undo(s, T_SKU, (size_t)(k - s->skus.v));
-		copy_text(k->status, sizeof k->status,
-			  v->status == FS_SKU_OPEN ? "open" : "closed");
-		k->supply = v->supply;
-		k->available = v->available;
-		k->held = v->held;
-		k->sold = v->sold;
+		copy_text(k->status, sizeof k->status, v->row.status);
+		k->supply = v->row.supply;
+		k->available = v->row.available;
+		k->held = v->row.held;
+		k->sold = v->row.sold;
 		if (!sku_row_ok(s, k))
 			return 2;
-		matched++;
 	}
-	return matched == n_upd ? 0 : 2;
+	return 0;
 }
 
 /* INSERT INTO buyers ... JOIN skus k ON k.sku = u.sku AND k.part = $1 ON CONFLICT DO UPDATE. */
-static int stmt_buyers(struct sim_store *s, const struct fs_core *core, int32_t part)
+static int stmt_buyers(struct sim_store *s, const struct ss_tx *t)
 {
-	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
-		const struct fs_buyer *v = &core->buyers[core->dirty_buyers[d]];
-		const char *sku = core->skus[v->sku_index].sku;
-		const struct ss_sku *k = find_sku(s, sku);
-		if (!k || k->part != part)
+	for (size_t i = 0; i < t->buyers.len; i++) {
+		const struct ss_buyer *v = &t->buyers.v[i];
+		const struct ss_sku *k = find_sku(s, v->sku);
+		if (!k || k->part != t->meta.partition)
 			continue;
 		if (!check(s, v->units >= 0, "buyers: CHECK (units >= 0)"))
 			return 2;
-		struct ss_buyer *r = find_buyer(s, sku, v->buyer_id);
+		struct ss_buyer *r = find_buyer(s, v->sku, v->buyer);
 		if (r) {
 			save_undo(s, T_BUYER, (size_t)(r - s->buyers.v));
+			r->units = v->units;
 		} else {
-			r = VEC_PUSH(s->buyers);
-			memset(r, 0, sizeof *r);
-			copy_text(r->sku, sizeof r->sku, sku);
-			copy_text(r->buyer, sizeof r->buyer, v->buyer_id);
+			*VEC_PUSH(s->buyers) = *v;
 		}
-		r->units = v->units;
 	}
 	return 0;
 }
 
 /* INSERT INTO forwards: primary key (part, off); a duplicate fails the statement. */
-static int stmt_forwards(struct sim_store *s, const struct fs_batch *b, int32_t part)
+static int stmt_forwards(struct sim_store *s, const struct ss_tx *t)
 {
-	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *it = &b->items[i];
-		if (it->cls != FS_ITEM_FORWARD)
-			continue;
-		if (row_at(s, KT_FORWARDS, part, it->rec.offset))
-			return 2;
-		if (!check(s, it->rec.route >= 0 && it->rec.route != part,
+	for (size_t i = 0; i < t->forwards.len; i++) {
+		const struct ss_forward *f = &t->forwards.v[i];
+		if (row_at(s, KT_FORWARDS, f->part, f->off) ||
+		    !check(s, f->to_part >= 0 && f->to_part != f->part,
 			   "forwards: CHECK (to_part <> part)"))
 			return 2;
-		struct ss_forward *f = VEC_PUSH(s->forwards);
-		memset(f, 0, sizeof *f);
-		f->part = part;
-		f->off = it->rec.offset;
-		f->to_part = it->rec.route;
-		f->has_id = it->rec.has_intent;
-		if (f->has_id)
-			copy_text(f->intent_id, sizeof f->intent_id, it->rec.intent_id);
-		if (it->rec.has_intent && it->rec.kind >= FS_KIND_BUY &&
-		    it->rec.kind <= FS_KIND_CANCEL)
-			f->kind = it->rec.kind;
+		*VEC_PUSH(s->forwards) = *f;
 	}
 	return 0;
 }
 
-int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next_offset,
-	      int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
-	      uint64_t token, enum ss_fault fault, int64_t *before, bool *applied)
+int ss_tx_apply(struct sim_store *s, const struct ss_tx *t, uint64_t token, enum ss_fault fault,
+		int64_t *before, bool *applied)
 {
-	int32_t part = meta->partition;
+	int32_t part = t->meta.partition;
 	struct lens l = {s->decisions.len, s->rejects.len, s->sales.len,   s->resv.len,
 			 s->skus.len,	   s->buyers.len,  s->forwards.len};
 	s->undo.len = 0;
 	*before = s->parts[part].exists ? s->parts[part].next_offset : -2;
 	/* BEGIN; the statements in the pipeline's order; the first failure aborts the rest. */
 	s->failed_stmt = "offset compare-and-set";
-	int rc = stmt_cas(s, meta, next_offset, replied_offset, b, core, token);
+	int rc = stmt_cas(s, t, token);
 	if (rc == 0 && (s->failed_stmt = "decisions"))
-		rc = stmt_decisions(s, b);
+		rc = stmt_decisions(s, t);
 	if (rc == 0 && (s->failed_stmt = "rejects, sale_log"))
-		rc = stmt_rejects_sales(s, b, part);
+		rc = stmt_rejects_sales(s, t);
 	if (rc == 0 && (s->failed_stmt = "forwards"))
-		rc = stmt_forwards(s, b, part);
+		rc = stmt_forwards(s, t);
 	if (rc == 0 && (s->failed_stmt = "reservations"))
-		rc = stmt_reservations(s, core, part);
+		rc = stmt_reservations(s, t);
 	if (rc == 0 && (s->failed_stmt = "skus"))
-		rc = stmt_skus(s, core, part);
+		rc = stmt_skus(s, t);
 	if (rc == 0 && (s->failed_stmt = "buyers"))
-		rc = stmt_buyers(s, core, part);
+		rc = stmt_buyers(s, t);
 	if (rc == 0)
 		s->failed_stmt = NULL;
 	/* COMMIT, unless the transaction failed or the connection died before COMMIT arrived. */
@@ -745,4 +801,16 @@ int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next
 	if (rc == 1)
 		return FS_COMMIT_FENCED;
 	return rc == 0 ? FS_COMMIT_OK : FS_COMMIT_REDO;
+}
+
+int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next_offset,
+	      int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
+	      uint64_t token, enum ss_fault fault, int64_t *before, bool *applied)
+{
+	struct ss_tx t;
+	memset(&t, 0, sizeof t);
+	ss_tx_build(&t, meta, next_offset, replied_offset, b, core);
+	int rc = ss_tx_apply(s, &t, token, fault, before, applied);
+	ss_tx_free(&t);
+	return rc;
 }

@@ -134,6 +134,10 @@ struct sim_store {
 	/* Rows of the batch's intent ids that lookups left out because the batch did not ask for
 	 * their kind (the rows that made lookup-overflow): a coverage counter. */
 	int64_t kinds_left;
+	/* Stacked transactions that found the offset at their predecessor's end, but written by
+	 * another worker's commit of the same range (the predecessor did not commit): a coverage
+	 * counter (fenced; committed under MUT_STACKED_OFFSET_ONLY). */
+	int64_t stacked_same_range;
 };
 
 enum ss_fault {
@@ -158,9 +162,40 @@ typedef void (*ss_expired_fn)(void *ctx, const struct ss_resv *r);
 int ss_expired(struct sim_store *s, int32_t part, int64_t from, int64_t to, ss_expired_fn fn,
 	       void *ctx);
 int ss_lookup(struct sim_store *s, struct fs_batch *b);
-/* fs_store_commit; `token` is the attempt's commit token (nonzero, never used twice). For the
- * checker: *before is the stored next offset the transaction saw, *applied whether it took
+/* A transaction as rows (fs_store_commit_prepare's statements): built from the batch and the
+ * core when the commit is prepared, applied when it is sent. */
+struct ss_tx_sku {
+	struct ss_sku row;
+	bool stored; /* the core's: a row exists (else it is inserted) */
+	int64_t base_supply, base_available, base_held, base_sold; /* the update's guard */
+};
+
+struct ss_tx {
+	struct fs_part_meta meta; /* expected: meta.next_offset */
+	int64_t next, replied, clock_ms, first_off;
+	struct fs_batch_counts counts;
+	bool stacked;	      /* sent while another of its partition is in flight, on whose */
+	uint64_t pred_token;  /* decisions it was decided: that one's commit token */
+	VEC(int64_t) offsets; /* the batch's records, for the checker */
+	VEC(struct ss_decision) decisions;
+	VEC(struct ss_reject) rejects;
+	VEC(struct ss_sale) sales;
+	VEC(struct ss_forward) forwards;
+	VEC(struct ss_resv) resv; /* the upsert's rows */
+	VEC(struct ss_tx_sku) skus;
+	VEC(struct ss_buyer) buyers;
+};
+
+/* Reads b and core into t (reused: its arrays are kept). */
+void ss_tx_build(struct ss_tx *t, const struct fs_part_meta *meta, int64_t next_offset,
+		 int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core);
+void ss_tx_free(struct ss_tx *t);
+/* fs_store_commit_send: `token` is the attempt's commit token (nonzero, never used twice). For
+ * the checker: *before is the stored next offset the transaction saw, *applied whether it took
  * effect (whatever the worker was told). */
+int ss_tx_apply(struct sim_store *s, const struct ss_tx *t, uint64_t token, enum ss_fault fault,
+		int64_t *before, bool *applied);
+/* Both at once (the checker's replay). */
 int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next_offset,
 	      int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
 	      uint64_t token, enum ss_fault fault, int64_t *before, bool *applied);
