@@ -2,6 +2,7 @@
 #include "io/store.h"
 
 #include "core/buf.h"
+#include "core/commit.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -58,6 +59,7 @@ struct fs_store {
 	char after_token[FS_STORE_TOKEN_SIZE];
 	bool prepared;
 	char part[16];
+	struct fs_tx tx; /* the batch's transaction as data (core/commit.h), rendered into st */
 };
 
 static void set_err(struct fs_store *s, const char *what, const char *detail)
@@ -138,6 +140,7 @@ void fs_store_close(struct fs_store *s)
 		PQfinish(s->conn);
 	for (int i = 0; i < BUF_COUNT; i++)
 		fs_buf_free(&s->bufs[i]);
+	fs_tx_free(&s->tx);
 	free(s->conninfo);
 	free(s);
 }
@@ -497,11 +500,6 @@ static const char *int_str(struct fs_buf *b, int64_t v)
 	return fs_buf_cstr(b);
 }
 
-static const char *reason_of(const struct fs_item *it)
-{
-	return it->dec.reason;
-}
-
 /* A COPY row's uuid field. The ids are canonical (record.c validates every one); were one not,
  * it goes as NULL and the COPY's not-null violation names the column in the error. */
 static void copy_uuid(struct fs_buf *b, const char *canon)
@@ -516,35 +514,31 @@ static void copy_uuid(struct fs_buf *b, const char *canon)
  * A row that exists already (decided elsewhere) fails the COPY with a unique violation
  * (23505), the batch is rolled back and redone with a lookup, as the count assertion of the
  * INSERT ... ON CONFLICT DO NOTHING did before. Returns the number of rows. */
-static int64_t decisions_copy(struct fs_buf *d, const struct fs_batch *b, int32_t partition)
+static int64_t decisions_copy(struct fs_buf *d, const struct fs_tx *t)
 {
 	fs_buf_clear(d);
 	fs_copy_begin(d);
-	int64_t n = 0;
-	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *it = &b->items[i];
-		if (it->cls != FS_ITEM_NEW)
-			continue;
-		n++;
+	for (uint32_t i = 0; i < t->decisions.len; i++) {
+		const struct fs_tx_decision *r = &t->decisions.v[i];
 		fs_copy_row(d, 12);
-		copy_uuid(d, it->rec.intent_id);
-		fs_copy_int2(d, (int16_t)it->rec.kind);
-		fs_copy_int8(d, it->rec.body_hash);
-		fs_copy_int4(d, partition);
-		fs_copy_int8(d, it->rec.offset);
-		fs_copy_text(d, it->rec.sku);
-		fs_copy_text(d, it->rec.kind == FS_KIND_BUY ? it->rec.buyer_id : NULL);
-		fs_copy_int8(d, it->dec.qty);
-		fs_copy_text(d, fs_outcome_name(it->dec.outcome));
-		fs_copy_text(d, reason_of(it));
-		if (it->dec.reserve)
-			fs_copy_int8(d, it->dec.expires_at_ms);
+		copy_uuid(d, r->intent_id);
+		fs_copy_int2(d, (int16_t)r->kind);
+		fs_copy_int8(d, r->body_hash);
+		fs_copy_int4(d, t->cas.partition);
+		fs_copy_int8(d, r->offset);
+		fs_copy_text(d, r->sku);
+		fs_copy_text(d, r->buyer_id);
+		fs_copy_int8(d, r->qty);
+		fs_copy_text(d, r->outcome);
+		fs_copy_text(d, r->reason);
+		if (r->has_expiry)
+			fs_copy_int8(d, r->expires_at_ms);
 		else
 			fs_copy_null(d);
-		fs_copy_int8(d, it->dec.decided_at_ms);
+		fs_copy_int8(d, r->decided_at_ms);
 	}
 	fs_copy_end(d);
-	return n;
+	return t->decisions.len;
 }
 
 /* COMMIT is on the wire (its outcome unknown until the reply): the crash points there. */
@@ -578,70 +572,48 @@ static int put_copy(struct fs_store *s, const struct fs_buf *d, const char *what
 }
 
 /* rejects: invalid records; a run of alike ones (see the schema) is one row. */
-static void add_rejects(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
+static void add_rejects(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
 {
-	struct fs_buf *off = buf(s, 13), *id = buf(s, 14), *reason = buf(s, 15), *end = buf(s, 36);
-	fs_arr_begin(off);
-	fs_arr_begin(id);
-	fs_arr_begin(reason);
-	fs_arr_begin(end);
-	int n = 0;
-	const struct fs_item *prev = NULL;
-	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *it = &b->items[i];
-		if (it->cls != FS_ITEM_INVALID) {
-			prev = NULL;
-			continue;
-		}
-		bool more = i + 1 < b->len && b->items[i + 1].cls == FS_ITEM_INVALID &&
-			    fs_item_extends_reject_run(it, &b->items[i + 1]);
-		if (!fs_item_extends_reject_run(prev, it)) {
-			n++;
-			fs_arr_int(off, it->rec.offset);
-			fs_arr_text(id, it->rec.has_intent ? it->rec.intent_id : NULL);
-			fs_arr_text(reason, fs_item_reject_reason(it));
-		}
-		if (!more)
-			fs_arr_int(end, it->rec.offset); /* the run (or single row) ends here */
-		prev = it;
-	}
-	fs_arr_end(off);
-	fs_arr_end(id);
-	fs_arr_end(reason);
-	fs_arr_end(end);
-	if (n == 0)
+	if (t->rejects.len == 0)
 		return;
+	struct fs_buf *off = buf(s, 13), *id = buf(s, 14), *reason = buf(s, 15), *end = buf(s, 36);
+	struct fs_buf *all[] = {off, id, reason, end};
+	for (size_t i = 0; i < 4; i++)
+		fs_arr_begin(all[i]);
+	for (uint32_t i = 0; i < t->rejects.len; i++) {
+		const struct fs_tx_reject *r = &t->rejects.v[i];
+		fs_arr_int(off, r->offset);
+		fs_arr_text(id, r->intent_id);
+		fs_arr_text(reason, r->reason);
+		fs_arr_int(end, r->offset_end);
+	}
+	for (size_t i = 0; i < 4; i++)
+		fs_arr_end(all[i]);
 	struct step *x = &st[(*k)++];
 	x->what = "rejects";
 	x->sql = "INSERT INTO rejects (part, off, intent_id, reason, off_end) SELECT $1::int, * "
 		 "FROM unnest($2::int8[], $3::uuid[], $4::text[], $5::int8[])";
 	x->nparams = 5;
-	x->params[1] = fs_buf_cstr(off);
-	x->params[2] = fs_buf_cstr(id);
-	x->params[3] = fs_buf_cstr(reason);
-	x->params[4] = fs_buf_cstr(end);
+	for (int i = 0; i < 4; i++)
+		x->params[i + 1] = fs_buf_cstr(all[i]);
 }
 
 /* forwards: records on the wrong partition, and where they go (the rule's partition). */
-static void add_forwards(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
+static void add_forwards(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
 {
-	if (b->counts.forwarded == 0)
+	if (t->forwards.len == 0)
 		return;
 	struct fs_buf *off = buf(s, 57), *to = buf(s, 58), *id = buf(s, 59), *kind = buf(s, 60);
 	struct fs_buf *all[] = {off, to, id, kind};
 	for (size_t i = 0; i < 4; i++)
 		fs_arr_begin(all[i]);
-	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *it = &b->items[i];
-		if (it->cls != FS_ITEM_FORWARD)
-			continue;
-		bool named = it->rec.has_intent && it->rec.kind >= FS_KIND_BUY &&
-			     it->rec.kind <= FS_KIND_CANCEL;
-		fs_arr_int(off, it->rec.offset);
-		fs_arr_int(to, it->rec.route);
-		fs_arr_text(id, it->rec.has_intent ? it->rec.intent_id : NULL);
-		if (named)
-			fs_arr_int(kind, it->rec.kind);
+	for (uint32_t i = 0; i < t->forwards.len; i++) {
+		const struct fs_tx_forward *r = &t->forwards.v[i];
+		fs_arr_int(off, r->offset);
+		fs_arr_int(to, r->to_partition);
+		fs_arr_text(id, r->intent_id);
+		if (r->kind)
+			fs_arr_int(kind, r->kind);
 		else
 			fs_arr_text(kind, NULL);
 	}
@@ -657,30 +629,26 @@ static void add_forwards(struct fs_store *s, const struct fs_batch *b, struct st
 }
 
 /* sale_log: open / restock / close records. */
-static void add_sale_log(struct fs_store *s, const struct fs_batch *b, struct step *st, int *k)
+static void add_sale_log(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
 {
+	if (t->sales.len == 0)
+		return;
 	struct fs_buf *off = buf(s, 16), *kind = buf(s, 17), *sku = buf(s, 18), *amt = buf(s, 19),
 		      *out = buf(s, 20), *reason = buf(s, 21);
 	struct fs_buf *all[] = {off, kind, sku, amt, out, reason};
 	for (size_t i = 0; i < 6; i++)
 		fs_arr_begin(all[i]);
-	int n = 0;
-	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *it = &b->items[i];
-		if (it->cls != FS_ITEM_SALE)
-			continue;
-		n++;
-		fs_arr_int(off, it->rec.offset);
-		fs_arr_int(kind, it->rec.kind);
-		fs_arr_text(sku, it->rec.sku);
-		fs_arr_int(amt, it->rec.kind == FS_KIND_CLOSE ? 0 : it->rec.qty);
-		fs_arr_text(out, fs_outcome_name(it->dec.outcome));
-		fs_arr_text(reason, it->dec.reason);
+	for (uint32_t i = 0; i < t->sales.len; i++) {
+		const struct fs_tx_sale *r = &t->sales.v[i];
+		fs_arr_int(off, r->offset);
+		fs_arr_int(kind, r->kind);
+		fs_arr_text(sku, r->sku);
+		fs_arr_int(amt, r->amount);
+		fs_arr_text(out, r->outcome);
+		fs_arr_text(reason, r->reason);
 	}
 	for (size_t i = 0; i < 6; i++)
 		fs_arr_end(all[i]);
-	if (n == 0)
-		return;
 	struct step *x = &st[(*k)++];
 	x->what = "sale_log";
 	x->sql = "INSERT INTO sale_log (part, off, kind, sku, amount, outcome, reason) "
@@ -694,8 +662,8 @@ static void add_sale_log(struct fs_store *s, const struct fs_batch *b, struct st
 /* reservations: the holds created by this batch as COPY rows into copy (their row cannot
  * exist: the decisions COPY of the same intent would fail first), the others (or all, when
  * careful) by one upsert. Returns the number of COPY rows. */
-static int64_t add_reservations(struct fs_store *s, const struct fs_core *core, struct step *st,
-				int *k, bool careful, struct fs_buf *copy, int32_t partition)
+static int64_t add_reservations(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k,
+				struct fs_buf *copy)
 {
 	fs_buf_clear(copy);
 	fs_copy_begin(copy); /* sent only if a row follows */
@@ -706,50 +674,47 @@ static int64_t add_reservations(struct fs_store *s, const struct fs_core *core, 
 	enum { N = sizeof all / sizeof all[0] };
 	for (size_t i = 0; i < N; i++)
 		fs_arr_begin(all[i]);
-	int64_t ncopy = 0, nup = 0;
-	for (uint32_t d = 0; d < core->dirty_holds_len; d++) {
-		const struct fs_hold *h = &core->holds[core->dirty_holds[d]];
-		if (h->stored || careful) {
-			nup++;
+	for (uint32_t i = 0; i < t->holds.len; i++) {
+		const struct fs_tx_hold *h = &t->holds.v[i];
+		if (!h->copy) {
 			fs_arr_text(id, h->intent_id);
-			fs_arr_text(sku, core->skus[h->sku_index].sku);
-			fs_arr_text(buyer, core->buyers[h->buyer_index].buyer_id);
+			fs_arr_text(sku, h->sku);
+			fs_arr_text(buyer, h->buyer_id);
 			fs_arr_int(qty, h->qty);
 			fs_arr_int(exp, h->expires_at_ms);
 			fs_arr_int(off, h->offset);
-			fs_arr_text(status, fs_hold_status_name(h->status));
+			fs_arr_text(status, h->status);
 			fs_arr_text(late, h->late ? "t" : "f");
-			if (h->status == FS_HOLD_HELD) {
-				fs_arr_text(ended_at, NULL);
-				fs_arr_text(ended_off, NULL);
-			} else {
+			if (h->ended) {
 				fs_arr_int(ended_at, h->ended_at_ms);
 				fs_arr_int(ended_off, h->ended_offset);
+			} else {
+				fs_arr_text(ended_at, NULL);
+				fs_arr_text(ended_off, NULL);
 			}
 			continue;
 		}
-		ncopy++;
 		fs_copy_row(copy, 11);
 		copy_uuid(copy, h->intent_id);
-		fs_copy_text(copy, core->skus[h->sku_index].sku);
-		fs_copy_text(copy, core->buyers[h->buyer_index].buyer_id);
+		fs_copy_text(copy, h->sku);
+		fs_copy_text(copy, h->buyer_id);
 		fs_copy_int8(copy, h->qty);
 		fs_copy_int8(copy, h->expires_at_ms);
-		fs_copy_int4(copy, partition);
+		fs_copy_int4(copy, t->cas.partition);
 		fs_copy_int8(copy, h->offset);
-		fs_copy_text(copy, fs_hold_status_name(h->status));
+		fs_copy_text(copy, h->status);
 		fs_copy_bool(copy, h->late);
-		if (h->status == FS_HOLD_HELD) {
-			fs_copy_null(copy);
-			fs_copy_null(copy);
-		} else {
+		if (h->ended) {
 			fs_copy_int8(copy, h->ended_at_ms);
 			fs_copy_int8(copy, h->ended_offset);
+		} else {
+			fs_copy_null(copy);
+			fs_copy_null(copy);
 		}
 	}
 	fs_copy_end(copy);
-	if (nup == 0)
-		return ncopy;
+	if (t->n_hold_copies == (int64_t)t->holds.len)
+		return t->n_hold_copies;
 	for (size_t i = 0; i < N; i++)
 		fs_arr_end(all[i]);
 	struct step *x = &st[(*k)++];
@@ -767,16 +732,11 @@ static int64_t add_reservations(struct fs_store *s, const struct fs_core *core, 
 	x->nparams = 11;
 	for (size_t i = 0; i < N; i++)
 		x->params[i + 1] = fs_buf_cstr(all[i]);
-	return ncopy;
-}
-
-static const char *status_name(int status)
-{
-	return status == FS_SKU_OPEN ? "open" : "closed";
+	return t->n_hold_copies;
 }
 
 /* New SKUs (insert) and changed SKUs (update guarded by the committed base values). */
-static void add_skus(struct fs_store *s, const struct fs_core *core, struct step *st, int *k)
+static void add_skus(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
 {
 	struct fs_buf *sku = buf(s, 28), *status = buf(s, 29), *nums = buf(s, 30);
 	struct fs_buf *ins = buf(s, 31);
@@ -786,24 +746,24 @@ static void add_skus(struct fs_store *s, const struct fs_core *core, struct step
 	int n_upd = 0, n_ins = 0;
 	/* New SKUs travel as one JSON array: few per batch, many columns. */
 	fs_buf_str(ins, "[");
-	for (uint32_t d = 0; d < core->dirty_skus_len; d++) {
-		const struct fs_sku *v = &core->skus[core->dirty_skus[d]];
-		if (!v->stored) {
+	for (uint32_t d = 0; d < t->skus.len; d++) {
+		const struct fs_tx_sku *v = &t->skus.v[d];
+		if (v->insert) {
 			fs_buf_printf(ins,
 				      "%s{\"sku\":\"%s\",\"status\":\"%s\",\"supply\":%" PRId64
 				      ",\"available\":%" PRId64 ",\"held\":%" PRId64
 				      ",\"sold\":%" PRId64 ",\"per_buyer_limit\":%" PRId64
 				      ",\"max_qty\":%" PRId64 ",\"hold_ms\":%" PRId64
 				      ",\"opens_at_ms\":%" PRId64 ",\"closes_at_ms\":%" PRId64 "}",
-				      n_ins ? "," : "", v->sku, status_name(v->status), v->supply,
-				      v->available, v->held, v->sold, v->per_buyer_limit,
-				      v->max_qty, v->hold_ms, v->opens_at_ms, v->closes_at_ms);
+				      n_ins ? "," : "", v->sku, v->status, v->supply, v->available,
+				      v->held, v->sold, v->per_buyer_limit, v->max_qty, v->hold_ms,
+				      v->opens_at_ms, v->closes_at_ms);
 			n_ins++;
 			continue;
 		}
 		n_upd++;
 		fs_arr_text(sku, v->sku);
-		fs_arr_text(status, status_name(v->status));
+		fs_arr_text(status, v->status);
 		/* A 2-D array would need equal lengths; one flat array of 8 numbers per SKU. */
 		int64_t vals[] = {v->supply,	  v->available,	     v->held,	   v->sold,
 				  v->base_supply, v->base_available, v->base_held, v->base_sold};
@@ -854,8 +814,8 @@ static void add_skus(struct fs_store *s, const struct fs_core *core, struct step
  * every buyer with a row has a reservation, and every reservation is loaded), the others (or
  * all, when careful) by one upsert. If that reasoning ever failed, the COPY's unique
  * violation redoes the batch, carefully. Returns the number of COPY rows. */
-static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct step *st, int *k,
-			  bool careful, struct fs_buf *copy)
+static int64_t add_buyers(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k,
+			  struct fs_buf *copy)
 {
 	fs_buf_clear(copy);
 	fs_copy_begin(copy); /* sent only if a row follows */
@@ -863,25 +823,22 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct
 	fs_arr_begin(sku);
 	fs_arr_begin(buyer);
 	fs_arr_begin(units);
-	int64_t ncopy = 0, nup = 0;
-	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
-		const struct fs_buyer *v = &core->buyers[core->dirty_buyers[d]];
-		if (v->stored || careful) {
-			nup++;
-			fs_arr_text(sku, core->skus[v->sku_index].sku);
+	for (uint32_t d = 0; d < t->buyers.len; d++) {
+		const struct fs_tx_buyer *v = &t->buyers.v[d];
+		if (!v->copy) {
+			fs_arr_text(sku, v->sku);
 			fs_arr_text(buyer, v->buyer_id);
 			fs_arr_int(units, v->units);
 			continue;
 		}
-		ncopy++;
 		fs_copy_row(copy, 3);
-		fs_copy_text(copy, core->skus[v->sku_index].sku);
+		fs_copy_text(copy, v->sku);
 		fs_copy_text(copy, v->buyer_id);
 		fs_copy_int8(copy, v->units);
 	}
 	fs_copy_end(copy);
-	if (nup == 0)
-		return ncopy;
+	if (t->n_buyer_copies == (int64_t)t->buyers.len)
+		return t->n_buyer_copies;
 	fs_arr_end(sku);
 	fs_arr_end(buyer);
 	fs_arr_end(units);
@@ -896,7 +853,7 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct
 	x->params[1] = fs_buf_cstr(sku);
 	x->params[2] = fs_buf_cstr(buyer);
 	x->params[3] = fs_buf_cstr(units);
-	return ncopy;
+	return t->n_buyer_copies;
 }
 
 /* The offset compare-and-set, with the partition's clock and counters: the first statement of
@@ -921,9 +878,8 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_core *core, struct
  * after a predecessor (s->after), its token too: the offset at its end is not enough, for
  * another worker may have committed the same range when the predecessor did not commit, and
  * this batch was decided on top of the predecessor's decisions, not of that worker's. */
-static void add_cas(struct fs_store *s, const char *grp, const char *topic,
-		    const struct fs_part_meta *meta, int64_t next, int64_t replied,
-		    const struct fs_batch *b, const struct fs_core *core, struct step *x)
+static void add_cas(struct fs_store *s, const char *grp, const char *topic, const struct fs_tx *t,
+		    struct step *x)
 {
 	x->what = "offset compare-and-set";
 	x->cas = true;
@@ -936,21 +892,14 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic,
 	s->attempt++;
 	snprintf(s->token, sizeof s->token, "%s-%" PRId64, s->id, s->attempt);
 	x->params[15] = s->token;
-	int64_t vals[] = {meta->next_offset,
-			  next,
-			  replied,
-			  core->clock_ms,
-			  b->len ? b->items[0].rec.offset : next,
-			  b->counts.records,
-			  b->counts.fresh,
-			  b->counts.repeats,
-			  b->counts.conflicts,
-			  b->counts.invalid,
-			  b->counts.sale,
-			  b->counts.ticks};
+	const struct fs_tx_cas *c = &t->cas;
+	int64_t vals[] = {c->expected,	     c->next,		c->replied,
+			  c->clock_ms,	     c->first_off,	c->counts.records,
+			  c->counts.fresh,   c->counts.repeats, c->counts.conflicts,
+			  c->counts.invalid, c->counts.sale,	c->counts.ticks};
 	for (int i = 0; i < 12; i++)
 		x->params[i + 3] = int_str(buf(s, 44 + i), vals[i]);
-	x->params[16] = int_str(buf(s, 56), b->counts.forwarded);
+	x->params[16] = int_str(buf(s, 56), c->counts.forwarded);
 }
 
 /* fs_store_commit_send's hook, told once that the compare-and-set's result is in (or that it
@@ -1068,14 +1017,22 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 			.nparams = 3,
 			.params = {NULL, grp, topic}};
 	}
-	add_cas(s, grp, topic, meta, next_offset, replied_offset, b, core, &st[k++]);
-	s->ndec = decisions_copy(buf(s, 1), b, meta->partition);
-	add_rejects(s, b, st, &k);
-	add_forwards(s, b, st, &k);
-	add_sale_log(s, b, st, &k);
-	s->nres = add_reservations(s, core, st, &k, careful, buf(s, 2), meta->partition);
-	add_skus(s, core, st, &k);
-	s->nbuy = add_buyers(s, core, st, &k, careful, buf(s, 3));
+	/* Built apart (core/commit.c), rendered here. */
+	struct fs_tx *t = &s->tx;
+	s->prepared = false;
+	if (fs_tx_build(t, meta->partition, meta->next_offset, next_offset, replied_offset, b, core,
+			careful) < 0) {
+		set_err(s, "batch", "out of memory");
+		return -ENOMEM;
+	}
+	add_cas(s, grp, topic, t, &st[k++]);
+	s->ndec = decisions_copy(buf(s, 1), t);
+	add_rejects(s, t, st, &k);
+	add_forwards(s, t, st, &k);
+	add_sale_log(s, t, st, &k);
+	s->nres = add_reservations(s, t, st, &k, buf(s, 2));
+	add_skus(s, t, st, &k);
+	s->nbuy = add_buyers(s, t, st, &k, buf(s, 3));
 	s->k = k;
 	snprintf(s->part, sizeof s->part, "%" PRId32, meta->partition);
 	for (int i = 1; i < k; i++)

@@ -633,10 +633,10 @@ static void deliver_one(struct sim_world *W)
 						      : rng_below(&W->rng, (uint32_t)P->queue.len));
 }
 
-/* The rare points (reading back an unknown outcome, answering expiries again, a commit just
- * sent, a batch being answered) last a step or two: crashes aim at them. */
-static const char *const rare_points[] = {"read_next",	 "expired",	 "save_replied",
-					  "commit_sent", "after_commit", "after_publish"};
+/* The rare points (reading back an unknown outcome, a commit just sent, a batch being
+ * answered) last a step or two: crashes aim at them. */
+static const char *const rare_points[] = {"read_next", "commit_sent", "after_commit",
+					  "after_publish"};
 
 static void faults(struct sim_world *W)
 {
@@ -962,10 +962,12 @@ static void usage(FILE *f)
 }
 
 const char *const sim_points[] = {
-	"start",	"poll",	   "after_poll",   "after_lookup",  "after_commit", "after_publish",
-	"in_revoke",	"lock",	   "wait",	   "sleep",	    "flush",	    "join",
-	"produce",	"connect", "load",	   "load_snapshot", "lookup",	    "read_next",
-	"save_replied", "expired", "commit_begin", "commit_sent",   "other",	    NULL};
+	"start",	  "poll",	"after_poll", "after_lookup",  "after_commit",
+	"after_publish",  "in_revoke",	"lock",	      "wait",	       "sleep",
+	"flush",	  "join",	"produce",    "connect",       "load",
+	"load_snapshot",  "lookup",	"read_next",  "save_replied",  "expired",
+	"after_cas_sent", "idle_in_tx", "in_copy",    "before_commit", "commit_sent",
+	"other",	  NULL};
 
 int sim_point(const char *at)
 {
@@ -1018,9 +1020,9 @@ static void print_stats(const struct sim_stats *s, double secs)
 /* The crash points a sweep must have crashed at: the protocol's named ones, and every store
  * call a batch makes. */
 static const char *const must_crash_at[] = {
-	"after_poll", "after_lookup", "after_commit", "after_publish", "in_revoke",
-	"lock",	      "wait",	      "produce",      "load",	       "lookup",
-	"read_next",  "expired",      "commit_begin", "commit_sent"};
+	"after_poll",	  "after_lookup", "after_commit", "after_publish", "in_revoke",	 "lock",
+	"wait",		  "produce",	  "load",	  "lookup",	   "read_next",	 "expired",
+	"after_cas_sent", "idle_in_tx",	  "in_copy",	  "before_commit", "commit_sent"};
 
 /* A sweep that never reached a fault path proves nothing about it (TESTING.md). */
 static bool coverage_ok(const struct sim_stats *s)

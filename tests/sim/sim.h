@@ -101,7 +101,7 @@ enum sim_mutation {
 /* The edge calls a process can be suspended in, where a crash is counted (sim_proc.c names
  * them; the crash points of FLASHSALE_CRASH among them). */
 extern const char *const sim_points[];
-enum { SIM_POINTS = 24 };
+enum { SIM_POINTS = 28 };
 int sim_point(const char *at);
 
 /* Fault rates of one seed, in per mille per opportunity. */

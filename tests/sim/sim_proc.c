@@ -1056,8 +1056,11 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 	struct sim_world *W = s->P->W;
 	const struct ss_tx *t = &s->tx;
 	int32_t part = t->meta.partition;
-	/* BEGIN and the rows on their way (after: the COPYs before the compare-and-set). */
-	yield(s->P, "commit_begin");
+	/* BEGIN and the rows on their way (after: the COPYs before the compare-and-set), COMMIT
+	 * not yet: nothing is committed whichever of the real store's crash points this is. */
+	static const char *const sent[] = {"after_cas_sent", "idle_in_tx", "in_copy",
+					   "before_commit"};
+	yield(s->P, sent[rng_below(&W->rng, 4)]);
 	if (store_fails(s, "commit")) {
 		if (cas)
 			cas(ctx, false);

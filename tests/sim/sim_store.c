@@ -364,6 +364,7 @@ void ss_tx_free(struct ss_tx *t)
 	free(t->resv.v);
 	free(t->skus.v);
 	free(t->buyers.v);
+	fs_tx_free(&t->built);
 	memset(t, 0, sizeof *t);
 }
 
@@ -373,102 +374,95 @@ static void tx_clear(struct ss_tx *t)
 	t->forwards.len = t->resv.len = t->skus.len = t->buyers.len = 0;
 }
 
-static void build_item(struct ss_tx *t, const struct fs_item *it, const struct fs_item **prev,
-		       struct ss_reject **run)
+/* The rows of fs_tx_build, copied: the batch and the core they point into move on. */
+static void copy_items(struct ss_tx *t, const struct fs_tx *x)
 {
-	int32_t part = t->meta.partition;
-	if (it->cls != FS_ITEM_INVALID)
-		*prev = NULL;
-	if (it->cls == FS_ITEM_NEW) {
+	int32_t part = x->cas.partition;
+	for (uint32_t i = 0; i < x->decisions.len; i++) {
+		const struct fs_tx_decision *r = &x->decisions.v[i];
 		struct ss_decision *d = VEC_PUSH(t->decisions);
 		memset(d, 0, sizeof *d);
-		d->idh = id_hash(it->rec.intent_id);
-		copy_text(d->intent_id, sizeof d->intent_id, it->rec.intent_id);
-		d->kind = it->rec.kind;
-		d->body_hash = it->rec.body_hash;
-		d->part = it->rec.partition;
-		d->off = it->rec.offset;
-		copy_text(d->sku, sizeof d->sku, it->rec.sku);
-		d->has_buyer = it->rec.kind == FS_KIND_BUY;
-		if (d->has_buyer)
-			copy_text(d->buyer, sizeof d->buyer, it->rec.buyer_id);
-		d->qty = it->dec.qty;
-		copy_text(d->outcome, sizeof d->outcome, fs_outcome_name(it->dec.outcome));
-		d->has_reason = it->dec.reason != NULL;
-		copy_text(d->reason, sizeof d->reason, it->dec.reason);
-		d->has_exp = it->dec.reserve;
-		d->exp = it->dec.reserve ? it->dec.expires_at_ms : 0;
-		d->decided_at = it->dec.decided_at_ms;
-	} else if (it->cls == FS_ITEM_INVALID) {
-		/* rejects: a run of alike bad records is one row */
-		if (!fs_item_extends_reject_run(*prev, it)) {
-			*run = VEC_PUSH(t->rejects);
-			memset(*run, 0, sizeof **run);
-			(*run)->part = part;
-			(*run)->off = it->rec.offset;
-			(*run)->has_id = it->rec.has_intent;
-			if ((*run)->has_id)
-				copy_text((*run)->intent_id, sizeof(*run)->intent_id,
-					  it->rec.intent_id);
-			copy_text((*run)->reason, sizeof(*run)->reason, fs_item_reject_reason(it));
-		}
-		(*run)->off_end = it->rec.offset;
-		*prev = it;
-	} else if (it->cls == FS_ITEM_SALE) {
-		struct ss_sale *r = VEC_PUSH(t->sales);
-		memset(r, 0, sizeof *r);
-		r->part = part;
-		r->off = it->rec.offset;
-		r->kind = it->rec.kind;
-		copy_text(r->sku, sizeof r->sku, it->rec.sku);
-		r->amount = it->rec.kind == FS_KIND_CLOSE ? 0 : it->rec.qty;
-		copy_text(r->outcome, sizeof r->outcome, fs_outcome_name(it->dec.outcome));
-		r->has_reason = it->dec.reason != NULL;
-		copy_text(r->reason, sizeof r->reason, it->dec.reason);
-	} else if (it->cls == FS_ITEM_FORWARD) {
+		d->idh = id_hash(r->intent_id);
+		copy_text(d->intent_id, sizeof d->intent_id, r->intent_id);
+		d->kind = r->kind;
+		d->body_hash = r->body_hash;
+		d->part = part;
+		d->off = r->offset;
+		copy_text(d->sku, sizeof d->sku, r->sku);
+		d->has_buyer = r->buyer_id != NULL;
+		copy_text(d->buyer, sizeof d->buyer, r->buyer_id);
+		d->qty = r->qty;
+		copy_text(d->outcome, sizeof d->outcome, r->outcome);
+		d->has_reason = r->reason != NULL;
+		copy_text(d->reason, sizeof d->reason, r->reason);
+		d->has_exp = r->has_expiry;
+		d->exp = r->expires_at_ms;
+		d->decided_at = r->decided_at_ms;
+	}
+	for (uint32_t i = 0; i < x->rejects.len; i++) {
+		const struct fs_tx_reject *r = &x->rejects.v[i];
+		struct ss_reject *j = VEC_PUSH(t->rejects);
+		memset(j, 0, sizeof *j);
+		j->part = part;
+		j->off = r->offset;
+		j->off_end = r->offset_end;
+		j->has_id = r->intent_id != NULL;
+		copy_text(j->intent_id, sizeof j->intent_id, r->intent_id);
+		copy_text(j->reason, sizeof j->reason, r->reason);
+	}
+	for (uint32_t i = 0; i < x->sales.len; i++) {
+		const struct fs_tx_sale *r = &x->sales.v[i];
+		struct ss_sale *j = VEC_PUSH(t->sales);
+		memset(j, 0, sizeof *j);
+		j->part = part;
+		j->off = r->offset;
+		j->kind = r->kind;
+		copy_text(j->sku, sizeof j->sku, r->sku);
+		j->amount = r->amount;
+		copy_text(j->outcome, sizeof j->outcome, r->outcome);
+		j->has_reason = r->reason != NULL;
+		copy_text(j->reason, sizeof j->reason, r->reason);
+	}
+	for (uint32_t i = 0; i < x->forwards.len; i++) {
+		const struct fs_tx_forward *r = &x->forwards.v[i];
 		struct ss_forward *f = VEC_PUSH(t->forwards);
 		memset(f, 0, sizeof *f);
 		f->part = part;
-		f->off = it->rec.offset;
-		f->to_part = it->rec.route;
-		f->has_id = it->rec.has_intent;
-		if (f->has_id)
-			copy_text(f->intent_id, sizeof f->intent_id, it->rec.intent_id);
-		if (it->rec.has_intent && it->rec.kind >= FS_KIND_BUY &&
-		    it->rec.kind <= FS_KIND_CANCEL)
-			f->kind = it->rec.kind;
+		f->off = r->offset;
+		f->to_part = r->to_partition;
+		f->has_id = r->intent_id != NULL;
+		copy_text(f->intent_id, sizeof f->intent_id, r->intent_id);
+		f->kind = r->kind;
 	}
 }
 
-static void build_core(struct ss_tx *t, const struct fs_core *core)
+static void copy_core_rows(struct ss_tx *t, const struct fs_tx *x)
 {
-	int32_t part = t->meta.partition;
-	for (uint32_t d = 0; d < core->dirty_holds_len; d++) {
-		const struct fs_hold *h = &core->holds[core->dirty_holds[d]];
+	for (uint32_t i = 0; i < x->holds.len; i++) {
+		const struct fs_tx_hold *h = &x->holds.v[i];
 		struct ss_resv *r = VEC_PUSH(t->resv);
 		memset(r, 0, sizeof *r);
 		r->idh = id_hash(h->intent_id);
 		copy_text(r->intent_id, sizeof r->intent_id, h->intent_id);
-		copy_text(r->sku, sizeof r->sku, core->skus[h->sku_index].sku);
-		copy_text(r->buyer, sizeof r->buyer, core->buyers[h->buyer_index].buyer_id);
+		copy_text(r->sku, sizeof r->sku, h->sku);
+		copy_text(r->buyer, sizeof r->buyer, h->buyer_id);
 		r->qty = h->qty;
 		r->expires_at_ms = h->expires_at_ms;
-		r->part = part;
+		r->part = x->cas.partition;
 		r->off = h->offset;
-		copy_text(r->status, sizeof r->status, fs_hold_status_name(h->status));
+		copy_text(r->status, sizeof r->status, h->status);
 		r->late = h->late;
-		r->has_ended = h->status != FS_HOLD_HELD;
-		r->ended_at_ms = r->has_ended ? h->ended_at_ms : 0;
-		r->ended_off = r->has_ended ? h->ended_offset : 0;
+		r->has_ended = h->ended;
+		r->ended_at_ms = h->ended_at_ms;
+		r->ended_off = h->ended_offset;
 	}
-	for (uint32_t d = 0; d < core->dirty_skus_len; d++) {
-		const struct fs_sku *v = &core->skus[core->dirty_skus[d]];
+	for (uint32_t i = 0; i < x->skus.len; i++) {
+		const struct fs_tx_sku *v = &x->skus.v[i];
 		struct ss_tx_sku *k = VEC_PUSH(t->skus);
 		memset(k, 0, sizeof *k);
 		copy_text(k->row.sku, sizeof k->row.sku, v->sku);
-		k->row.part = part;
-		copy_text(k->row.status, sizeof k->row.status,
-			  v->status == FS_SKU_OPEN ? "open" : "closed");
+		k->row.part = x->cas.partition;
+		copy_text(k->row.status, sizeof k->row.status, v->status);
 		k->row.supply = v->supply;
 		k->row.available = v->available;
 		k->row.held = v->held;
@@ -478,17 +472,17 @@ static void build_core(struct ss_tx *t, const struct fs_core *core)
 		k->row.hold_ms = v->hold_ms;
 		k->row.opens_at_ms = v->opens_at_ms;
 		k->row.closes_at_ms = v->closes_at_ms;
-		k->stored = v->stored;
+		k->stored = !v->insert;
 		k->base_supply = v->base_supply;
 		k->base_available = v->base_available;
 		k->base_held = v->base_held;
 		k->base_sold = v->base_sold;
 	}
-	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
-		const struct fs_buyer *v = &core->buyers[core->dirty_buyers[d]];
+	for (uint32_t i = 0; i < x->buyers.len; i++) {
+		const struct fs_tx_buyer *v = &x->buyers.v[i];
 		struct ss_buyer *r = VEC_PUSH(t->buyers);
 		memset(r, 0, sizeof *r);
-		copy_text(r->sku, sizeof r->sku, core->skus[v->sku_index].sku);
+		copy_text(r->sku, sizeof r->sku, v->sku);
 		copy_text(r->buyer, sizeof r->buyer, v->buyer_id);
 		r->units = v->units;
 	}
@@ -498,21 +492,22 @@ void ss_tx_build(struct ss_tx *t, const struct fs_part_meta *meta, int64_t next_
 		 int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core)
 {
 	tx_clear(t);
+	if (fs_tx_build(&t->built, meta->partition, meta->next_offset, next_offset, replied_offset,
+			b, core, false) < 0)
+		abort(); /* out of memory: this is a test */
+	const struct fs_tx_cas *c = &t->built.cas;
 	t->meta = *meta;
-	t->next = next_offset;
-	t->replied = replied_offset;
-	t->clock_ms = core->clock_ms;
-	t->first_off = b->len ? b->items[0].rec.offset : next_offset;
-	t->counts = b->counts;
+	t->next = c->next;
+	t->replied = c->replied;
+	t->clock_ms = c->clock_ms;
+	t->first_off = c->first_off;
+	t->counts = c->counts;
 	t->stacked = false;
 	t->pred_token = 0;
-	const struct fs_item *prev = NULL;
-	struct ss_reject *run = NULL;
-	for (uint32_t i = 0; i < b->len; i++) {
+	for (uint32_t i = 0; i < b->len; i++)
 		*VEC_PUSH(t->offsets) = b->items[i].rec.offset;
-		build_item(t, &b->items[i], &prev, &run);
-	}
-	build_core(t, core);
+	copy_items(t, &t->built);
+	copy_core_rows(t, &t->built);
 }
 
 static void save_undo(struct sim_store *s, int table, size_t index)

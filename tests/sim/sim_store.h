@@ -17,6 +17,7 @@
 #ifndef FS_SIM_STORE_H
 #define FS_SIM_STORE_H
 
+#include "core/commit.h"
 #include "sim.h"
 
 struct ss_part {
@@ -171,6 +172,7 @@ struct ss_tx_sku {
 };
 
 struct ss_tx {
+	struct fs_tx built;	  /* core/commit.c's rows, copied below */
 	struct fs_part_meta meta; /* expected: meta.next_offset */
 	int64_t next, replied, clock_ms, first_off;
 	struct fs_batch_counts counts;

@@ -1,0 +1,131 @@
+/* commit.h: a decided batch's transaction as data (DESIGN.md section 4): the offset
+ * compare-and-set and every row the batch writes, table by table, with what the store needs to
+ * know to send each (a row the core takes for new goes by COPY, a row that may exist by
+ * upsert; a SKU update carries its guard). Pure: io/store.c renders it into statements and
+ * sends it, the simulator applies it to its tables, the unit tests read it.
+ *
+ * Rows are views: their strings point into the batch and the core they were built from, and
+ * are valid until either changes. */
+#ifndef FS_COMMIT_H
+#define FS_COMMIT_H
+
+#include "core/batch.h"
+#include "core/core.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The partitions row's update, guarded by the expected offset (and, for a batch decided on top
+ * of one still in flight, that one's commit token: the store's). */
+struct fs_tx_cas {
+	int32_t partition;
+	int64_t expected;  /* the stored next offset this batch was decided on (-1: none yet) */
+	int64_t next;	   /* the stored next offset once committed: after the batch's last */
+	int64_t replied;   /* results delivered below this (-1: none known) */
+	int64_t clock_ms;  /* the partition clock after the batch */
+	int64_t first_off; /* first_offset if the partition has none yet */
+	struct fs_batch_counts counts;
+};
+
+/* decisions: one row per new intent decision (asserted new: a row that exists fails it). */
+struct fs_tx_decision {
+	const char *intent_id;
+	int kind;
+	int64_t body_hash;
+	int64_t offset;
+	const char *sku;
+	const char *buyer_id; /* buys only; NULL otherwise */
+	int64_t qty;
+	const char *outcome;
+	const char *reason; /* NULL: none */
+	bool has_expiry;
+	int64_t expires_at_ms;
+	int64_t decided_at_ms;
+};
+
+/* rejects: a run of alike invalid records (adjacent, same reason, no intent id) is one row
+ * covering offset..offset_end; a record with an intent id is a row of its own. */
+struct fs_tx_reject {
+	int64_t offset, offset_end;
+	const char *intent_id; /* NULL: none */
+	const char *reason;
+};
+
+/* sale_log: open, restock and close records. */
+struct fs_tx_sale {
+	int64_t offset;
+	int kind;
+	const char *sku;
+	int64_t amount; /* stock or units added; 0 for a close */
+	const char *outcome;
+	const char *reason; /* NULL: none */
+};
+
+/* forwards: a misrouted record and the partition the rule names. */
+struct fs_tx_forward {
+	int64_t offset;
+	int32_t to_partition;
+	const char *intent_id; /* NULL: none */
+	int kind;	       /* buy, confirm or cancel when it names an intent; 0 otherwise */
+};
+
+/* reservations: every hold the batch changed. copy: new by the core's account (no row can
+ * exist), else an upsert of its status, late flag and end. */
+struct fs_tx_hold {
+	bool copy;
+	const char *intent_id, *sku, *buyer_id;
+	int64_t qty, expires_at_ms, offset;
+	const char *status;
+	bool late;
+	bool ended; /* ended_at_ms and ended_offset are NULL while held */
+	int64_t ended_at_ms, ended_offset;
+};
+
+/* skus: a new SKU is inserted; a stored one is updated only where its four counters still
+ * hold the committed base values (asserted for every row). */
+struct fs_tx_sku {
+	bool insert;
+	const char *sku;
+	const char *status;
+	int64_t supply, available, held, sold;
+	int64_t per_buyer_limit, max_qty, hold_ms, opens_at_ms, closes_at_ms; /* insert only */
+	int64_t base_supply, base_available, base_held, base_sold;	      /* update only */
+};
+
+/* buyers: units per (SKU, buyer). copy: new by the core's account, else an upsert; either is
+ * joined to the partition's SKUs by the store. */
+struct fs_tx_buyer {
+	bool copy;
+	const char *sku, *buyer_id;
+	int64_t units;
+};
+
+#define FS_TX_ARRAY(T)                                                                             \
+	struct {                                                                                   \
+		T *v;                                                                              \
+		uint32_t len, cap;                                                                 \
+	}
+
+struct fs_tx {
+	struct fs_tx_cas cas;
+	FS_TX_ARRAY(struct fs_tx_decision) decisions;
+	FS_TX_ARRAY(struct fs_tx_reject) rejects;
+	FS_TX_ARRAY(struct fs_tx_sale) sales;
+	FS_TX_ARRAY(struct fs_tx_forward) forwards;
+	FS_TX_ARRAY(struct fs_tx_hold) holds;
+	FS_TX_ARRAY(struct fs_tx_sku) skus;
+	FS_TX_ARRAY(struct fs_tx_buyer) buyers;
+	int64_t n_sku_inserts, n_sku_updates, n_hold_copies, n_buyer_copies;
+};
+
+void fs_tx_init(struct fs_tx *t);
+void fs_tx_free(struct fs_tx *t);
+/* Builds the transaction of batch b (decided, not empty) on the core's state: meta is the
+ * partition's state it was decided on, next_offset the batch's end, replied_offset what was
+ * delivered (-1: unknown). careful (a batch redone after a failed attempt): no row is taken
+ * for new, every hold and buyer goes by upsert. Reuses t's arrays. 0 or -ENOMEM. */
+int fs_tx_build(struct fs_tx *t, int32_t partition, int64_t expected, int64_t next_offset,
+		int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
+		bool careful);
+
+#endif
