@@ -64,7 +64,7 @@ void fs_buf_int(struct fs_buf *b, int64_t v)
 {
 	/* Hot path (every array element, COPY field and reply number): no printf, and two
 	 * digits a step, many numbers here being 13-digit millisecond times (callgrind: 152 ->
-	 * 105 instructions a call on average, docs/PERFORMANCE.md item 30). */
+	 * 105 instructions a call on average). */
 	static const char pairs[201] = "0001020304050607080910111213141516171819"
 				       "2021222324252627282930313233343536373839"
 				       "4041424344454647484950515253545556575859"
@@ -214,7 +214,8 @@ static int hexval(char c)
 }
 
 /* Not libuuid's uuid_parse: its strtoul per byte pair is what record.c's own check of the ids
- * was written to avoid (docs/PERFORMANCE.md item 12), and here the input is already canonical. */
+ * was written to avoid (it was a visible part of parsing a record under callgrind), and here
+ * the input is already canonical. */
 bool fs_copy_uuid(struct fs_buf *b, const char *canon)
 {
 	unsigned char u[16];

@@ -23,7 +23,7 @@ bool fs_buf_grow(struct fs_buf *b, size_t need);
 
 /* Inline: every field of every reply and COPY row is an append, most of them of a string
  * literal, whose strlen the compiler then folds (callgrind: a reply went from 1,969 to
- * 1,026 instructions, docs/PERFORMANCE.md item 30). */
+ * 1,026 instructions). */
 static inline void fs_buf_add(struct fs_buf *b, const void *data, size_t n)
 {
 	if ((b->failed || b->len + n + 1 > b->cap) && !fs_buf_grow(b, n))
@@ -52,7 +52,7 @@ void fs_arr_end(struct fs_buf *b);
  * then per row fs_copy_row with its field count and one fs_copy_* per field, in the column
  * order of the COPY and with each column's exact type (int2, int4, int8, bool, text, uuid:
  * the server reads the bytes as that type), then fs_copy_end. The server skips parsing the
- * fields' text: a fifth less COPY time for decision rows (docs/PERFORMANCE.md item 35). */
+ * fields' text: a fifth less COPY time for decision rows. */
 void fs_copy_begin(struct fs_buf *b);
 void fs_copy_row(struct fs_buf *b, int nfields);
 void fs_copy_null(struct fs_buf *b);

@@ -25,7 +25,7 @@ uint64_t fs_hash_bytes(const void *data, size_t n, uint64_t seed)
 	 * against the key's first bytes (hash(k, 0) == hash(k ^ 1, 1) when it is merely xored
 	 * in); the length is mixed in so that trailing NUL bytes count. Byte by byte (FNV-1a)
 	 * it was 5% of the worker's instructions: every record hashes its 36-byte intent id three
-	 * times (docs/PERFORMANCE.md item 30). */
+	 * times (callgrind). */
 	const unsigned char *p = data;
 	uint64_t h = fmix64(seed ^ 14695981039346656037ULL) ^ ((uint64_t)n * 0xff51afd7ed558ccdULL);
 	for (; n >= 8; n -= 8, p += 8) {

@@ -105,7 +105,7 @@ bool fs_uuid_canon(const char *in, char out[FS_UUID_LEN + 1])
 /* A version-7 id (RFC 9562 section 5.7): the Unix time in ms in the first 48 bits, the
  * version, 12 bits of r1, the variant, 62 bits of r2. Ids minted this way sort by time, so the
  * decisions' primary key takes them near its right edge instead of on a random leaf: the batch
- * transactions took 6-35% less time (docs/PERFORMANCE.md item 18). */
+ * transactions took 6-35% less time. */
 void fs_uuid_v7(int64_t unix_ms, uint64_t r1, uint64_t r2, char out[FS_UUID_LEN + 1])
 {
 	static const char hex[] = "0123456789abcdef";
@@ -283,7 +283,7 @@ static bool scan_int(const char **pp, const char *e, int64_t *out)
  * malformed input) returns false and goes to jansson, which stays the judge of what is JSON.
  * For what it accepts it reads exactly what jansson would: tests/unit/test_record.c compares
  * the two on a corpus of mutated records. jansson's tree was a third of the worker's CPU per
- * record in a sale (docs/PERFORMANCE.md). */
+ * record in a sale (callgrind, scripts/profile). */
 static bool flat_scan(const char *p, const char *e, struct flat *f)
 {
 	f->n = 0;
@@ -348,7 +348,7 @@ bool fs_record_is_flat(const void *payload, size_t payload_len)
 
 /* The token is not part of the body: it is not verified yet (admission tokens are a later
  * issue), and a web tier that refreshes it between two sends of one checkout attempt would
- * otherwise turn the retry into a conflict (issue 28, item 7). */
+ * otherwise turn the retry into a conflict (found by the hardening review, issue 28). */
 static int64_t body_hash(const struct fs_record *r)
 {
 	uint64_t h = 14695981039346656037ULL;

@@ -84,7 +84,7 @@ void *flashsale_producer(flashsale_t *fs)
 	char err[512];
 	/* A publisher batches: more linger than the worker's 1 ms, and less than the 20 ms
 	 * this was, which the buyer waits before the broker has the intent (and which sent an
-	 * open loop in bursts twice the size: docs/PERFORMANCE.md item 23). */
+	 * open loop in bursts twice the size). */
 	/* clang-format off */
 	static const char *const defaults[] = {
 	    "enable.idempotence",
@@ -182,8 +182,8 @@ static int publish_json(flashsale_t *fs, const char *key)
 
 /* A fresh intent id: version 7 (time-ordered, RFC 9562), its random bits from libuuid. The
  * decisions' primary key is a B-tree: ids that sort by time land near its right edge, which
- * made the worker's batch commits 6-35% shorter than random (version 4) ids
- * (docs/PERFORMANCE.md item 18). Ids of any version are accepted. */
+ * made the worker's batch commits 6-35% shorter than random (version 4) ids. Ids of any
+ * version are accepted. */
 static void new_intent_id(char out[37])
 {
 	uuid_t u;

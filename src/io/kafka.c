@@ -12,7 +12,7 @@ const char *const fs_kafka_producer_defaults[] = {
 	/* 0 = retry until delivered: a broker outage delays replies, it never drops them. */
 	"message.timeout.ms", "0",
 	/* A batch's answers are handed over in one rd_kafka_produce_batch call: 1 ms is enough
-	 * to gather them into one request; 5 only added latency (docs/PERFORMANCE.md item 15). */
+	 * to gather them into one request; 5 only added latency. */
 	"linger.ms", "1",
 	/* librdkafka's 100,000 filled up under a flood of bad records (one answer each): the
 	 * worker then waited on delivery reports instead of deciding (the flood phase of

@@ -510,7 +510,7 @@ static void copy_uuid(struct fs_buf *b, const char *canon)
 
 /* decisions: one row per new intent decision, as the data of one COPY (binary format, with
  * the columns' exact types): about half the server's time per row of the unnest INSERT it
- * replaced, and a fifth less again than the text format (docs/PERFORMANCE.md items 16, 35).
+ * replaced, and a fifth less again than the text format.
  * A row that exists already (decided elsewhere) fails the COPY with a unique violation
  * (23505), the batch is rolled back and redone with a lookup, as the count assertion of the
  * INSERT ... ON CONFLICT DO NOTHING did before. Returns the number of rows. */
@@ -1152,13 +1152,13 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 		if (s->st[i].cas)
 			s->st[i].prepared = s->cas_prepared ? CAS_NAME : NULL;
 
-	/* Round trips are the fixed cost of a transaction (docs/PERFORMANCE.md item 39): COMMIT
+	/* Round trips are the fixed cost of a transaction (docs/DESIGN-NOTES.md): COMMIT
 	 * rides with the last statements sent. In line: the statements (offset compare-and-set
 	 * first) in one pipeline, then the new rows by COPY with COMMIT after them in the same
 	 * query string. With a predecessor in flight (after), BEGIN and the COPYs go first: they
 	 * touch no row of it, and run while it commits; then the statements, from the row lock
 	 * that waits for the predecessor's outcome, and COMMIT, in one pipeline: Postgres orders
-	 * the two commits (item 37). A batch without new rows is one pipeline either way. */
+	 * the two commits. A batch without new rows is one pipeline either way. */
 	struct cas_hook hook = {cas, ctx, false};
 	struct step *st = s->st;
 	int k = s->k;

@@ -28,7 +28,8 @@ static bool make_room(struct worker *w, struct part *p)
 		 * sought back, so this message comes again. Pushed now into the emptied batch, it
 		 * would sit where the stored offset's record belongs, the re-read records up to it
 		 * would be skipped as stale, and the offset would move past them undecided (seen
-		 * in 70-crash-points' commit_cut: 200 records lost; issue 28, item 2). */
+		 * in 70-crash-points' commit_cut: 200 records lost; the hardening review, issue
+		 * 28). */
 		if (p->fences != fences)
 			return false;
 	}

@@ -138,11 +138,11 @@ bool batch_waited(const struct worker *w, const struct part *p, int64_t now)
 /* Full: no room, or batch.max costly records; past batch.max, a batch goes on filling while
  * it and the records waiting in the consumer's queue are at least batch.max.behind together,
  * up to that many (the batch's own count in it: the last of a crowd then goes in fewer
- * transactions, docs/PERFORMANCE.md item 36). A sale's crowd arrives at once (S1, S4 in
+ * transactions). A sale's crowd arrives at once (S1, S4 in
  * docs/BENCHMARKS.md): each transaction has a fixed cost (its round trips, its flush), and
  * fewer of them drain the backlog sooner. A worker that keeps up (S5) never has that many
  * queued, and its batches stay small: a record waits for its whole batch's commit, so a larger
- * batch after a short stall would only make the first of its records wait longer (item 34). */
+ * batch after a short stall would only make the first of its records wait longer. */
 bool batch_full(const struct worker *w, const struct part *p)
 {
 	const struct fs_batch *t = &p->batch;
