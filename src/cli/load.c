@@ -93,147 +93,198 @@ static const char usage_load[] =
 	"choice of repeats and the default buyer prefix reproducible. Exit 1 if any record was\n"
 	"not delivered.\n";
 
-int cli_load(flashsale_t *fs, int argc, char **argv)
+struct load_opts {
+	int64_t buyers, qty, rate, seed, dup_count, poison, id_version;
+	double dup_ratio;
+	const char *sku, *prefix, *ids_path;
+	char prefix_buf[32];
+};
+
+/* The options, checked; -1: go on, else the exit status. */
+static int load_parse(int argc, char **argv, struct load_opts *o)
 {
-	int64_t buyers = -1, qty = 1, rate = 0, seed = -1, dup_count = -1, poison = 0,
-		id_version = 7;
-	double dup_ratio = 0;
-	const char *prefix = NULL, *ids_path = NULL;
+	*o = (struct load_opts){
+		.buyers = -1, .qty = 1, .seed = -1, .dup_count = -1, .id_version = 7};
 	const struct cli_opt spec[] = {
-		{"buyers", CLI_INT, &buyers, 1, FS_LOAD_BUYERS_MAX},
-		{"qty", CLI_INT, &qty, 1, FS_QTY_MAX},
-		{"rate", CLI_INT, &rate, 1, 10000000},
-		{"dup-ratio", CLI_RATIO, &dup_ratio},
-		{"seed", CLI_INT, &seed, 0, INT64_MAX},
-		{"buyer-prefix", CLI_STR, &prefix},
-		{"ids", CLI_STR, &ids_path},
-		{"dup-count", CLI_INT, &dup_count, 0, FS_LOAD_BUYERS_MAX},
-		{"poison", CLI_INT, &poison, 0, FS_LOAD_BUYERS_MAX},
-		{"id-version", CLI_INT, &id_version, 4, 7},
+		{"buyers", CLI_INT, &o->buyers, 1, FS_LOAD_BUYERS_MAX},
+		{"qty", CLI_INT, &o->qty, 1, FS_QTY_MAX},
+		{"rate", CLI_INT, &o->rate, 1, 10000000},
+		{"dup-ratio", CLI_RATIO, &o->dup_ratio},
+		{"seed", CLI_INT, &o->seed, 0, INT64_MAX},
+		{"buyer-prefix", CLI_STR, &o->prefix},
+		{"ids", CLI_STR, &o->ids_path},
+		{"dup-count", CLI_INT, &o->dup_count, 0, FS_LOAD_BUYERS_MAX},
+		{"poison", CLI_INT, &o->poison, 0, FS_LOAD_BUYERS_MAX},
+		{"id-version", CLI_INT, &o->id_version, 4, 7},
 		{NULL},
 	};
 	int rc = cli_parse(argc, argv, usage_load, spec, 1, 1);
 	if (rc >= 0)
 		return rc;
-	if (buyers < 0)
+	if (o->buyers < 0)
 		return cli_usage(usage_load);
-	if (id_version != 4 && id_version != 7) {
+	if (o->id_version != 4 && o->id_version != 7) {
 		cli_err("load: --id-version must be 7 or 4");
 		return 2;
 	}
-	if (dup_count > buyers) {
+	if (o->dup_count > o->buyers) {
 		cli_err("load: --dup-count must not exceed --buyers");
 		return 2;
 	}
-	const char *sku = argv[optind];
-	if (!fs_sku_valid(sku)) {
-		cli_err("load: invalid sku '%s'", sku);
+	o->sku = argv[optind];
+	if (!fs_sku_valid(o->sku)) {
+		cli_err("load: invalid sku '%s'", o->sku);
 		return 2;
 	}
-	if (seed < 0)
-		seed = (int64_t)(((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid()) & INT64_MAX;
-	char prefix_buf[32];
-	if (!prefix) {
-		snprintf(prefix_buf, sizeof prefix_buf, "b%" PRId64, seed % 1000000);
-		prefix = prefix_buf;
+	if (o->seed < 0)
+		o->seed = (int64_t)(((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid()) & INT64_MAX;
+	if (!o->prefix) {
+		snprintf(o->prefix_buf, sizeof o->prefix_buf, "b%" PRId64, o->seed % 1000000);
+		o->prefix = o->prefix_buf;
 	}
-	if (strlen(prefix) > 40) {
+	if (strlen(o->prefix) > 40) {
 		cli_err("load: --buyer-prefix: at most 40 characters");
 		return 2;
 	}
-	FILE *ids = NULL;
-	if (ids_path && !(ids = fopen(ids_path, "w"))) {
-		cli_err("load: %s: %s", ids_path, strerror(errno));
+	return -1;
+}
+
+/* One load's progress: the repeats waiting their turn (a ring), the counts, the PRNGs. */
+struct load_run {
+	flashsale_t *fs;
+	const struct load_opts *o;
+	FILE *ids;
+	int64_t dup_every;
+	uint64_t rng, id_state;
+	int ring_head, ring_len;
+	int64_t sent, dups, poisoned;
+	double t0;
+};
+
+static struct pending_dup ring[DUP_DELAY + 1];
+
+/* Buyer i's buy, and its repeat queued if it gets one. */
+static int publish_buy(struct load_run *r, int64_t i)
+{
+	const struct load_opts *o = r->o;
+	char payload[PAYLOAD_MAX];
+	char id[FS_UUID_LEN + 1];
+	intent_id_next(&r->id_state, (int)o->id_version, id);
+	int len = snprintf(payload, sizeof payload,
+			   "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\","
+			   "\"buyer_id\":\"%s-%" PRId64 "\",\"qty\":%" PRId64 "}",
+			   id, o->sku, o->prefix, i, o->qty);
+	if (r->ids)
+		fprintf(r->ids, "%s\n", id);
+	int rc = flashsale_publish_raw(r->fs, o->sku, strlen(o->sku), payload, (size_t)len);
+	r->sent++;
+	/* --dup-count: exactly that many, spread evenly; --dup-ratio: by chance. */
+	bool dup;
+	if (o->dup_count >= 0)
+		dup = r->dup_every > 0 && i % r->dup_every == 0 && i / r->dup_every < o->dup_count;
+	else
+		dup = o->dup_ratio > 0 &&
+		      (double)(rng_next(&r->rng) >> 11) / 9007199254740992.0 < o->dup_ratio;
+	if (rc == 0 && dup) {
+		struct pending_dup *d = &ring[(r->ring_head + r->ring_len) % (DUP_DELAY + 1)];
+		d->due = i + DUP_DELAY;
+		memcpy(d->payload, payload, (size_t)len);
+		d->len = len;
+		r->ring_len++;
+	}
+	return rc;
+}
+
+/* --poison: bad records between the buys in bursts of about POISON_RUN, spread evenly, as a
+ * flood would come (garbage that is not even JSON). */
+static int publish_poison(struct load_run *r, int64_t i)
+{
+	const struct load_opts *o = r->o;
+	int64_t bursts = (o->poison + POISON_RUN - 1) / POISON_RUN;
+	int64_t bad = 0;
+	if (bursts > 0 && bursts * (i + 1) / o->buyers != bursts * i / o->buyers)
+		bad = o->poison * (bursts * (i + 1) / o->buyers) / bursts -
+		      o->poison * (bursts * i / o->buyers) / bursts;
+	int rc = 0;
+	for (int64_t k = 0; rc == 0 && k < bad; k++) {
+		static const char junk[] = "GET / HTTP/1.1 <script>alert(1)</script>";
+		rc = flashsale_publish_raw(r->fs, o->sku, strlen(o->sku), junk, sizeof junk - 1);
+		r->sent++;
+		r->poisoned++;
+		if (r->sent % POLL_EVERY == 0)
+			flashsale_poll(r->fs);
+	}
+	return rc;
+}
+
+/* The repeats whose time has come at buyer i (or all of them once the originals are out). */
+static int publish_due(struct load_run *r, int64_t i, bool original)
+{
+	int rc = 0;
+	while (rc == 0 && r->ring_len > 0 &&
+	       (ring[r->ring_head].due <= i || !original || r->ring_len == DUP_DELAY + 1)) {
+		struct pending_dup *d = &ring[r->ring_head];
+		rc = flashsale_publish_raw(r->fs, r->o->sku, strlen(r->o->sku), d->payload,
+					   (size_t)d->len);
+		r->ring_head = (r->ring_head + 1) % (DUP_DELAY + 1);
+		r->ring_len--;
+		r->sent++;
+		r->dups++;
+	}
+	return rc;
+}
+
+/* --rate: sleeps while ahead of the schedule. */
+static void pace(const struct load_run *r)
+{
+	if (r->o->rate <= 0)
+		return;
+	double ahead = (double)r->sent / (double)r->o->rate - (mono_s() - r->t0);
+	if (ahead > 0.001)
+		usleep((useconds_t)(ahead * 1e6));
+}
+
+int cli_load(flashsale_t *fs, int argc, char **argv)
+{
+	struct load_opts o;
+	int rc = load_parse(argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	struct load_run r = {
+		.fs = fs,
+		.o = &o,
+		.dup_every = o.dup_count > 0 ? o.buyers / o.dup_count : 0,
+		.rng = (uint64_t)o.seed * 0x9E3779B97F4A7C15ULL + 1,
+	};
+	if (o.ids_path && !(r.ids = fopen(o.ids_path, "w"))) {
+		cli_err("load: %s: %s", o.ids_path, strerror(errno));
 		return 1;
 	}
-	int64_t dup_every = dup_count > 0 ? buyers / dup_count : 0;
-	uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ULL + 1;
-	static struct pending_dup ring[DUP_DELAY + 1];
-	int ring_head = 0, ring_len = 0;
 	uuid_t seed_id;
 	uuid_generate_random(seed_id);
-	uint64_t id_state;
-	memcpy(&id_state, seed_id, sizeof id_state);
-	int64_t sent = 0, dups = 0, poisoned = 0;
-	double t0 = mono_s();
+	memcpy(&r.id_state, seed_id, sizeof r.id_state);
+	r.t0 = mono_s();
 	rc = 0;
-	for (int64_t i = 0; i < buyers || ring_len > 0; i++) {
-		char payload[PAYLOAD_MAX];
-		int len = 0;
-		bool original = i < buyers;
-		if (original) {
-			char id[FS_UUID_LEN + 1];
-			intent_id_next(&id_state, (int)id_version, id);
-			len = snprintf(
-				payload, sizeof payload,
-				"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\","
-				"\"buyer_id\":\"%s-%" PRId64 "\",\"qty\":%" PRId64 "}",
-				id, sku, prefix, i, qty);
-			if (ids)
-				fprintf(ids, "%s\n", id);
-			rc = flashsale_publish_raw(fs, sku, strlen(sku), payload, (size_t)len);
-			sent++;
-			/* --dup-count: exactly that many, spread evenly; --dup-ratio: by chance. */
-			bool dup;
-			if (dup_count >= 0)
-				dup = dup_every > 0 && i % dup_every == 0 &&
-				      i / dup_every < dup_count;
-			else
-				dup = dup_ratio > 0 &&
-				      (double)(rng_next(&rng) >> 11) / 9007199254740992.0 <
-					      dup_ratio;
-			if (rc == 0 && dup) {
-				struct pending_dup *d =
-					&ring[(ring_head + ring_len) % (DUP_DELAY + 1)];
-				d->due = i + DUP_DELAY;
-				memcpy(d->payload, payload, (size_t)len);
-				d->len = len;
-				ring_len++;
-			}
-		}
-		/* --poison: bad records between the buys in bursts of about POISON_RUN, spread
-		 * evenly, as a flood would come (garbage that is not even JSON). */
-		int64_t bursts = (poison + POISON_RUN - 1) / POISON_RUN;
-		int64_t bad = 0;
-		if (original && bursts > 0 && bursts * (i + 1) / buyers != bursts * i / buyers)
-			bad = poison * (bursts * (i + 1) / buyers) / bursts -
-			      poison * (bursts * i / buyers) / bursts;
-		for (int64_t k = 0; rc == 0 && k < bad; k++) {
-			static const char junk[] = "GET / HTTP/1.1 <script>alert(1)</script>";
-			rc = flashsale_publish_raw(fs, sku, strlen(sku), junk, sizeof junk - 1);
-			sent++;
-			poisoned++;
-			if (sent % POLL_EVERY == 0)
-				flashsale_poll(fs);
-		}
-		/* Repeats whose time has come (or all of them once the originals are out). */
-		while (rc == 0 && ring_len > 0 &&
-		       (ring[ring_head].due <= i || !original || ring_len == DUP_DELAY + 1)) {
-			struct pending_dup *d = &ring[ring_head];
-			rc = flashsale_publish_raw(fs, sku, strlen(sku), d->payload,
-						   (size_t)d->len);
-			ring_head = (ring_head + 1) % (DUP_DELAY + 1);
-			ring_len--;
-			sent++;
-			dups++;
-		}
+	for (int64_t i = 0; i < o.buyers || r.ring_len > 0; i++) {
+		bool original = i < o.buyers;
+		rc = original ? publish_buy(&r, i) : 0;
+		if (rc == 0 && original)
+			rc = publish_poison(&r, i);
+		if (rc == 0)
+			rc = publish_due(&r, i, original);
 		if (rc < 0)
 			break;
-		if (sent % POLL_EVERY == 0)
+		if (r.sent % POLL_EVERY == 0)
 			flashsale_poll(fs);
-		if (rate > 0) {
-			double ahead = (double)sent / (double)rate - (mono_s() - t0);
-			if (ahead > 0.001)
-				usleep((useconds_t)(ahead * 1e6));
-		}
+		pace(&r);
 	}
-	if (ids && fclose(ids) != 0) {
-		cli_err("load: %s: %s", ids_path, strerror(errno));
+	if (r.ids && fclose(r.ids) != 0) {
+		cli_err("load: %s: %s", o.ids_path, strerror(errno));
 		rc = -EIO;
 	}
 	if (rc == 0)
 		rc = flashsale_flush(fs, 120000);
-	double el = mono_s() - t0;
+	double el = mono_s() - r.t0;
 	if (rc < 0) {
 		cli_err("load: %s (%" PRId64 " delivery failures)", flashsale_error(fs),
 			flashsale_delivery_failures(fs));
@@ -241,6 +292,7 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 	}
 	printf("published %" PRId64 " records (%" PRId64 " intents, %" PRId64 " repeats, %" PRId64
 	       " bad) for %s in %.2f s, %.0f records/s, seed %" PRId64 "\n",
-	       sent, buyers, dups, poisoned, sku, el, el > 0 ? (double)sent / el : 0.0, seed);
+	       r.sent, o.buyers, r.dups, r.poisoned, o.sku, el, el > 0 ? (double)r.sent / el : 0.0,
+	       o.seed);
 	return 0;
 }

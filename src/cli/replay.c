@@ -217,23 +217,9 @@ static void decide_batch(struct rp *rp, struct rp_part *p)
 	fs_batch_clear(b);
 }
 
-/* After the log: rows left over, and the final state (SKUs, holds, counters). */
-static void compare_state(struct rp *rp, int part, struct rp_part *p)
+/* The SKUs of the partition against the replay's. */
+static void compare_skus(struct rp *rp, int part, struct rp_part *p, const char *const prm[1])
 {
-	if (p->rej.next < PQntuples(p->rej.r) && p->rej.covered > icol(&p->rej, 0))
-		finish_reject_row(rp, part, &p->rej); /* a partly matched last row */
-	struct rows *tables[] = {&p->dec, &p->rej, &p->sale, &p->fwd};
-	const char *names[] = {"decisions", "rejects", "sale_log", "forwards"};
-	for (int t = 0; t < 4; t++) {
-		for (; tables[t]->next < PQntuples(tables[t]->r); tables[t]->next++)
-			diff(rp, part, icol(tables[t], 0),
-			     "%s: a row in Postgres for a record the replay did not decide there",
-			     names[t]);
-	}
-
-	char pp[16];
-	snprintf(pp, sizeof pp, "%d", part);
-	const char *prm[] = {pp};
 	PGresult *r = PQexecParams(rp->pg,
 				   "SELECT sku, status, supply, available, held, sold FROM skus "
 				   "WHERE part = $1::int ORDER BY sku",
@@ -249,9 +235,9 @@ static void compare_state(struct rp *rp, int part, struct rp_part *p)
 		}
 		char what[128];
 		int64_t vals[] = {s->supply, s->available, s->held, s->sold};
-		const char *names2[] = {"supply", "available", "held", "sold"};
+		const char *names[] = {"supply", "available", "held", "sold"};
 		for (int k = 0; k < 4; k++) {
-			snprintf(what, sizeof what, "sku %s %s", s->sku, names2[k]);
+			snprintf(what, sizeof what, "sku %s %s", s->sku, names[k]);
 			check_int(rp, part, -1, what, strtoll(PQgetvalue(r, i, k + 2), NULL, 10),
 				  vals[k]);
 		}
@@ -260,13 +246,17 @@ static void compare_state(struct rp *rp, int part, struct rp_part *p)
 			   s->status == FS_SKU_OPEN ? "open" : "closed");
 	}
 	PQclear(r);
+}
 
-	r = PQexecParams(
+/* The reservations of the partition against the replay's holds. */
+static void compare_holds(struct rp *rp, int part, struct rp_part *p, const char *const prm[1])
+{
+	PGresult *r = PQexecParams(
 		rp->pg,
 		"SELECT intent_id, status, late, coalesce(ended_off, -1) FROM reservations "
 		"WHERE part = $1::int",
 		1, NULL, prm, NULL, NULL, 0);
-	n = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : 0;
+	int n = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : 0;
 	if (n != (int)p->core.holds_len)
 		diff(rp, part, -1, "reservations: Postgres has %d, the replay %u", n,
 		     p->core.holds_len);
@@ -285,27 +275,53 @@ static void compare_state(struct rp *rp, int part, struct rp_part *p)
 			  h->status == FS_HOLD_HELD ? -1 : h->ended_offset);
 	}
 	PQclear(r);
+}
 
+/* The partition row's counters against the replay's. */
+static void compare_counters(struct rp *rp, int part, struct rp_part *p, const char *pp)
+{
 	const struct fs_config *cfg = flashsale_config(rp->fs);
 	const char *q[] = {cfg->group, cfg->topic_intents, pp};
-	r = PQexecParams(rp->pg,
-			 "SELECT n_records, n_fresh, n_repeats, n_conflicts, n_invalid, n_sale, "
-			 "n_ticks, n_forwarded FROM partitions WHERE grp = $1 AND topic = $2 AND "
-			 "part = $3::int",
-			 3, NULL, q, NULL, NULL, 0);
+	PGresult *r =
+		PQexecParams(rp->pg,
+			     "SELECT n_records, n_fresh, n_repeats, n_conflicts, n_invalid, "
+			     "n_sale, n_ticks, n_forwarded FROM partitions WHERE grp = $1 AND "
+			     "topic = $2 AND part = $3::int",
+			     3, NULL, q, NULL, NULL, 0);
 	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
 		int64_t v[] = {p->counts.records,   p->counts.fresh,	p->counts.repeats,
 			       p->counts.conflicts, p->counts.invalid,	p->counts.sale,
 			       p->counts.ticks,	    p->counts.forwarded};
-		const char *names3[] = {"records", "fresh", "repeats", "conflicts",
-					"invalid", "sale",  "ticks",   "forwarded"};
+		const char *names[] = {"records", "fresh", "repeats", "conflicts",
+				       "invalid", "sale",  "ticks",   "forwarded"};
 		for (int k = 0; k < 8; k++) {
 			char what[64];
-			snprintf(what, sizeof what, "counter n_%s", names3[k]);
+			snprintf(what, sizeof what, "counter n_%s", names[k]);
 			check_int(rp, part, -1, what, strtoll(PQgetvalue(r, 0, k), NULL, 10), v[k]);
 		}
 	}
 	PQclear(r);
+}
+
+/* After the log: rows left over, and the final state (SKUs, holds, counters). */
+static void compare_state(struct rp *rp, int part, struct rp_part *p)
+{
+	if (p->rej.next < PQntuples(p->rej.r) && p->rej.covered > icol(&p->rej, 0))
+		finish_reject_row(rp, part, &p->rej); /* a partly matched last row */
+	struct rows *tables[] = {&p->dec, &p->rej, &p->sale, &p->fwd};
+	const char *names[] = {"decisions", "rejects", "sale_log", "forwards"};
+	for (int t = 0; t < 4; t++) {
+		for (; tables[t]->next < PQntuples(tables[t]->r); tables[t]->next++)
+			diff(rp, part, icol(tables[t], 0),
+			     "%s: a row in Postgres for a record the replay did not decide there",
+			     names[t]);
+	}
+	char pp[16];
+	snprintf(pp, sizeof pp, "%d", part);
+	const char *prm[] = {pp};
+	compare_skus(rp, part, p, prm);
+	compare_holds(rp, part, p, prm);
+	compare_counters(rp, part, p, pp);
 }
 
 /* ---- reading the log --------------------------------------------------------------------- */
@@ -418,6 +434,45 @@ int cli_topic_rule(PGconn *pg, const char *topic, struct fs_record_limits *limit
 	return 0;
 }
 
+/* Feeds the log to the replay until every partition reached its end (or the log went idle). */
+static void read_log(struct rp *rp, rd_kafka_t *rk)
+{
+	int idle = 0;
+	for (;;) {
+		bool all = true;
+		for (int i = 0; i < rp->nparts; i++)
+			all = all && rp->parts[i].done;
+		if (all || idle > IDLE_POLLS_MAX)
+			break;
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, POLL_MS);
+		if (!m) {
+			idle++;
+			continue;
+		}
+		idle = 0;
+		if (!m->err)
+			feed(rp, m);
+		rd_kafka_message_destroy(m);
+	}
+}
+
+/* Partition i's last batch, its final state compared, and its memory freed. */
+static void finish_part(struct rp *rp, int i)
+{
+	struct rp_part *p = &rp->parts[i];
+	if (!p->done)
+		diff(rp, i, -1, "the log could not be read up to offset %" PRId64, p->target);
+	decide_batch(rp, p);
+	compare_state(rp, i, p);
+	PQclear(p->dec.r);
+	PQclear(p->rej.r);
+	PQclear(p->sale.r);
+	PQclear(p->fwd.r);
+	fs_core_free(&p->core);
+	fs_batch_free(&p->batch);
+	fs_seen_free(&p->seen);
+}
+
 int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *diffs)
 {
 	struct rp rp = {.fs = fs, .quiet = quiet};
@@ -456,40 +511,11 @@ int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *dif
 		rp.parts[i].done = rp.parts[i].target <= lo[i];
 		rp.parts[i].last = lo[i] - 1;
 	}
-	int idle = 0;
-	for (;;) {
-		bool all = true;
-		for (int i = 0; i < rp.nparts; i++)
-			all = all && rp.parts[i].done;
-		if (all || idle > IDLE_POLLS_MAX)
-			break;
-		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, POLL_MS);
-		if (!m) {
-			idle++;
-			continue;
-		}
-		idle = 0;
-		if (!m->err)
-			feed(&rp, m);
-		rd_kafka_message_destroy(m);
-	}
+	read_log(&rp, rk);
 	rd_kafka_consumer_close(rk);
 	rd_kafka_destroy(rk);
-	for (int i = 0; i < rp.nparts; i++) {
-		struct rp_part *p = &rp.parts[i];
-		if (!p->done)
-			diff(&rp, i, -1, "the log could not be read up to offset %" PRId64,
-			     p->target);
-		decide_batch(&rp, p);
-		compare_state(&rp, i, p);
-		PQclear(p->dec.r);
-		PQclear(p->rej.r);
-		PQclear(p->sale.r);
-		PQclear(p->fwd.r);
-		fs_core_free(&p->core);
-		fs_batch_free(&p->batch);
-		fs_seen_free(&p->seen);
-	}
+	for (int i = 0; i < rp.nparts; i++)
+		finish_part(&rp, i);
 	free(rp.parts);
 	free(ends);
 	free(lo);

@@ -220,6 +220,71 @@ static double pct(const int64_t *v, int64_t n, double q)
 	return (double)v[k > 0 ? k - 1 : 0];
 }
 
+/* Room for every record of the partitions ending at ends[0..t->nparts); false: out of memory
+ * (what was allocated is freed by timing_free). */
+static bool timing_alloc(struct timing *t, const int64_t *ends, int64_t total)
+{
+	t->parts = calloc((size_t)t->nparts, sizeof *t->parts);
+	t->lat = malloc((size_t)(total ? total : 1) * sizeof *t->lat);
+	t->clat = malloc((size_t)(total ? total : 1) * sizeof *t->clat);
+	for (int i = 0; t->parts && i < t->nparts; i++) {
+		/* Indexed by offset from 0: records below the log start never arrive. */
+		size_t n = (size_t)(ends[i] ? ends[i] : 1);
+		t->parts[i].end = ends[i];
+		t->parts[i].ts = malloc(n * sizeof(int64_t));
+		t->parts[i].lead = malloc(n * sizeof(int32_t));
+		if (!t->parts[i].ts || !t->parts[i].lead)
+			return false;
+		for (int64_t k = 0; k < ends[i]; k++)
+			t->parts[i].ts[k] = NOT_TIMED;
+	}
+	return t->parts && t->lat && t->clat;
+}
+
+static void timing_free(struct timing *t)
+{
+	for (int i = 0; t->parts && i < t->nparts; i++) {
+		free(t->parts[i].ts);
+		free(t->parts[i].lead);
+	}
+	free(t->parts);
+	free(t->lat);
+	free(t->clat);
+}
+
+/* The TIMING line (or its JSON), from the latencies read. */
+static void timing_print(struct timing *t, bool json)
+{
+	qsort(t->lat, (size_t)t->answered, sizeof *t->lat, cmp_i64);
+	qsort(t->clat, (size_t)t->client_timed, sizeof *t->clat, cmp_i64);
+	double secs = t->answered && t->last_reply_ms >= t->first_ms
+			      ? (double)(t->last_reply_ms - t->first_ms) / 1000.0
+			      : 0;
+	double per_s = secs > 0 ? (double)t->records / secs : 0;
+	const char *fmt =
+		json ? "{\"records\":%" PRId64 ",\"answered\":%" PRId64 ",\"ticks\":%" PRId64
+		       ",\"seconds\":%.3f,\"per_s\":%.0f,"
+		       "\"publish_seconds\":%.3f,\"answer_seconds\":%.3f,\"p50_ms\":%.0f,"
+		       "\"p99_ms\":%.0f,\"p999_ms\":%.0f,\"max_ms\":%.0f,\"client_timed\":%" PRId64
+		       ",\"client_p50_ms\":%.0f,\"client_p99_ms\":%.0f,\"client_p999_ms\":%.0f,"
+		       "\"client_max_ms\":%.0f,\"forwarded\":%" PRId64
+		       ",\"last_answer_ms\":%" PRId64 "}\n"
+		     : "TIMING records=%" PRId64 " answered=%" PRId64 " ticks=%" PRId64
+		       " seconds=%.3f per_s=%.0f publish_seconds=%.3f answer_seconds=%.3f "
+		       "p50_ms=%.0f p99_ms=%.0f p999_ms=%.0f max_ms=%.0f client_timed=%" PRId64
+		       " client_p50_ms=%.0f client_p99_ms=%.0f client_p999_ms=%.0f "
+		       "client_max_ms=%.0f forwarded=%" PRId64 " last_answer_ms=%" PRId64 "\n";
+	printf(fmt, t->records, t->answered, t->ticks, secs, per_s,
+	       t->records ? (double)(t->last_in_ms - t->first_ms) / 1000.0 : 0.0,
+	       t->answered ? (double)(t->last_reply_ms - t->first_reply_ms) / 1000.0 : 0.0,
+	       pct(t->lat, t->answered, 0.50), pct(t->lat, t->answered, 0.99),
+	       pct(t->lat, t->answered, 0.999), t->answered ? (double)t->lat[t->answered - 1] : 0.0,
+	       t->client_timed, pct(t->clat, t->client_timed, 0.50),
+	       pct(t->clat, t->client_timed, 0.99), pct(t->clat, t->client_timed, 0.999),
+	       t->client_timed ? (double)t->clat[t->client_timed - 1] : 0.0, t->forwarded,
+	       t->answered ? t->last_reply_ms : 0);
+}
+
 int cli_timing(flashsale_t *fs, int argc, char **argv)
 {
 	int64_t since = 0, timeout_s = 120;
@@ -260,25 +325,10 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 		free(ends);
 		return 1;
 	}
-	t.parts = calloc((size_t)t.nparts, sizeof *t.parts);
-	t.lat = malloc((size_t)(total ? total : 1) * sizeof *t.lat);
-	t.clat = malloc((size_t)(total ? total : 1) * sizeof *t.clat);
-	for (int i = 0; t.parts && i < t.nparts; i++) {
-		/* Indexed by offset from 0: records below the log start never arrive. */
-		size_t n = (size_t)(ends[i] ? ends[i] : 1);
-		t.parts[i].end = ends[i];
-		t.parts[i].ts = malloc(n * sizeof(int64_t));
-		t.parts[i].lead = malloc(n * sizeof(int32_t));
-		if (!t.parts[i].ts || !t.parts[i].lead) {
-			t.lat = (free(t.lat), NULL);
-			break;
-		}
-		for (int64_t k = 0; k < ends[i]; k++)
-			t.parts[i].ts[k] = NOT_TIMED;
-	}
+	bool room = timing_alloc(&t, ends, total);
 	free(ends);
 	rc = 1;
-	if (!t.parts || !t.lat || !t.clat) {
+	if (!room) {
 		cli_err("timing: out of memory");
 		goto out;
 	}
@@ -290,34 +340,7 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 	if (!t.append_time_in || !t.append_time_out)
 		cli_err("timing: warning: a topic without LogAppendTime timestamps: the "
 			"producers' clocks are used");
-	qsort(t.lat, (size_t)t.answered, sizeof *t.lat, cmp_i64);
-	qsort(t.clat, (size_t)t.client_timed, sizeof *t.clat, cmp_i64);
-	double secs = t.answered && t.last_reply_ms >= t.first_ms
-			      ? (double)(t.last_reply_ms - t.first_ms) / 1000.0
-			      : 0;
-	double per_s = secs > 0 ? (double)t.records / secs : 0;
-	const char *fmt =
-		json ? "{\"records\":%" PRId64 ",\"answered\":%" PRId64 ",\"ticks\":%" PRId64
-		       ",\"seconds\":%.3f,\"per_s\":%.0f,"
-		       "\"publish_seconds\":%.3f,\"answer_seconds\":%.3f,\"p50_ms\":%.0f,"
-		       "\"p99_ms\":%.0f,\"p999_ms\":%.0f,\"max_ms\":%.0f,\"client_timed\":%" PRId64
-		       ",\"client_p50_ms\":%.0f,\"client_p99_ms\":%.0f,\"client_p999_ms\":%.0f,"
-		       "\"client_max_ms\":%.0f,\"forwarded\":%" PRId64
-		       ",\"last_answer_ms\":%" PRId64 "}\n"
-		     : "TIMING records=%" PRId64 " answered=%" PRId64 " ticks=%" PRId64
-		       " seconds=%.3f per_s=%.0f publish_seconds=%.3f answer_seconds=%.3f "
-		       "p50_ms=%.0f p99_ms=%.0f p999_ms=%.0f max_ms=%.0f client_timed=%" PRId64
-		       " client_p50_ms=%.0f client_p99_ms=%.0f client_p999_ms=%.0f "
-		       "client_max_ms=%.0f forwarded=%" PRId64 " last_answer_ms=%" PRId64 "\n";
-	printf(fmt, t.records, t.answered, t.ticks, secs, per_s,
-	       t.records ? (double)(t.last_in_ms - t.first_ms) / 1000.0 : 0.0,
-	       t.answered ? (double)(t.last_reply_ms - t.first_reply_ms) / 1000.0 : 0.0,
-	       pct(t.lat, t.answered, 0.50), pct(t.lat, t.answered, 0.99),
-	       pct(t.lat, t.answered, 0.999), t.answered ? (double)t.lat[t.answered - 1] : 0.0,
-	       t.client_timed, pct(t.clat, t.client_timed, 0.50), pct(t.clat, t.client_timed, 0.99),
-	       pct(t.clat, t.client_timed, 0.999),
-	       t.client_timed ? (double)t.clat[t.client_timed - 1] : 0.0, t.forwarded,
-	       t.answered ? t.last_reply_ms : 0);
+	timing_print(&t, json);
 	if (t.answered < t.records)
 		cli_err("timing: %" PRId64 " of %" PRId64 " records have no answer after %" PRId64
 			" s",
@@ -325,12 +348,6 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 	else
 		rc = 0;
 out:
-	for (int i = 0; t.parts && i < t.nparts; i++) {
-		free(t.parts[i].ts);
-		free(t.parts[i].lead);
-	}
-	free(t.parts);
-	free(t.lat);
-	free(t.clat);
+	timing_free(&t);
 	return rc;
 }

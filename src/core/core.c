@@ -506,6 +506,33 @@ static void reject(struct fs_decision *d, enum fs_outcome o, const char *reason)
 	d->reason = reason;
 }
 
+/* The reasons a buy of a known SKU is refused, in order; false: it can be held. */
+static bool buy_refused(const struct fs_core *c, const struct fs_sku *s, const struct fs_record *r,
+			int64_t units, struct fs_decision *d)
+{
+	if (s->status == FS_SKU_CLOSED || (s->closes_at_ms && c->clock_ms >= s->closes_at_ms)) {
+		reject(d, FS_OUT_CLOSED, NULL);
+		return true;
+	}
+	if (s->opens_at_ms && c->clock_ms < s->opens_at_ms) {
+		reject(d, FS_OUT_NOT_OPEN, NULL);
+		return true;
+	}
+	if (r->qty > s->max_qty) {
+		reject(d, FS_OUT_REJECTED, "qty_over_cap");
+		return true;
+	}
+	if (units + r->qty > s->per_buyer_limit) {
+		reject(d, FS_OUT_LIMIT_EXCEEDED, NULL);
+		return true;
+	}
+	if (s->available < r->qty) {
+		reject(d, FS_OUT_SOLD_OUT, NULL);
+		return true;
+	}
+	return false;
+}
+
 static int decide_buy(struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
 {
 	d->qty = r->qty;
@@ -515,28 +542,9 @@ static int decide_buy(struct fs_core *c, const struct fs_record *r, struct fs_de
 		return 0;
 	}
 	struct fs_sku *s = &c->skus[si];
-	if (s->status == FS_SKU_CLOSED || (s->closes_at_ms && c->clock_ms >= s->closes_at_ms)) {
-		reject(d, FS_OUT_CLOSED, NULL);
-		return 0;
-	}
-	if (s->opens_at_ms && c->clock_ms < s->opens_at_ms) {
-		reject(d, FS_OUT_NOT_OPEN, NULL);
-		return 0;
-	}
-	if (r->qty > s->max_qty) {
-		reject(d, FS_OUT_REJECTED, "qty_over_cap");
-		return 0;
-	}
 	uint32_t bi = find_buyer(c, si, r->buyer_id);
-	int64_t units = bi == FS_MAP_NONE ? 0 : c->buyers[bi].units;
-	if (units + r->qty > s->per_buyer_limit) {
-		reject(d, FS_OUT_LIMIT_EXCEEDED, NULL);
+	if (buy_refused(c, s, r, bi == FS_MAP_NONE ? 0 : c->buyers[bi].units, d))
 		return 0;
-	}
-	if (s->available < r->qty) {
-		reject(d, FS_OUT_SOLD_OUT, NULL);
-		return 0;
-	}
 	/* Allocate first (buyer entry, hold slot): a failure leaves the state untouched. */
 	int rc = grow_holds(c);
 	if (rc < 0)
