@@ -5,7 +5,7 @@
 
 /* Every string written here is validated (SKU charset, canonical UUID) or a static name, so
  * no JSON escaping is needed; buyer ids, which may hold quotes, are never echoed. */
-void fs_reply_result(struct fs_buf *out, const struct fs_item *it)
+void fs_result_of(struct fs_buf *out, const struct fs_item *it)
 {
 	/* One per record, floods included: appends only, no printf. */
 	const struct fs_record *r = &it->rec;
@@ -57,8 +57,8 @@ void fs_reply_result(struct fs_buf *out, const struct fs_item *it)
 	fs_buf_str(out, "}");
 }
 
-void fs_reply_expired(struct fs_buf *out, const char *intent_id, const char *sku, int64_t qty,
-		      int64_t ended_at_ms, int32_t partition, int64_t ended_offset)
+void fs_result_expired(struct fs_buf *out, const char *intent_id, const char *sku, int64_t qty,
+		       int64_t ended_at_ms, int32_t partition, int64_t ended_offset)
 {
 	/* Both strings come from the core or the store, validated when the buy was read. */
 	fs_buf_printf(out,
@@ -75,7 +75,7 @@ const char *fs_sku_state_name(const struct fs_sku *s)
 	return s->available == 0 ? "sold_out" : "open";
 }
 
-void fs_reply_stock(struct fs_buf *out, const struct fs_sku *s)
+void fs_result_stock(struct fs_buf *out, const struct fs_sku *s)
 {
 	fs_buf_printf(out,
 		      "{\"v\":1,\"sku\":\"%s\",\"status\":\"%s\",\"supply\":%" PRId64

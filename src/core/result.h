@@ -7,12 +7,12 @@
 #include "core/core.h"
 
 /* Appends one result record for a decided item. */
-void fs_reply_result(struct fs_buf *out, const struct fs_item *it);
+void fs_result_of(struct fs_buf *out, const struct fs_item *it);
 /* Appends the result of a hold that expired (no record of its own: the clock ended it). */
-void fs_reply_expired(struct fs_buf *out, const char *intent_id, const char *sku, int64_t qty,
-		      int64_t ended_at_ms, int32_t partition, int64_t ended_offset);
+void fs_result_expired(struct fs_buf *out, const char *intent_id, const char *sku, int64_t qty,
+		       int64_t ended_at_ms, int32_t partition, int64_t ended_offset);
 /* Appends one stock record for a SKU. */
-void fs_reply_stock(struct fs_buf *out, const struct fs_sku *s);
+void fs_result_stock(struct fs_buf *out, const struct fs_sku *s);
 /* open | sold_out | closed */
 const char *fs_sku_state_name(const struct fs_sku *s);
 

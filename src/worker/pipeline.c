@@ -131,7 +131,7 @@ static void answer_expired_again(void *ctx, const char *intent_id, const char *s
 {
 	struct again_ctx *a = ctx;
 	fs_buf_clear(&a->w->out);
-	fs_reply_expired(&a->w->out, intent_id, sku, qty, ended_at_ms, a->p->id, ended_offset);
+	fs_result_expired(&a->w->out, intent_id, sku, qty, ended_at_ms, a->p->id, ended_offset);
 	if (publish_one(a->w, FS_TOPIC_RESULTS, FS_PARTITION_ANY, intent_id, strlen(intent_id),
 			&a->w->out, a->p->tail) < 0 &&
 	    a->p->tail)

@@ -97,13 +97,13 @@ static uint32_t render_results(struct worker *w, const struct fs_batch *b, struc
 		const char *key = it->rec.has_intent ? it->rec.intent_id : it->rec.sku;
 		if (!batched) {
 			fs_buf_clear(&w->out);
-			fs_reply_result(&w->out, it);
+			fs_result_of(&w->out, it);
 			publish_alone(w, key, strlen(key), w->out.data, w->out.len, f);
 			continue;
 		}
 		w->outs[n] =
 			(struct fs_out){.key = key, .key_len = strlen(key), .at = w->results.len};
-		fs_reply_result(&w->results, it);
+		fs_result_of(&w->results, it);
 		n++;
 	}
 	if (batched && n > 0 && !fs_buf_ok(&w->results)) {
@@ -184,14 +184,14 @@ void render_extras(struct extras *ex, const struct part *p)
 	for (uint32_t k = 0; k < c->expired_len; k++) {
 		const struct fs_hold *h = &c->holds[c->expired[k]];
 		size_t at = ex->buf.len;
-		fs_reply_expired(&ex->buf, h->intent_id, c->skus[h->sku_index].sku, h->qty,
-				 c->expired_at_ms[k], p->id, c->expired_offset[k]);
+		fs_result_expired(&ex->buf, h->intent_id, c->skus[h->sku_index].sku, h->qty,
+				  c->expired_at_ms[k], p->id, c->expired_offset[k]);
 		extras_add(ex, h->intent_id, false, at);
 	}
 	for (uint32_t d = 0; d < c->dirty_skus_len; d++) {
 		const struct fs_sku *s = &c->skus[c->dirty_skus[d]];
 		size_t at = ex->buf.len;
-		fs_reply_stock(&ex->buf, s);
+		fs_result_stock(&ex->buf, s);
 		extras_add(ex, s->sku, true, at);
 	}
 	if (!fs_buf_ok(&ex->buf))

@@ -2,7 +2,7 @@
  *
  * Input: one byte n (key length, mod 65), n key bytes, then the payload. Each input is parsed
  * with fs_record_parse, decided by a core that has one open SKU ("S"), and answered with
- * fs_reply_result. It must never crash or trip a sanitizer, the core's invariants must hold,
+ * fs_result_of. It must never crash or trip a sanitizer, the core's invariants must hold,
  * and every reply must be valid JSON with no duplicate keys (a hostile key or body must never
  * leak into the results topic). The parser's two paths (the flat-object scanner, jansson)
  * must give the same record, byte for byte. Run: scripts/fuzz [SECONDS]. */
@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	fs_buf_clear(&out);
 	it.first_offset = it.rec.offset;
-	fs_reply_result(&out, &it);
+	fs_result_of(&out, &it);
 	json_error_t err;
 	json_t *j = json_loadb(out.data, out.len, JSON_REJECT_DUPLICATES, &err);
 	if (!j || !json_is_object(j))

@@ -450,7 +450,7 @@ static bool check_offsets(struct sim_world *W)
 static bool same_reply(struct fs_buf *buf, const struct fs_item *it, const char *json)
 {
 	fs_buf_clear(buf);
-	fs_reply_result(buf, it);
+	fs_result_of(buf, it);
 	return strcmp(fs_buf_cstr(buf), json) == 0;
 }
 
@@ -496,7 +496,7 @@ static bool expected_expiry(const struct oracle *o, const struct fs_hold *h, int
 		}
 	}
 	fs_buf_clear(buf);
-	fs_reply_expired(buf, h->intent_id, c->skus[h->sku_index].sku, h->qty, at, part, off);
+	fs_result_expired(buf, h->intent_id, c->skus[h->sku_index].sku, h->qty, at, part, off);
 	return strcmp(fs_buf_cstr(buf), json) == 0;
 }
 

@@ -567,7 +567,7 @@ static void capture(struct run *out, const struct fs_batch *b, const struct fs_c
 	out->clock = c->clock_ms;
 	struct fs_buf buf = {0};
 	for (uint32_t i = 0; i < b->len; i++) {
-		fs_reply_result(&buf, &b->items[i]);
+		fs_result_of(&buf, &b->items[i]);
 		fs_buf_str(&buf, "\n");
 	}
 	out->replies = strdup(fs_buf_cstr(&buf));
@@ -677,7 +677,7 @@ static void test_determinism(void)
 
 /* BUG conflict_decided_at: answer_repeat (src/core/batch.c) sets outcome, reason and qty of a
  * conflict but not decided_at_ms, which stays 0 (fs_batch_push zeroed it). fs_decision says
- * decided_at_ms is "the partition clock when decided", and fs_reply_result publishes it: a
+ * decided_at_ms is "the partition clock when decided", and fs_result_of publishes it: a
  * conflict's result says "decided_at":0. */
 static void test_conflict_decided_at(void)
 {

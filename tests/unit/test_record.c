@@ -831,7 +831,7 @@ static void test_followup_key_nul(void)
 
 /* BUG followup_hostile_key: parse_followup copies the key into r->sku before validating it and
  * leaves it there when it rejects (key_mismatch). The invalid record then carries an unchecked
- * SKU (quotes, control bytes), which fs_reply_result echoes unescaped (see test_reply). */
+ * SKU (quotes, control bytes), which fs_result_of echoes unescaped (see test_result). */
 static void test_followup_hostile_key(void)
 {
 	struct fs_record r;

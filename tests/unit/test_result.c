@@ -1,4 +1,4 @@
-/* test_reply.c: the JSON of the results and stock topics (src/core/result.c). Every reply is parsed
+/* test_result.c: the JSON of the results and stock topics (src/core/result.c). Every reply is parsed
  * back with jansson (duplicates rejected) and its fields compared. */
 #include "check.h"
 #include "core/batch.h"
@@ -59,7 +59,7 @@ static void run_batch(struct batch_run *r, const char *const *kv, int n)
 static json_t *reply_of(struct batch_run *r, uint32_t i)
 {
 	fs_buf_clear(&r->out);
-	fs_reply_result(&r->out, &r->b.items[i]);
+	fs_result_of(&r->out, &r->b.items[i]);
 	CHECK(fs_buf_ok(&r->out));
 	return load(fs_buf_cstr(&r->out));
 }
@@ -173,9 +173,9 @@ static void test_results(void)
 
 	/* Appending: two replies in one buffer are two objects back to back. */
 	fs_buf_clear(&r.out);
-	fs_reply_result(&r.out, &r.b.items[0]);
+	fs_result_of(&r.out, &r.b.items[0]);
 	size_t first = r.out.len;
-	fs_reply_result(&r.out, &r.b.items[1]);
+	fs_result_of(&r.out, &r.b.items[1]);
 	CHECK(r.out.len > first);
 	CHECK(r.out.data[first] == '{');
 	free_batch(&r);
@@ -252,7 +252,7 @@ static void test_stock(void)
 		s.held = 8 - rows[i].available;
 		CHECK_STR(fs_sku_state_name(&s), rows[i].want);
 		fs_buf_clear(&out);
-		fs_reply_stock(&out, &s);
+		fs_result_stock(&out, &s);
 		json_t *j = load(fs_buf_cstr(&out));
 		if (!j)
 			continue;
@@ -273,7 +273,7 @@ static void test_stock(void)
 
 /* BUG hostile_key_echoed: a confirm/cancel whose Kafka key is not a valid SKU is rejected with
  * key_mismatch, but parse_followup (src/core/record.c) has already copied the key into rec.sku, and
- * fs_reply_result (src/core/result.c) writes rec.sku without escaping ("every string written here
+ * fs_result_of (src/core/result.c) writes rec.sku without escaping ("every string written here
  * is validated"). A key such as  a","outcome":"held  makes the worker publish a result whose JSON
  * is invalid or says something else; control bytes or invalid UTF-8 in the key do the same. */
 static void test_hostile_key_echoed(void)
@@ -307,11 +307,11 @@ int main(int argc, char **argv)
 	struct check_args a = check_parse_args(argc, argv);
 	if (a.known_bug) {
 		CHECK(!"unknown --known-bug name");
-		return check_done("test_reply");
+		return check_done("test_result");
 	}
 	test_hostile_key_echoed();
 	test_results();
 	test_hostile_inputs_give_valid_json();
 	test_stock();
-	return check_done("test_reply");
+	return check_done("test_result");
 }
