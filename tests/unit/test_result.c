@@ -1,5 +1,5 @@
-/* test_result.c: the JSON of the results and stock topics (src/core/result.c). Every reply is parsed
- * back with jansson (duplicates rejected) and its fields compared. */
+/* test_result.c: the JSON of the results and stock topics (src/core/result.c). Every reply is
+ * parsed back with jansson (duplicates rejected) and its fields compared. */
 #include "check.h"
 #include "core/batch.h"
 #include "core/result.h"
