@@ -94,6 +94,19 @@ struct fs_item *fs_batch_push(struct fs_batch *b)
 	return it;
 }
 
+void fs_item_answer_conflict(struct fs_item *it)
+{
+	memset(&it->dec, 0, sizeof it->dec);
+	it->dec.outcome = FS_OUT_CONFLICT;
+	it->dec.reason = "intent_id_reused";
+	it->dec.qty = it->rec.qty;
+	/* The record's own time: no row keeps a conflict, and an answer given again after a
+	 * restart must carry the same (the record is all it has then). */
+	it->dec.decided_at_ms = it->rec.ts_ms;
+	it->first_partition = it->rec.partition;
+	it->first_offset = it->rec.offset;
+}
+
 const char *fs_item_reject_reason(const struct fs_item *it)
 {
 	return it->dec.reason ? it->dec.reason : "invalid";
@@ -160,14 +173,7 @@ static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found
 	}
 	if (hash != it->rec.body_hash) {
 		it->cls = FS_ITEM_CONFLICT;
-		it->dec.outcome = FS_OUT_CONFLICT;
-		it->dec.reason = "intent_id_reused";
-		it->dec.qty = it->rec.qty;
-		/* The record's own time: no row keeps a conflict, and an answer given again after
-		 * a restart must carry the same (the record is all it has then). */
-		it->dec.decided_at_ms = it->rec.ts_ms;
-		it->first_partition = it->rec.partition;
-		it->first_offset = it->rec.offset;
+		fs_item_answer_conflict(it);
 		b->counts.conflicts++;
 		return;
 	}

@@ -90,6 +90,10 @@ int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s);
  * (a misrouted record is not: the partition it belongs on dedupes it). */
 bool fs_item_has_key(const struct fs_item *it);
 
+/* The answer to a record that reuses an intent id with another body: conflict
+ * (intent_id_reused) with the record's own qty and time, naming the record itself; the live
+ * answer and one given again after a restart alike. */
+void fs_item_answer_conflict(struct fs_item *it);
 /* The reason stored for an invalid item ("invalid" when it has none). */
 const char *fs_item_reject_reason(const struct fs_item *it);
 /* True if the invalid item it extends the run of rejects that ends with prev (adjacent

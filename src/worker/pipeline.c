@@ -294,14 +294,7 @@ static void again_item(const struct part *p, const struct fs_batch *b, struct fs
 		it->first_partition = s->partition;
 		it->first_offset = s->offset;
 		if (s->body_hash != it->rec.body_hash) {
-			/* As the live answer (batch.c): the record's own qty and time. */
-			memset(&it->dec, 0, sizeof it->dec);
-			it->dec.outcome = FS_OUT_CONFLICT;
-			it->dec.reason = "intent_id_reused";
-			it->dec.qty = it->rec.qty;
-			it->dec.decided_at_ms = it->rec.ts_ms;
-			it->first_partition = it->rec.partition;
-			it->first_offset = it->rec.offset;
+			fs_item_answer_conflict(it); /* as the live answer */
 		} else {
 			it->dec.duplicate = s->offset != it->rec.offset;
 		}
