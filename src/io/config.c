@@ -258,3 +258,35 @@ void fs_config_describe(FILE *out)
 	fprintf(out, "  %-22s passed to producers only (e.g. kafka.producer.linger.ms)\n",
 		"kafka.producer.*");
 }
+
+/* A table cell: '|' escaped, nothing else needs it in the docs of the keys. */
+static void md_cell(FILE *out, const char *text)
+{
+	for (const char *p = text; *p; p++) {
+		if (*p == '|')
+			fputc('\\', out);
+		fputc(*p, out);
+	}
+}
+
+void fs_config_describe_markdown(FILE *out)
+{
+	fprintf(out, "| key | type | default | what it does |\n|---|---|---|---|\n");
+	for (int i = 0; i < KEYS_LEN; i++) {
+		char name[64];
+		file_name(&keys[i], name, sizeof name);
+		fprintf(out, "| `%s` | ", name);
+		if (keys[i].type == T_INT)
+			fprintf(out, "integer, %" PRId64 " to %" PRId64 " | `%s` | ", keys[i].min,
+				keys[i].max, keys[i].def);
+		else
+			fprintf(out, "string | `%s` | ", keys[i].def);
+		md_cell(out, keys[i].doc);
+		fprintf(out, " |\n");
+	}
+	fprintf(out,
+		"| `kafka.*` | string | | passed to librdkafka as is (consumers and producers) "
+		"|\n| `kafka.consumer.*` | string | | passed to consumers only (e.g. "
+		"`kafka.consumer.session.timeout.ms`) |\n| `kafka.producer.*` | string | | "
+		"passed to producers only (e.g. `kafka.producer.linger.ms`) |\n");
+}

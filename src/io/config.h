@@ -55,5 +55,7 @@ int fs_config_set(struct fs_config *c, const char *key, const char *value, const
 		  char err[FS_CONF_ERR_MAX]);
 /* Prints every key with its type, bounds, default and doc (for --help and the docs). */
 void fs_config_describe(FILE *out);
+/* The same as a markdown table (docs/reference/configuration.md is generated from it). */
+void fs_config_describe_markdown(FILE *out);
 
 #endif

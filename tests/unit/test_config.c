@@ -392,14 +392,58 @@ static void test_describe(void)
 	free(text);
 }
 
+/* docs/reference/configuration.md: a header, then the key table (config.c's). */
+static void config_reference(FILE *out)
+{
+	fprintf(out, "# Configuration\n\n"
+		     "Every key of `flashsale.conf` (config/flashsale.conf lists them with their "
+		     "defaults), also\nsettable with `--set KEY=VALUE` on `flashsale-worker` and "
+		     "`flashsale`; `flashsale-worker\n--help-config` prints the same. Generated "
+		     "from the key table in src/io/config.c by\n"
+		     "`build/tests/test_config --print-config-reference > "
+		     "docs/reference/configuration.md`;\n`meson test --suite unit` fails when the "
+		     "two differ. Do not edit by hand.\n\n");
+	fs_config_describe_markdown(out);
+}
+
+/* The reference page says what the key table says. */
+static void test_reference_page(void)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/docs/reference/configuration.md", FS_SOURCE_ROOT);
+	CHECK_CTX("%s", path);
+	char *want = NULL, have[65536];
+	size_t want_len = 0;
+	FILE *g = open_memstream(&want, &want_len);
+	if (!CHECK(g != NULL))
+		return;
+	config_reference(g);
+	fclose(g);
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(have, 1, sizeof have - 1, f) : 0;
+	if (f)
+		fclose(f);
+	have[n] = '\0';
+	if (!CHECK(f != NULL && strcmp(have, want) == 0))
+		fprintf(stderr, "  regenerate it: build/tests/test_config --print-config-reference "
+				"> docs/reference/configuration.md\n");
+	free(want);
+	CHECK_CTX("%s", "");
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 2 && strcmp(argv[1], "--print-config-reference") == 0) {
+		config_reference(stdout);
+		return 0;
+	}
 	struct check_args a = check_parse_args(argc, argv);
 	if (a.known_bug) {
 		CHECK(!"unknown --known-bug name");
 		return check_done("test_config");
 	}
 	test_defaults();
+	test_reference_page();
 	test_good_file();
 	test_bad_files();
 	test_generated_files();
