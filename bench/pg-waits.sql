@@ -1,5 +1,5 @@
--- pg-waits.sql: what Postgres's client backends wait on, sampled every ~3 ms for ~15 s
--- (docs/PERFORMANCE.md item 41). Run it beside a load, against any database of the cluster:
+-- pg-waits.sql: what Postgres's client backends wait on, sampled every ~3 ms for ~15 s.
+-- Run it beside a load, against any database of the cluster:
 --
 --   psql "$FLASHSALE_PG" -X -At -v db=flashsale_bench_s5 -f bench/pg-waits.sql
 --

@@ -95,7 +95,7 @@ CREATE TABLE IF NOT EXISTS reservations (
 );
 -- No index on (sku, status): no query reads holds by SKU and status (the audit groups over the
 -- whole table), and every hold paid for it: S2-sized runs (20,000 winners) spent 5-24% less in
--- their transactions without it (docs/PERFORMANCE.md item 33).
+-- their transactions without it.
 DROP INDEX IF EXISTS reservations_sku_status;
 -- The hold lifecycle: a hold ends confirmed, cancelled or expired, at a point of the log.
 ALTER TABLE reservations ADD COLUMN IF NOT EXISTS late boolean NOT NULL DEFAULT false;

@@ -58,7 +58,7 @@ CONF
 # The broker removes a deleted topic's files later (log.segment.delete.delay.ms, 1 s in
 # config/kafka/server.properties, 60 s by default). Removing a previous run's hundreds of MB
 # stalls the disk the WAL is on for tens of ms, so a run waits until the local broker has done it
-# rather than meet it in its measured window (docs/PERFORMANCE.md item 24). An external broker's
+# rather than meet it in its measured window. An external broker's
 # files are not ours to watch: nothing to wait for.
 wait_topic_files_gone() {
 	local _

@@ -62,7 +62,7 @@ one_line_err "kafka.no.such.property"
 fs sale open W1 --stock 1 >/dev/null
 before=$(date +%s%3N)
 id=$(fs buy W1 --buyer early)
-# The client library mints version-7 ids: the time in ms first (docs/PERFORMANCE.md item 18).
+# The client library mints version-7 ids: the time in ms first.
 [ "${id:14:1}" = 7 ] || fail "buy: intent id $id is not version 7"
 id_ms=$((16#${id:0:8}${id:9:4}))
 [ "$id_ms" -ge "$before" ] && [ "$id_ms" -le "$(date +%s%3N)" ] &&

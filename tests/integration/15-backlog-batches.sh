@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Batch sizes follow the backlog (batch.max.behind, docs/PERFORMANCE.md item 34): a crowd
+# Batch sizes follow the backlog (batch.max.behind): a crowd
 # published before the worker starts is decided in batches past batch.max, up to
 # batch.max.behind; a stream the worker keeps up with stays within batch.max. Either way the
 # stock is sold exactly and the audit passes. A backlog only a little larger than
@@ -56,7 +56,7 @@ assert_eq "100|0" "$(sql "SELECT sold + held, available FROM skus WHERE sku = 'P
 
 # 3. A backlog a little past batch.max.behind: 2,100 intents, so that once the first batch has
 # its 200 records fewer than 2,000 still wait in the queue. The batch's own records count
-# towards batch.max.behind (docs/PERFORMANCE.md item 36): it goes on filling, and the backlog
+# towards batch.max.behind: it goes on filling, and the backlog
 # is not cut into batch.max pieces.
 decide_backlog TAIL 50 2100 17 w3 \
 	"it went in batches of batch.max (200): the batch's own records did not count towards batch.max.behind"

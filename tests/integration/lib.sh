@@ -160,7 +160,7 @@ it_cleanup() {
 		psql "$IT_ADMIN_PG" -X -q -c "DROP DATABASE IF EXISTS $IT_DB" >/dev/null 2>&1 || true
 		# The broker keeps every topic's logs, indexes and objects: a day of test runs left
 		# 762 topics behind, and the heap the broker kept after each collection was ~115 MB
-		# against ~80 MB without them (docs/PERFORMANCE.md item 38).
+		# against ~80 MB without them.
 		fs topics delete >/dev/null 2>&1 || true
 		rm -rf "$IT_DIR"
 	else
