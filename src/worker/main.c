@@ -49,7 +49,7 @@ static void usage(FILE *out)
 		"SIGTERM or SIGINT: finish the batches already read, deliver results, exit 0.\n");
 }
 
-/* The partitioning rule's inputs (README, "Records"): the intents topic's partition count
+/* The partitioning rule's inputs (docs/reference/records.md): the intents topic's partition count
  * and what is done with a misrouted record, recorded for the topic at the first start. A
  * topic grown since would move SKUs away from their state, and another mode would decide
  * the log otherwise than a replay of it: refuse to start. Waits while the broker or Postgres
