@@ -178,19 +178,19 @@ void part_drop(struct worker *w, struct part *p)
 
 /* The partition was fenced: another worker committed past us. Forget our state, reload,
  * and go on from the stored offset (the group will revoke the partition if it is not ours).
- * No batch of it is in flight. */
-void part_fenced(struct worker *w, struct part *p)
+ * No batch of it is in flight. expected: the stored offset the batch was decided on (the
+ * state may have been reloaded since, before a redo). */
+void part_fenced(struct worker *w, struct part *p, int64_t expected)
 {
 	w->n.fenced++;
 	p->fences++;
-	int64_t old = p->meta.next_offset;
 	batch_clear(p); /* and what was read after it: the seek below reads it again */
 	fs_batch_clear(&p->again);
 	if (part_load(w, p) < 0)
 		return;
 	fs_warn("partition %" PRId32 ": fenced (expected offset %" PRId64 ", stored %" PRId64
 		"); batch dropped, state reloaded",
-		p->id, old, p->meta.next_offset);
+		p->id, expected, p->meta.next_offset);
 	/* Records in [replied, next) may have been committed without being answered (by us, in a
 	 * batch whose outcome we misjudged, or by a worker that died): answer them again. */
 	int64_t from = p->meta.next_offset;

@@ -20,8 +20,9 @@ int part_load(struct worker *w, struct part *p);
 /* Where consumption starts: the stored offset, or earlier if decided records were never
  * answered. */
 int64_t start_offset(const struct part *p);
-/* Fenced: forget the batch, reload, seek back to what may not have been answered. */
-void part_fenced(struct worker *w, struct part *p);
+/* Fenced (the batch expected the stored offset `expected`): forget the batch, reload, seek
+ * back to what may not have been answered. */
+void part_fenced(struct worker *w, struct part *p, int64_t expected);
 /* Shutting down with the state not known: nothing more is decided here. */
 void part_abandon(struct part *p);
 /* Revoked: drop what is pending and forget the state (deliveries in flight become orphans);

@@ -213,7 +213,7 @@ static int before_redo(struct worker *w, struct part *p, const struct fs_store *
 	if (part_load(w, p) < 0)
 		return -1;
 	if (p->meta.next_offset != expected) {
-		part_fenced(w, p);
+		part_fenced(w, p, expected);
 		return -1;
 	}
 	return 0;
@@ -242,7 +242,7 @@ int part_process_from(struct worker *w, struct part *p, struct fs_batch *b, int 
 		if (rc == FS_COMMIT_OK)
 			break;
 		if (rc == FS_COMMIT_FENCED) {
-			part_fenced(w, p);
+			part_fenced(w, p, expected);
 			return -1;
 		}
 		sl = NULL; /* from here on decided and committed in line */

@@ -160,6 +160,15 @@ static void log_sink(enum fs_log_level level, const char *msg)
 	struct sim_proc *P = running;
 	if (P && P->W->trace)
 		sim_trace(P->W, "w%d %s: %s", P->id, tags[level], msg);
+	/* What the worker tells an operator must be true: a fence names the offset the batch
+	 * expected and the one stored, which differ (or it would not be a fence). */
+	const char *f = strstr(msg, "fenced (expected offset ");
+	long long expected, stored;
+	if (P && f &&
+	    sscanf(f, "fenced (expected offset %lld, stored %lld", &expected, &stored) == 2 &&
+	    expected == stored)
+		sim_fail(P->W, "log", "worker %d logged a fence at the stored offset itself: %s",
+			 P->id, msg);
 }
 
 void proc_init(struct sim_world *W, struct sim_proc *P, int id)
@@ -172,7 +181,7 @@ void proc_init(struct sim_world *W, struct sim_proc *P, int id)
 	P->lock_owner = -1;
 	P->last_at = "start";
 	fs_log_set_sink(log_sink);
-	fs_log_set_level(W->trace ? "debug" : "error");
+	fs_log_set_level(W->trace ? "debug" : "warn"); /* warnings: log_sink checks them */
 }
 
 void proc_start(struct sim_world *W, struct sim_proc *P)
