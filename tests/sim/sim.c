@@ -89,11 +89,10 @@
  * sweep runs every path they were on, and the checks above would catch each one again.
  *
  * Left out of the model: the stock topic, shutdown (SIGTERM drain), the rebuild (--replay),
- * Kafka's advisory offsets, the store's COPY of rows it takes for new (its upserts stand for
- * both), clock skew between the worker and the broker, and the same intent id on two partitions (a
- * confirm or cancel keyed to a SKU of another partition: DESIGN-NOTES.md calls it hostile, and
- * its decision depends on the order of two partitions' commits, which no replay of the log
- * can know, so the generator keeps a wrong key on the partition). */
+ * Kafka's advisory offsets, clock skew between the worker and the broker, and the same intent id on
+ * two partitions (a confirm or cancel keyed to a SKU of another partition: DESIGN-NOTES.md calls it
+ * hostile, and its decision depends on the order of two partitions' commits, which no replay of the
+ * log can know, so the generator keeps a wrong key on the partition). */
 #include "sim.h"
 
 #include "sim_store.h"

@@ -1047,9 +1047,8 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 {
 	(void)grp;
 	(void)topic;
-	(void)careful;
 	struct sim_world *W = s->P->W;
-	ss_tx_build(&s->tx, meta, next_offset, replied_offset, b, core);
+	ss_tx_build(&s->tx, meta, next_offset, replied_offset, b, core, careful);
 	s->tx.stacked = after != NULL;
 	s->tx.pred_token =
 		after && strncmp(after, "sim-", 4) == 0 ? strtoull(after + 4, NULL, 10) : 0;

@@ -489,11 +489,12 @@ static void copy_core_rows(struct ss_tx *t, const struct fs_tx *x)
 }
 
 void ss_tx_build(struct ss_tx *t, const struct fs_part_meta *meta, int64_t next_offset,
-		 int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core)
+		 int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
+		 bool careful)
 {
 	tx_clear(t);
 	if (fs_tx_build(&t->built, meta->partition, meta->next_offset, next_offset, replied_offset,
-			b, core, false) < 0)
+			b, core, careful) < 0)
 		abort(); /* out of memory: this is a test */
 	const struct fs_tx_cas *c = &t->built.cas;
 	t->meta = *meta;
@@ -668,7 +669,9 @@ static int stmt_rejects_sales(struct sim_store *s, const struct ss_tx *t)
 	return 0;
 }
 
-/* INSERT INTO reservations ... ON CONFLICT (intent_id) DO UPDATE SET status, late, ended_*. */
+/* reservations: COPY of the holds new by the core's account (a row that exists is a unique
+ * violation), INSERT ... ON CONFLICT (intent_id) DO UPDATE SET status, late, ended_* of the
+ * others (the flag is the built row's: a plain value, valid after the batch moved on). */
 static int stmt_reservations(struct sim_store *s, const struct ss_tx *t)
 {
 	for (size_t i = 0; i < t->resv.len; i++) {
@@ -676,6 +679,8 @@ static int stmt_reservations(struct sim_store *s, const struct ss_tx *t)
 		if (!check(s, h->qty >= 1, "reservations: CHECK (qty >= 1)"))
 			return 2;
 		struct ss_resv *r = find_resv(s, h->intent_id);
+		if (r && t->built.holds.v[i].copy)
+			return 2; /* COPY of a row taken for new: unique violation */
 		if (!r) {
 			*VEC_PUSH(s->resv) = *h;
 			continue;
@@ -737,6 +742,8 @@ static int stmt_buyers(struct sim_store *s, const struct ss_tx *t)
 		if (!check(s, v->units >= 0, "buyers: CHECK (units >= 0)"))
 			return 2;
 		struct ss_buyer *r = find_buyer(s, v->sku, v->buyer);
+		if (r && t->built.buyers.v[i].copy)
+			return 2; /* COPY of a row taken for new: unique violation */
 		if (r) {
 			save_undo(s, T_BUYER, (size_t)(r - s->buyers.v));
 			r->units = v->units;
@@ -804,7 +811,7 @@ int ss_commit(struct sim_store *s, const struct fs_part_meta *meta, int64_t next
 {
 	struct ss_tx t;
 	memset(&t, 0, sizeof t);
-	ss_tx_build(&t, meta, next_offset, replied_offset, b, core);
+	ss_tx_build(&t, meta, next_offset, replied_offset, b, core, false);
 	int rc = ss_tx_apply(s, &t, token, fault, before, applied);
 	ss_tx_free(&t);
 	return rc;

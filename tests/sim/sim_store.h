@@ -188,9 +188,10 @@ struct ss_tx {
 	VEC(struct ss_buyer) buyers;
 };
 
-/* Reads b and core into t (reused: its arrays are kept). */
+/* Reads b and core into t (reused: its arrays are kept); careful as fs_tx_build's. */
 void ss_tx_build(struct ss_tx *t, const struct fs_part_meta *meta, int64_t next_offset,
-		 int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core);
+		 int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
+		 bool careful);
 void ss_tx_free(struct ss_tx *t);
 /* fs_store_commit_send: `token` is the attempt's commit token (nonzero, never used twice). For
  * the checker: *before is the stored next offset the transaction saw, *applied whether it took
