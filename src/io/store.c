@@ -574,9 +574,10 @@ static int put_copy(struct fs_store *s, const struct fs_buf *d, const char *what
 /* rejects: invalid records; a run of alike ones (see the schema) is one row. */
 static void add_rejects(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
 {
+	/* Cleared first, rows or not (as add_forwards). */
+	struct fs_buf *off = buf(s, 13), *id = buf(s, 14), *reason = buf(s, 15), *end = buf(s, 36);
 	if (t->rejects.len == 0)
 		return;
-	struct fs_buf *off = buf(s, 13), *id = buf(s, 14), *reason = buf(s, 15), *end = buf(s, 36);
 	struct fs_buf *all[] = {off, id, reason, end};
 	for (size_t i = 0; i < 4; i++)
 		fs_arr_begin(all[i]);
@@ -601,9 +602,11 @@ static void add_rejects(struct fs_store *s, const struct fs_tx *t, struct step *
 /* forwards: records on the wrong partition, and where they go (the rule's partition). */
 static void add_forwards(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
 {
+	/* Cleared first, rows or not: a flag of an earlier batch's out-of-memory must not fail
+	 * every batch after it (prepare checks every buffer). */
+	struct fs_buf *off = buf(s, 57), *to = buf(s, 58), *id = buf(s, 59), *kind = buf(s, 60);
 	if (t->forwards.len == 0)
 		return;
-	struct fs_buf *off = buf(s, 57), *to = buf(s, 58), *id = buf(s, 59), *kind = buf(s, 60);
 	struct fs_buf *all[] = {off, to, id, kind};
 	for (size_t i = 0; i < 4; i++)
 		fs_arr_begin(all[i]);
@@ -631,10 +634,11 @@ static void add_forwards(struct fs_store *s, const struct fs_tx *t, struct step 
 /* sale_log: open / restock / close records. */
 static void add_sale_log(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
 {
-	if (t->sales.len == 0)
-		return;
+	/* Cleared first, rows or not (as add_forwards). */
 	struct fs_buf *off = buf(s, 16), *kind = buf(s, 17), *sku = buf(s, 18), *amt = buf(s, 19),
 		      *out = buf(s, 20), *reason = buf(s, 21);
+	if (t->sales.len == 0)
+		return;
 	struct fs_buf *all[] = {off, kind, sku, amt, out, reason};
 	for (size_t i = 0; i < 6; i++)
 		fs_arr_begin(all[i]);
