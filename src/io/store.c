@@ -53,7 +53,6 @@ struct fs_store {
 	 * the core, so that these may change while it is sent. */
 	struct step st[STEPS_MAX];
 	int k;
-	int64_t ndec, nres, nbuy;
 	bool after; /* the COPYs before the compare-and-set (a predecessor is in flight) */
 	/* after: the predecessor's commit token, which its commit leaves in the partition row */
 	char after_token[FS_STORE_TOKEN_SIZE];
@@ -514,7 +513,7 @@ static void copy_uuid(struct fs_buf *b, const char *canon)
  * A row that exists already (decided elsewhere) fails the COPY with a unique violation
  * (23505), the batch is rolled back and redone with a lookup, as the count assertion of the
  * INSERT ... ON CONFLICT DO NOTHING did before. Returns the number of rows. */
-static int64_t decisions_copy(struct fs_buf *d, const struct fs_tx *t)
+static void decisions_copy(struct fs_buf *d, const struct fs_tx *t)
 {
 	fs_buf_clear(d);
 	fs_copy_begin(d);
@@ -538,7 +537,6 @@ static int64_t decisions_copy(struct fs_buf *d, const struct fs_tx *t)
 		fs_copy_int8(d, r->decided_at_ms);
 	}
 	fs_copy_end(d);
-	return t->decisions.len;
 }
 
 /* COMMIT is on the wire (its outcome unknown until the reply): the crash points there. */
@@ -665,9 +663,9 @@ static void add_sale_log(struct fs_store *s, const struct fs_tx *t, struct step 
 
 /* reservations: the holds created by this batch as COPY rows into copy (their row cannot
  * exist: the decisions COPY of the same intent would fail first), the others (or all, when
- * careful) by one upsert. Returns the number of COPY rows. */
-static int64_t add_reservations(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k,
-				struct fs_buf *copy)
+ * careful) by one upsert. */
+static void add_reservations(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k,
+			     struct fs_buf *copy)
 {
 	fs_buf_clear(copy);
 	fs_copy_begin(copy); /* sent only if a row follows */
@@ -718,7 +716,7 @@ static int64_t add_reservations(struct fs_store *s, const struct fs_tx *t, struc
 	}
 	fs_copy_end(copy);
 	if (t->n_hold_copies == (int64_t)t->holds.len)
-		return t->n_hold_copies;
+		return;
 	for (size_t i = 0; i < N; i++)
 		fs_arr_end(all[i]);
 	struct step *x = &st[(*k)++];
@@ -736,7 +734,6 @@ static int64_t add_reservations(struct fs_store *s, const struct fs_tx *t, struc
 	x->nparams = 11;
 	for (size_t i = 0; i < N; i++)
 		x->params[i + 1] = fs_buf_cstr(all[i]);
-	return t->n_hold_copies;
 }
 
 /* New SKUs (insert) and changed SKUs (update guarded by the committed base values). */
@@ -747,7 +744,7 @@ static void add_skus(struct fs_store *s, const struct fs_tx *t, struct step *st,
 	fs_arr_begin(sku);
 	fs_arr_begin(status);
 	fs_arr_begin(nums);
-	int n_upd = 0, n_ins = 0;
+	bool first = true;
 	/* New SKUs travel as one JSON array: few per batch, many columns. */
 	fs_buf_str(ins, "[");
 	for (uint32_t d = 0; d < t->skus.len; d++) {
@@ -759,13 +756,12 @@ static void add_skus(struct fs_store *s, const struct fs_tx *t, struct step *st,
 				      ",\"sold\":%" PRId64 ",\"per_buyer_limit\":%" PRId64
 				      ",\"max_qty\":%" PRId64 ",\"hold_ms\":%" PRId64
 				      ",\"opens_at_ms\":%" PRId64 ",\"closes_at_ms\":%" PRId64 "}",
-				      n_ins ? "," : "", v->sku, v->status, v->supply, v->available,
+				      first ? "" : ",", v->sku, v->status, v->supply, v->available,
 				      v->held, v->sold, v->per_buyer_limit, v->max_qty, v->hold_ms,
 				      v->opens_at_ms, v->closes_at_ms);
-			n_ins++;
+			first = false;
 			continue;
 		}
-		n_upd++;
 		fs_arr_text(sku, v->sku);
 		fs_arr_text(status, v->status);
 		/* A 2-D array would need equal lengths; one flat array of 8 numbers per SKU. */
@@ -778,7 +774,7 @@ static void add_skus(struct fs_store *s, const struct fs_tx *t, struct step *st,
 	fs_arr_end(sku);
 	fs_arr_end(status);
 	fs_arr_end(nums);
-	if (n_ins) {
+	if (t->n_sku_inserts) {
 		struct step *x = &st[(*k)++];
 		x->what = "skus insert";
 		/* Column list mirrors the JSON keys; sku text is validated ([A-Za-z0-9._:-]). */
@@ -792,7 +788,7 @@ static void add_skus(struct fs_store *s, const struct fs_tx *t, struct step *st,
 		x->nparams = 2;
 		x->params[1] = fs_buf_cstr(ins);
 	}
-	if (n_upd) {
+	if (t->n_sku_updates) {
 		struct step *x = &st[(*k)++];
 		x->what = "skus update";
 		x->sql = "WITH u AS (SELECT s.sku, s.status, n.v FROM unnest($2::text[], "
@@ -810,16 +806,16 @@ static void add_skus(struct fs_store *s, const struct fs_tx *t, struct step *st,
 		x->params[1] = fs_buf_cstr(sku);
 		x->params[2] = fs_buf_cstr(status);
 		x->params[3] = fs_buf_cstr(nums);
-		x->params[4] = int_str(buf(s, 32), n_upd);
+		x->params[4] = int_str(buf(s, 32), t->n_sku_updates);
 	}
 }
 
 /* buyers: the buyers this batch saw first as COPY rows into copy (no row of theirs exists:
  * every buyer with a row has a reservation, and every reservation is loaded), the others (or
  * all, when careful) by one upsert. If that reasoning ever failed, the COPY's unique
- * violation redoes the batch, carefully. Returns the number of COPY rows. */
-static int64_t add_buyers(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k,
-			  struct fs_buf *copy)
+ * violation redoes the batch, carefully. */
+static void add_buyers(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k,
+		       struct fs_buf *copy)
 {
 	fs_buf_clear(copy);
 	fs_copy_begin(copy); /* sent only if a row follows */
@@ -842,7 +838,7 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_tx *t, struct step
 	}
 	fs_copy_end(copy);
 	if (t->n_buyer_copies == (int64_t)t->buyers.len)
-		return t->n_buyer_copies;
+		return;
 	fs_arr_end(sku);
 	fs_arr_end(buyer);
 	fs_arr_end(units);
@@ -857,7 +853,6 @@ static int64_t add_buyers(struct fs_store *s, const struct fs_tx *t, struct step
 	x->params[1] = fs_buf_cstr(sku);
 	x->params[2] = fs_buf_cstr(buyer);
 	x->params[3] = fs_buf_cstr(units);
-	return t->n_buyer_copies;
 }
 
 /* The offset compare-and-set, with the partition's clock and counters: the first statement of
@@ -1030,13 +1025,13 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 		return -ENOMEM;
 	}
 	add_cas(s, grp, topic, t, &st[k++]);
-	s->ndec = decisions_copy(buf(s, 1), t);
+	decisions_copy(buf(s, 1), t);
 	add_rejects(s, t, st, &k);
 	add_forwards(s, t, st, &k);
 	add_sale_log(s, t, st, &k);
-	s->nres = add_reservations(s, t, st, &k, buf(s, 2));
+	add_reservations(s, t, st, &k, buf(s, 2));
 	add_skus(s, t, st, &k);
-	s->nbuy = add_buyers(s, t, st, &k, buf(s, 3));
+	add_buyers(s, t, st, &k, buf(s, 3));
 	s->k = k;
 	snprintf(s->part, sizeof s->part, "%" PRId32, meta->partition);
 	for (int i = 1; i < k; i++)
@@ -1054,7 +1049,7 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 
 static bool has_copies(const struct fs_store *s)
 {
-	return s->ndec > 0 || s->nres > 0 || s->nbuy > 0;
+	return s->tx.decisions.len > 0 || s->tx.n_hold_copies > 0 || s->tx.n_buyer_copies > 0;
 }
 
 /* The batch's new rows, one COPY per table, all in one query string (a pipeline cannot carry
@@ -1074,7 +1069,7 @@ static int send_copies(struct fs_store *s, bool begin, bool commit, char sqlstat
 		"status, late, ended_at_ms, ended_off) FROM STDIN (FORMAT binary)",
 		"COPY buyers (sku, buyer_id, units) FROM STDIN (FORMAT binary)",
 	};
-	const int64_t rows[3] = {s->ndec, s->nres, s->nbuy};
+	const int64_t rows[3] = {s->tx.decisions.len, s->tx.n_hold_copies, s->tx.n_buyer_copies};
 	/* The statements of the string in order, named for errors, and the COPYs' data. */
 	const char *what[5];
 	const struct fs_buf *data[3];

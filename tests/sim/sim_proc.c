@@ -1063,7 +1063,8 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 {
 	struct sim_world *W = s->P->W;
 	const struct ss_tx *t = &s->tx;
-	int32_t part = t->meta.partition;
+	const struct fs_tx_cas *c = &t->built.cas;
+	int32_t part = c->partition;
 	/* BEGIN and the rows on their way (after: the COPYs before the compare-and-set), COMMIT
 	 * not yet: nothing is committed whichever of the real store's crash points this is. */
 	static const char *const sent[] = {"after_cas_sent", "idle_in_tx", "in_copy",
@@ -1079,7 +1080,7 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 	/* A cut commit that is going to be fenced reads back another worker's offset, maybe its
 	 * own batch's end (the same range committed by another): aim at it. */
 	enum ss_fault fault = SS_FAULT_NONE;
-	bool stale = W->store->parts[part].next_offset != t->meta.next_offset;
+	bool stale = W->store->parts[part].next_offset != c->expected;
 	if (!W->healing && rng_chance(&W->rng, W->f.commit_unknown * (stale ? 3 : 1)))
 		fault = rng_below(&W->rng, 2) ? SS_FAULT_CUT_APPLIED : SS_FAULT_CUT_LOST;
 	int64_t before;
@@ -1089,11 +1090,11 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 	TRACE(W,
 	      "w%d p%d commit [%" PRId64 "..%" PRId64 ") expected %" PRId64 " stored %" PRId64
 	      "%s -> %d%s (repeats %" PRId64 " conflicts %" PRId64 ")",
-	      s->P->id, (int)part, t->first_off, t->next, t->meta.next_offset, before,
-	      t->stacked ? " (stacked)" : "", rc, applied ? " applied" : "", t->counts.repeats,
-	      t->counts.conflicts);
+	      s->P->id, (int)part, c->first_off, c->next, c->expected, before,
+	      t->stacked ? " (stacked)" : "", rc, applied ? " applied" : "", c->counts.repeats,
+	      c->counts.conflicts);
 	if (applied)
-		sim_observe_commit(W, part, before, t->next, t->offsets.v, t->offsets.len);
+		sim_observe_commit(W, part, before, c->next, t->offsets.v, t->offsets.len);
 	if (fault != SS_FAULT_NONE) {
 		if (applied)
 			W->stats->unknown_applied++;

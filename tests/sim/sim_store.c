@@ -496,13 +496,6 @@ void ss_tx_build(struct ss_tx *t, const struct fs_part_meta *meta, int64_t next_
 	if (fs_tx_build(&t->built, meta->partition, meta->next_offset, next_offset, replied_offset,
 			b, core, careful) < 0)
 		abort(); /* out of memory: this is a test */
-	const struct fs_tx_cas *c = &t->built.cas;
-	t->meta = *meta;
-	t->next = c->next;
-	t->replied = c->replied;
-	t->clock_ms = c->clock_ms;
-	t->first_off = c->first_off;
-	t->counts = c->counts;
 	t->stacked = false;
 	t->pred_token = 0;
 	for (uint32_t i = 0; i < b->len; i++)
@@ -578,33 +571,34 @@ static bool sku_row_ok(struct sim_store *s, const struct ss_sku *k)
 /* The offset compare-and-set with the partition's clock and counters. 1: FSCAS. */
 static int stmt_cas(struct sim_store *s, const struct ss_tx *t, uint64_t token)
 {
-	struct ss_part *p = &s->parts[t->meta.partition];
+	const struct fs_tx_cas *c = &t->built.cas;
+	struct ss_part *p = &s->parts[c->partition];
 	/* ... AND ($18 IS NULL OR commit_token = $18): a stacked one matches only the commit of
 	 * the one it was decided on top of. */
 	bool token_ok = !t->stacked || p->commit_token == t->pred_token ||
 			s->mutation == MUT_STACKED_OFFSET_ONLY;
-	bool match = p->exists && ((p->next_offset == t->meta.next_offset && token_ok) ||
-				   s->mutation == MUT_NO_CAS);
-	if (p->exists && t->stacked && p->next_offset == t->meta.next_offset &&
+	bool match = p->exists &&
+		     ((p->next_offset == c->expected && token_ok) || s->mutation == MUT_NO_CAS);
+	if (p->exists && t->stacked && p->next_offset == c->expected &&
 	    p->commit_token != t->pred_token)
 		s->stacked_same_range++; /* another's commit of the range below: fenced */
 	if (!match)
 		return 1;
-	save_undo(s, T_PART, (size_t)t->meta.partition);
-	p->next_offset = t->next;
-	if (t->replied > p->replied_offset)
-		p->replied_offset = t->replied;
-	p->clock_ms = t->clock_ms;
+	save_undo(s, T_PART, (size_t)c->partition);
+	p->next_offset = c->next;
+	if (c->replied > p->replied_offset)
+		p->replied_offset = c->replied;
+	p->clock_ms = c->clock_ms;
 	if (p->first_offset < 0)
-		p->first_offset = t->first_off;
-	p->n_records += t->counts.records;
-	p->n_fresh += t->counts.fresh;
-	p->n_repeats += t->counts.repeats;
-	p->n_conflicts += t->counts.conflicts;
-	p->n_invalid += t->counts.invalid;
-	p->n_sale += t->counts.sale;
-	p->n_ticks += t->counts.ticks;
-	p->n_forwarded += t->counts.forwarded;
+		p->first_offset = c->first_off;
+	p->n_records += c->counts.records;
+	p->n_fresh += c->counts.fresh;
+	p->n_repeats += c->counts.repeats;
+	p->n_conflicts += c->counts.conflicts;
+	p->n_invalid += c->counts.invalid;
+	p->n_sale += c->counts.sale;
+	p->n_ticks += c->counts.ticks;
+	p->n_forwarded += c->counts.forwarded;
 	p->n_batches++;
 	p->commit_token = token;
 	if (!check(s, p->next_offset >= -1 && p->replied_offset <= p->next_offset,
@@ -699,7 +693,7 @@ static int stmt_reservations(struct sim_store *s, const struct ss_tx *t)
  * asserting the count (FSMIS). */
 static int stmt_skus(struct sim_store *s, const struct ss_tx *t)
 {
-	int32_t part = t->meta.partition;
+	int32_t part = t->built.cas.partition;
 	for (size_t i = 0; i < t->skus.len; i++) {
 		const struct ss_tx_sku *v = &t->skus.v[i];
 		if (v->stored)
@@ -737,7 +731,7 @@ static int stmt_buyers(struct sim_store *s, const struct ss_tx *t)
 	for (size_t i = 0; i < t->buyers.len; i++) {
 		const struct ss_buyer *v = &t->buyers.v[i];
 		const struct ss_sku *k = find_sku(s, v->sku);
-		if (!k || k->part != t->meta.partition)
+		if (!k || k->part != t->built.cas.partition)
 			continue;
 		if (!check(s, v->units >= 0, "buyers: CHECK (units >= 0)"))
 			return 2;
@@ -771,7 +765,7 @@ static int stmt_forwards(struct sim_store *s, const struct ss_tx *t)
 int ss_tx_apply(struct sim_store *s, const struct ss_tx *t, uint64_t token, enum ss_fault fault,
 		int64_t *before, bool *applied)
 {
-	int32_t part = t->meta.partition;
+	int32_t part = t->built.cas.partition;
 	struct lens l = {s->decisions.len, s->rejects.len, s->sales.len,   s->resv.len,
 			 s->skus.len,	   s->buyers.len,  s->forwards.len};
 	s->undo.len = 0;

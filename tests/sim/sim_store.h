@@ -172,10 +172,9 @@ struct ss_tx_sku {
 };
 
 struct ss_tx {
-	struct fs_tx built;	  /* core/commit.c's rows, copied below */
-	struct fs_part_meta meta; /* expected: meta.next_offset */
-	int64_t next, replied, clock_ms, first_off;
-	struct fs_batch_counts counts;
+	/* core/commit.c's transaction: its compare-and-set values (built.cas) and COPY flags are
+	 * plain values, read at apply; its rows point into the batch and core, copied below. */
+	struct fs_tx built;
 	bool stacked;	      /* sent while another of its partition is in flight, on whose */
 	uint64_t pred_token;  /* decisions it was decided: that one's commit token */
 	VEC(int64_t) offsets; /* the batch's records, for the checker */
