@@ -1,6 +1,6 @@
 // A web tier's buy publisher written with Kafka's own Java producer (kafka-clients), as
-// tests/integration/45-web-tier-clients.sh runs it and README.md ("Publishing from your web
-// tier") shows it. Its default partitioner is the intents topic's rule, murmur2(key) %
+// tests/integration/45-web-tier-clients.sh runs it and docs/web-tier.md shows it.
+// Its default partitioner is the intents topic's rule, murmur2(key) %
 // partitions, so nothing about partitioning is set.
 //
 //   java -cp '.local/cache/kafka-3.9.1/libs/*' tests/clients/WebTierProducer.java \
@@ -43,7 +43,7 @@ public class WebTierProducer {
             for (int i = 1; i <= perSku; i++)
                 pending.add(new Buy(sku, prefix + "-" + i, UUID.randomUUID().toString()));
 
-        // README:begin
+        // snippet:begin
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
         props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
@@ -69,7 +69,7 @@ public class WebTierProducer {
                 pending = failed;
             }
         }
-        // README:end
+        // snippet:end
         if (!pending.isEmpty()) {
             System.err.println("WebTierProducer: " + pending.size() + " buys not delivered");
             System.exit(1);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A web tier's buy publisher written with confluent-kafka for Python (librdkafka), as
-tests/integration/45-web-tier-clients.sh runs it and README.md ("Publishing from your web
-tier") shows it. librdkafka's default partitioner is consistent_random (CRC32 of the key), not
+tests/integration/45-web-tier-clients.sh runs it and docs/web-tier.md shows it.
+librdkafka's default partitioner is consistent_random (CRC32 of the key), not
 the rule: partitioner=murmur2_random is, murmur2(key) % partitions as Kafka's Java client does.
 
     /usr/bin/python3 tests/clients/confluent_producer.py BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...
@@ -23,14 +23,14 @@ import buys
 def main():
     brokers, topic, pending = buys.from_args("confluent_producer.py")
 
-    # README:begin
+    # snippet:begin
     conf = {
         "bootstrap.servers": brokers,
         "enable.idempotence": True,
         "acks": "all",
         "partitioner": "murmur2_random",  # the rule; librdkafka's default is CRC32
     }
-    # README:end
+    # snippet:end
     if os.environ.get("CLIENT_DEFAULT_PARTITIONER"):
         del conf["partitioner"]
     producer = Producer(conf)

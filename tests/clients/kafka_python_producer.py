@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A web tier's buy publisher written with kafka-python, as
-tests/integration/45-web-tier-clients.sh runs it and README.md ("Publishing from your web
-tier") shows it. kafka-python's default partitioner hashes the key with murmur2 as Kafka's
+tests/integration/45-web-tier-clients.sh runs it and docs/web-tier.md shows it.
+kafka-python's default partitioner hashes the key with murmur2 as Kafka's
 Java client does: the rule, murmur2(key) % partitions.
 
     /usr/bin/python3 tests/clients/kafka_python_producer.py BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...
@@ -21,7 +21,7 @@ import buys
 def main():
     brokers, topic, pending = buys.from_args("kafka_python_producer.py")
 
-    # README:begin
+    # snippet:begin
     settings = dict(bootstrap_servers=brokers.split(","), acks="all", retries=5,
                     max_in_flight_requests_per_connection=1,
                     key_serializer=str.encode, value_serializer=str.encode)
@@ -44,7 +44,7 @@ def main():
         if not pending:
             break
     producer.close()
-    # README:end
+    # snippet:end
     if pending:
         sys.exit("kafka_python_producer.py: %d buys not delivered" % len(pending))
 

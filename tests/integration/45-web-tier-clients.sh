@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Web tiers written with Kafka clients that are not ours (issue 26; README "Publishing from
-# your web tier"). Kafka's Java producer, kafkajs, kafka-python and franz-go (murmur2 by
-# default: the rule), confluent-kafka (CRC32 by default) and sarama (FNV-1a by default) each
+# Web tiers written with Kafka clients that are not ours (issue 26; docs/web-tier.md).
+# Kafka's Java producer, kafkajs, kafka-python and franz-go (murmur2 by default: the rule),
+# confluent-kafka (CRC32 by default) and sarama (FNV-1a by default) each
 # publish 40 buyers for each of six SKUs of a 4-partition intents topic, more than any SKU's
 # stock, with their default settings. The SKUs are ones the hashes place apart; where each
 # client puts each SKU is computed here (tests/clients/partitions.py) and checked against
@@ -15,7 +15,7 @@
 #   2. misrouted = reject: every misrouted buy is in rejects as wrong_partition (as many as
 #      computed) and answered rejected / wrong_partition with its expected partition; the buys
 #      on the right partition are decided as before, each SKU holds exactly its stock.
-# And the README's snippets are the files run here (tests/clients/check-readme.py).
+# And docs/web-tier.md's snippets are the files run here (tests/clients/check-snippets.py).
 # A client that cannot run here (the Go ones without a Go as new as tests/clients/go/go.mod
 # names) is left out, with a SKIP line.
 . "$(dirname "$0")/lib.sh"
@@ -258,11 +258,11 @@ reject_phase() {
 
 (forward_phase)
 (reject_phase)
-# The README's snippets are the files that ran above.
-if out=$(/usr/bin/python3 "$CLIENTS/check-readme.py" 2>&1); then
-	say "ok: README snippets are the tested files ($(grep -c ': ok ' <<<"$out") snippets)"
+# docs/web-tier.md's snippets are the files that ran above.
+if out=$(/usr/bin/python3 "$CLIENTS/check-snippets.py" 2>&1); then
+	say "ok: docs/web-tier.md snippets are the tested files ($(grep -c ': ok ' <<<"$out") snippets)"
 else
 	printf '%s\n' "$out"
-	fail "README snippets differ from tests/clients"
+	fail "docs/web-tier.md snippets differ from tests/clients"
 fi
 it_done

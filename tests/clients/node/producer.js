@@ -1,5 +1,5 @@
 // A web tier's buy publisher written with kafkajs, as tests/integration/45-web-tier-clients.sh
-// runs it and README.md ("Publishing from your web tier") shows it. kafkajs 2.x's default
+// runs it and docs/web-tier.md shows it. kafkajs 2.x's default
 // partitioner hashes the key with murmur2 as Kafka's Java client does: the rule,
 // murmur2(key) % partitions. (kafkajs 1.x's default was another hash: its
 // Partitioners.JavaCompatiblePartitioner is the rule there.)
@@ -28,7 +28,7 @@ async function main () {
     }
   }
 
-  // README:begin
+  // snippet:begin
   const kafka = new Kafka({ clientId: 'web-tier', brokers: brokers.split(','), logLevel: logLevel.WARN })
   const producer = kafka.producer({
     idempotent: true, // needs acks -1 (all) and one request in flight
@@ -47,7 +47,7 @@ async function main () {
       }
     }
   }
-  // README:end
+  // snippet:end
   let failed = 0
   await Promise.all(buys.map(async (buy) => {
     try {

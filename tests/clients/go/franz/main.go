@@ -1,5 +1,5 @@
 // A web tier's buy publisher written with franz-go (kgo), as tests/integration/45-web-tier-clients.sh
-// runs it and README.md ("Publishing from your web tier") shows it. kgo's default partitioner
+// runs it and docs/web-tier.md shows it. kgo's default partitioner
 // hashes a record's key with murmur2 as Kafka's Java client does (the rule), and its producer
 // is idempotent with acks=all by default: the options below only say so.
 //
@@ -30,14 +30,14 @@ func main() {
 		pending = append(pending, r)
 	}
 
-	// README:begin
+	// snippet:begin
 	client, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // the default, as is idempotence
 		// No kgo.RecordPartitioner: the default hashes the key with murmur2, which is the rule.
 	)
-	// README:end
+	// snippet:end
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "franz:", err)
 		os.Exit(1)

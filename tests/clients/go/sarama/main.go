@@ -1,5 +1,5 @@
 // A web tier's buy publisher written with IBM/sarama, as tests/integration/45-web-tier-clients.sh
-// runs it and README.md ("Publishing from your web tier") shows it. sarama's default
+// runs it and docs/web-tier.md shows it. sarama's default
 // partitioner hashes the key with FNV-1a, and so does NewReferenceHashPartitioner (it only
 // takes the absolute value as Java does): neither is the rule. NewMurmur2Partitioner (sarama
 // 1.50.0 and later) is Kafka's Java default, murmur2(key) % partitions.
@@ -31,14 +31,14 @@ func main() {
 			Key: sarama.StringEncoder(b.SKU), Value: sarama.StringEncoder(b.Body)})
 	}
 
-	// README:begin
+	// snippet:begin
 	cfg := sarama.NewConfig()
 	cfg.Producer.Partitioner = sarama.NewMurmur2Partitioner // the rule (the default is FNV-1a)
 	cfg.Producer.Idempotent = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Net.MaxOpenRequests = 1 // the idempotent producer needs it
 	cfg.Producer.Return.Successes = true
-	// README:end
+	// snippet:end
 	if os.Getenv("CLIENT_DEFAULT_PARTITIONER") != "" {
 		cfg.Producer.Partitioner = sarama.NewConfig().Producer.Partitioner
 	}
