@@ -21,7 +21,7 @@ struct flashsale_result {
 	char type[16]; /* buy | confirm | cancel | expire | invalid | open ... */
 	char intent_id[37];
 	char sku[65];
-	char outcome[32]; /* see the outcome table in README.md */
+	char outcome[32]; /* see docs/reference/records.md */
 	char reason[64];  /* empty unless a rejection says why */
 	int64_t qty;
 	int64_t expires_at_ms; /* holds only, on the partition's log clock */

@@ -1,5 +1,5 @@
 /* move.c: `flashsale move`, a sale moved to an intents topic of another partition count,
- * by replay (README: Growing the intents topic).
+ * by replay (docs/reference/operations.md, "Growing the intents topic").
  *
  * The partition count is part of the partitioning rule, so a topic cannot grow in place. With
  * the web tier stopped and every record decided, this copies every record of the intents log

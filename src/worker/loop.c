@@ -139,7 +139,7 @@ static void warn_misrouted(struct worker *w, int64_t now)
 		"warning (%s); the rule is Kafka's default, toPositive(murmur2(key)) %% "
 		"%" PRId32 ": set the producer's partitioner to murmur2 (librdkafka and "
 		"confluent-kafka: partitioner=murmur2_random; sarama: "
-		"NewMurmur2Partitioner; README: Publishing from your web tier)",
+		"NewMurmur2Partitioner; docs/web-tier.md)",
 		n - w->misrouted_warned_n, w->cfg.topic_intents,
 		w->limits.misrouted_reject ? "rejected wrong_partition" : "forwarded",
 		w->limits.partitions);
@@ -198,7 +198,7 @@ void loop_assigned(struct worker *w, const int32_t *ids, int64_t *offsets, int n
 			fs_error("partition %" PRId32 " of %s is beyond the %" PRId32
 				 " recorded for the topic: it grew, and the partitioning "
 				 "rule would move SKUs away from their state; not consuming "
-				 "it (README: Growing the intents topic)",
+				 "it (docs/reference/operations.md: Growing the intents topic)",
 				 ids[i], w->cfg.topic_intents, w->limits.partitions);
 			offsets[i] = FS_OFFSET_END;
 			continue;

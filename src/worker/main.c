@@ -72,8 +72,8 @@ static int rule_check(struct worker *w)
 				"topic %s has %" PRId32 " partitions, but this database recorded "
 				"%" PRId32 " at its first start: the partitioning rule (murmur2 %% "
 				"partitions) would move SKUs away from their state; use a topic of "
-				"%" PRId32 " partitions, or move the sale (README: Growing the "
-				"intents topic)",
+				"%" PRId32 " partitions, or move the sale (docs/reference/"
+				"operations.md: Growing the intents topic)",
 				w->cfg.topic_intents, n, rec_n, rec_n);
 			return -EPERM;
 		} else if (strcmp(rec_mode, w->cfg.misrouted) != 0) {

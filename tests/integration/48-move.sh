@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Moving a sale to an intents topic with more partitions, by replay (flashsale move, README:
-# Growing the intents topic). A sale on 2 partitions (holds that expire through ticks, confirms,
-# a cancel, repeats, buys forwarded from a CRC32 publisher) is moved to 5 partitions with a new
+# Moving a sale to an intents topic with more partitions, by replay (flashsale move,
+# docs/reference/operations.md: Growing the intents topic). A sale on 2 partitions (holds
+# that expire through ticks, confirms, a cancel, repeats, buys forwarded from a CRC32
+# publisher) is moved to 5 partitions with a new
 # database: the move refuses while a record is undecided; then the new topic's replay decides
 # every intent as the old log did, its holds end as the old ones did once the new worker ticks,
 # the stock counters agree, each SKU lives on its murmur2 partition of 5, the audit (with its
