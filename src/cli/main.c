@@ -822,6 +822,27 @@ const char *cli_config_file;
 const char *cli_sets[64];
 int cli_nsets;
 
+/* The --set KEY=VALUE options, over the file and the environment; -1 after saying why. */
+static int apply_sets(struct fs_config *cfg, const char **sets, int nsets)
+{
+	char err[FS_CONF_ERR_MAX];
+	for (int k = 0; k < nsets; k++) {
+		char kv[1024];
+		snprintf(kv, sizeof kv, "%s", sets[k]);
+		char *eq = strchr(kv, '=');
+		if (!eq) {
+			cli_err("--set %s: expected KEY=VALUE", sets[k]);
+			return -1;
+		}
+		*eq = '\0';
+		if (fs_config_set(cfg, kv, eq + 1, "--set", err) < 0) {
+			cli_err("%s", err);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct fs_config cfg;
@@ -866,20 +887,8 @@ int main(int argc, char **argv)
 		cli_err("%s", err);
 		return 2;
 	}
-	for (int k = 0; k < nsets; k++) {
-		char kv[1024];
-		snprintf(kv, sizeof kv, "%s", sets[k]);
-		char *eq = strchr(kv, '=');
-		if (!eq) {
-			cli_err("--set %s: expected KEY=VALUE", sets[k]);
-			return 2;
-		}
-		*eq = '\0';
-		if (fs_config_set(&cfg, kv, eq + 1, "--set", err) < 0) {
-			cli_err("%s", err);
-			return 2;
-		}
-	}
+	if (apply_sets(&cfg, sets, nsets) < 0)
+		return 2;
 	for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
 		if (strcmp(commands[k].name, argv[i]) != 0)
 			continue;
