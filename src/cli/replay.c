@@ -497,7 +497,17 @@ int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *dif
 	rd_kafka_t *rk = lo ? cli_topic_reader(fs, cfg->topic_intents, rp.nparts,
 					       "flashsale-replay-check", lo)
 			    : NULL;
-	if (!rk) {
+	int transient = 0;
+	const char *clock_why =
+		rk ? fs_kafka_check_log_clock(rk, cfg->topic_intents, 10000, &transient) : NULL;
+	if (clock_why)
+		cli_err("replay: %s",
+			clock_why); /* the log's clock is not one a replay can trust */
+	if (!rk || clock_why) {
+		if (rk) {
+			rd_kafka_consumer_close(rk);
+			rd_kafka_destroy(rk);
+		}
 		free(lo);
 		free(ends);
 		return 1;

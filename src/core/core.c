@@ -507,6 +507,14 @@ static void reject(struct fs_decision *d, enum fs_outcome o, const char *reason)
 }
 
 /* The reasons a buy of a known SKU is refused, in order; false: it can be held. */
+/* A time on the log clock `ms` after `at`, saturating: a record stamped near the end of time
+ * (possible only on a CreateTime topic, which the worker refuses) saturates there instead of
+ * wrapping around into the past. */
+static int64_t clock_after(int64_t at, int64_t ms)
+{
+	return at > INT64_MAX - ms ? INT64_MAX : at + ms;
+}
+
 static bool buy_refused(const struct fs_core *c, const struct fs_sku *s, const struct fs_record *r,
 			int64_t units, struct fs_decision *d)
 {
@@ -564,7 +572,7 @@ static int decide_buy(struct fs_core *c, const struct fs_record *r, struct fs_de
 		.sku_index = si,
 		.buyer_index = bi,
 		.qty = r->qty,
-		.expires_at_ms = c->clock_ms + c->skus[si].hold_ms,
+		.expires_at_ms = clock_after(c->clock_ms, c->skus[si].hold_ms),
 		.offset = r->offset,
 		.status = FS_HOLD_HELD,
 		.ended_offset = -1,
@@ -585,7 +593,7 @@ static int decide_buy(struct fs_core *c, const struct fs_record *r, struct fs_de
 	assert(c->buyers[bi].units <= s->per_buyer_limit);
 	d->outcome = FS_OUT_HELD;
 	d->reserve = true;
-	d->expires_at_ms = c->clock_ms + s->hold_ms;
+	d->expires_at_ms = h.expires_at_ms;
 	return 0;
 }
 

@@ -87,3 +87,71 @@ rd_kafka_t *fs_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, char *err,
 		rd_kafka_conf_destroy(conf);
 	return rk;
 }
+
+int fs_kafka_topic_config(rd_kafka_t *rk, const char *topic, const char *name, int timeout_ms,
+			  char *out, size_t out_len, char *err, size_t err_len)
+{
+	rd_kafka_ConfigResource_t *res =
+		rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+	rd_kafka_AdminOptions_t *o =
+		rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+	rd_kafka_AdminOptions_set_request_timeout(o, timeout_ms, NULL, 0);
+	rd_kafka_DescribeConfigs(rk, &res, 1, o, q);
+	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+	int rc = -1;
+	snprintf(err, err_len, "no answer from the broker within %d ms", timeout_ms);
+	const rd_kafka_DescribeConfigs_result_t *r =
+		ev ? rd_kafka_event_DescribeConfigs_result(ev) : NULL;
+	if (ev && rd_kafka_event_error(ev)) {
+		snprintf(err, err_len, "%s", rd_kafka_event_error_string(ev));
+	} else if (r) {
+		size_t nres = 0, n = 0;
+		const rd_kafka_ConfigResource_t **rs =
+			rd_kafka_DescribeConfigs_result_resources(r, &nres);
+		if (nres == 1 && rd_kafka_ConfigResource_error(rs[0])) {
+			snprintf(err, err_len, "%s", rd_kafka_ConfigResource_error_string(rs[0]));
+		} else if (nres == 1) {
+			const rd_kafka_ConfigEntry_t **e =
+				rd_kafka_ConfigResource_configs(rs[0], &n);
+			snprintf(err, err_len, "the broker did not name %s", name);
+			for (size_t i = 0; i < n && rc < 0; i++) {
+				const char *v = rd_kafka_ConfigEntry_value(e[i]);
+				if (strcmp(rd_kafka_ConfigEntry_name(e[i]), name) == 0 && v) {
+					snprintf(out, out_len, "%s", v);
+					rc = 0;
+				}
+			}
+		}
+	}
+	if (ev)
+		rd_kafka_event_destroy(ev);
+	rd_kafka_AdminOptions_destroy(o);
+	rd_kafka_queue_destroy(q);
+	rd_kafka_ConfigResource_destroy(res);
+	return rc;
+}
+
+const char *fs_kafka_check_log_clock(rd_kafka_t *rk, const char *topic, int timeout_ms,
+				     int *transient)
+{
+	static char why[768];
+	char type[64], err[256];
+	*transient = 0;
+	if (fs_kafka_topic_config(rk, topic, "message.timestamp.type", timeout_ms, type,
+				  sizeof type, err, sizeof err) < 0) {
+		*transient = 1;
+		snprintf(why, sizeof why, "no message.timestamp.type for topic %s: %s", topic, err);
+		return why;
+	}
+	if (strcmp(type, FS_KAFKA_TIMESTAMP_TYPE) == 0)
+		return NULL;
+	snprintf(why, sizeof why,
+		 "topic %s has message.timestamp.type=%s: its records keep their producers' "
+		 "clocks, and the log clock (holds, windows) must be the broker's; set it to "
+		 "LogAppendTime (kafka-configs.sh --alter --entity-type topics --entity-name %s "
+		 "--add-config message.timestamp.type=LogAppendTime) before any record is "
+		 "decided (docs/reference/operations.md: Pointing it at an existing Kafka)",
+		 topic, type, topic);
+	return why;
+}

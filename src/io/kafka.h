@@ -21,6 +21,20 @@ rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,
 /* Creates the handle (takes ownership of conf in every case). */
 rd_kafka_t *fs_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, char *err, size_t err_len);
 
+/* One configuration entry of a topic as the broker applies it (the admin API's
+ * DescribeConfigs: the topic's own value, else the broker's default), into out. 0, or -1
+ * with err. Any handle can ask (the worker asks with its producer). */
+int fs_kafka_topic_config(rd_kafka_t *rk, const char *topic, const char *name, int timeout_ms,
+			  char *out, size_t out_len, char *err, size_t err_len);
+
+/* The log clock is the broker's: a topic whose records keep their producers' timestamps
+ * (CreateTime) would let one producer's clock expire every hold. NULL when the intents
+ * topic's message.timestamp.type is LogAppendTime, else why not (static storage), with the
+ * command that sets it. */
+#define FS_KAFKA_TIMESTAMP_TYPE "LogAppendTime"
+const char *fs_kafka_check_log_clock(rd_kafka_t *rk, const char *topic, int timeout_ms,
+				     int *transient);
+
 /* Producer defaults shared by the worker and the clients: idempotent, never gives up. */
 extern const char *const fs_kafka_producer_defaults[];
 /* The worker's consumer defaults (also flashsale-echo's, the benchmark's floor, so that the

@@ -438,6 +438,12 @@ int wio_partitions(struct wio *io, int64_t timeout_ms, int32_t *n)
 	return rc;
 }
 
+const char *wio_log_clock(struct wio *io, int64_t timeout_ms, int *transient)
+{
+	return fs_kafka_check_log_clock(io->producer, io->w->cfg.topic_intents, (int)timeout_ms,
+					transient);
+}
+
 int wio_watermarks(struct wio *io, int32_t partition, int64_t *lo, int64_t *hi)
 {
 	rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(

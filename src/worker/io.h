@@ -76,6 +76,9 @@ void wio_commit_offset(struct wio *io, int32_t partition, int64_t next);
  * of partitions 0..n-1, partition i from offsets[i] (the rebuild). */
 int wio_partitions(struct wio *io, int64_t timeout_ms, int32_t *n);
 int wio_watermarks(struct wio *io, int32_t partition, int64_t *lo, int64_t *hi);
+/* NULL when the intents topic's timestamps are the broker's (LogAppendTime), else why not;
+ * *transient when the broker could not say (worth asking again). */
+const char *wio_log_clock(struct wio *io, int64_t timeout_ms, int *transient);
 int wio_assign(struct wio *io, const int64_t *offsets, int n);
 
 /* Produces one message (waiting while the local queue is full); tag comes back in the delivery

@@ -49,10 +49,12 @@ static void usage(FILE *out)
 		"SIGTERM or SIGINT: finish the batches already read, deliver results, exit 0.\n");
 }
 
-/* The partitioning rule's inputs (docs/reference/records.md): the intents topic's partition count
- * and what is done with a misrouted record, recorded for the topic at the first start. A
- * topic grown since would move SKUs away from their state, and another mode would decide
- * the log otherwise than a replay of it: refuse to start. Waits while the broker or Postgres
+/* The log clock and the partitioning rule's inputs (docs/reference/records.md): the intents
+ * topic's timestamps must be the broker's (LogAppendTime); its partition count and what is
+ * done with a misrouted record are recorded for the topic at the first start. A CreateTime
+ * topic would let a producer's clock expire holds, a topic grown since would move SKUs away
+ * from their state, and another mode would decide the log otherwise than a replay of it:
+ * refuse to start. Waits while the broker or Postgres
  * cannot be reached (they may come up after us). */
 static int rule_check(struct worker *w)
 {
@@ -60,9 +62,17 @@ static int rule_check(struct worker *w)
 	while (!wio_stopping(w->io)) {
 		int32_t n = 0, rec_n = 0;
 		char rec_mode[16] = "";
+		int transient = 0;
+		const char *clock_why = NULL;
 		if (wio_partitions(w->io, METADATA_TIMEOUT_MS, &n) < 0) {
 			fs_warn("no partition count for topic %s from the broker yet (will retry)",
 				w->cfg.topic_intents);
+		} else if ((clock_why = wio_log_clock(w->io, METADATA_TIMEOUT_MS, &transient)) &&
+			   transient) {
+			fs_warn("%s (will retry)", clock_why);
+		} else if (clock_why) {
+			fs_error("%s", clock_why);
+			return -EPERM;
 		} else if (fs_store_ensure(w->store) < 0 ||
 			   fs_store_topic_rule(w->store, w->cfg.topic_intents, n, w->cfg.misrouted,
 					       &rec_n, rec_mode) < 0) {

@@ -401,6 +401,26 @@ static void test_followup_without_hold(void)
 	fs_core_free(&c);
 }
 
+/* A record stamped at the end of time (a CreateTime topic lets a producer do it; the worker
+ * refuses such topics, this is the core's own guard): the hold's expiry saturates instead of
+ * overflowing (UBSan aborted here), and the hold does not expire before it. Issue 28, item 4. */
+static void test_clock_overflow(void)
+{
+	struct fs_core c;
+	fs_core_init(&c, 0);
+	struct fs_decision d;
+	struct fs_record r =
+		rec_open("A", (struct open_params){.stock = 3, .hold_ms = 600000}, 1000);
+	fs_core_decide(&c, &r, &d);
+	r = rec_buy("A", "b1", 1, INT64_MAX - 5);
+	CHECK_INT(fs_core_decide(&c, &r, &d), 0);
+	CHECK_INT(d.outcome, FS_OUT_HELD);
+	CHECK_INT(d.expires_at_ms, INT64_MAX);
+	CHECK_INT(fs_core_next_expiry(&c), INT64_MAX);
+	CHECK_INT(fs_core_sku(&c, "A")->held, 1);
+	fs_core_free(&c);
+}
+
 static void test_outcome_names(void)
 {
 	static const char *const names[] = {
@@ -1018,6 +1038,7 @@ int main(int argc, char **argv)
 	test_timelines();
 	test_sale_state();
 	test_followup_without_hold();
+	test_clock_overflow();
 	test_outcome_names();
 	test_dirty_and_commit();
 	test_load();
