@@ -54,13 +54,15 @@ CREATE TABLE IF NOT EXISTS skus (
 );
 
 -- One row per decided intent id and record kind (buy, confirm, cancel): the dedupe key. A
--- repeated id is answered from here; body_hash tells a verbatim retry from a conflict.
+-- repeated id is answered from here; body_hash tells a verbatim retry from a conflict. A
+-- confirm or cancel answered unknown_intent is kept under its kind + 10, so that it does not
+-- use up the id: the right one after it takes effect (src/core/batch.h, FS_KEY_UNMATCHED).
 -- The worker writes new rows of decisions, reservations and buyers with COPY in its binary
 -- format (src/io/store.c), each field as its column's exact type: changing a column's type here
 -- means changing its writer there.
 CREATE TABLE IF NOT EXISTS decisions (
     intent_id     uuid     NOT NULL,
-    kind          smallint NOT NULL,   -- 1 buy, 2 confirm, 3 cancel
+    kind          smallint NOT NULL,   -- 1 buy, 2 confirm, 3 cancel; 12, 13 one that found no hold
     body_hash     bigint   NOT NULL,
     part          int      NOT NULL,
     off           bigint   NOT NULL,

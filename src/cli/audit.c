@@ -68,8 +68,9 @@ static const struct check checks[] = {
 	 "f.to_part >= t.partitions LIMIT 20"},
 	{"INV-2", "every forwarded intent has its decision (or its reject where it was forwarded)",
 	 "SELECT f.part, f.off, f.to_part, f.intent_id FROM forwards f WHERE f.kind IS NOT NULL "
-	 "AND NOT EXISTS (SELECT 1 FROM decisions d WHERE d.intent_id = f.intent_id AND d.kind = "
-	 "f.kind) AND NOT EXISTS (SELECT 1 FROM rejects j WHERE j.intent_id = f.intent_id AND "
+	 "AND NOT EXISTS (SELECT 1 FROM decisions d WHERE d.intent_id = f.intent_id AND d.kind IN "
+	 "(f.kind, f.kind + 10)) AND NOT EXISTS (SELECT 1 FROM rejects j WHERE j.intent_id = "
+	 "f.intent_id AND "
 	 "j.part = f.to_part) LIMIT 20"},
 	{"INV-2", "reject rows lie inside the decided offsets and never overlap",
 	 "SELECT j.part, j.off, j.off_end FROM rejects j LEFT JOIN partitions p ON p.grp = $1 AND "

@@ -165,7 +165,7 @@ static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item 
 	const struct fs_decision *d = &it->dec;
 	if (it->cls == FS_ITEM_NEW && seek_row(rp, part, &p->dec, "decisions", off)) {
 		check_text(rp, part, off, "intent id", col(&p->dec, 1), it->rec.intent_id);
-		check_int(rp, part, off, "kind", icol(&p->dec, 2), it->rec.kind);
+		check_int(rp, part, off, "kind", icol(&p->dec, 2), fs_item_key_kind(it));
 		check_int(rp, part, off, "body hash", icol(&p->dec, 3), it->rec.body_hash);
 		check_text(rp, part, off, "outcome", col(&p->dec, 4), fs_outcome_name(d->outcome));
 		check_text(rp, part, off, "reason", col(&p->dec, 5), d->reason);

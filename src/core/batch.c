@@ -11,10 +11,10 @@
 
 struct key {
 	const char *intent_id;
-	enum fs_kind kind;
+	int kind;
 };
 
-static uint64_t key_hash(const char *intent_id, enum fs_kind kind)
+static uint64_t key_hash(const char *intent_id, int kind)
 {
 	return fs_hash_bytes(intent_id, FS_UUID_LEN, (uint64_t)kind);
 }
@@ -28,20 +28,21 @@ static bool key_eq(const void *ctx, uint32_t value, const void *key)
 		return s->kind == k->kind && strcmp(s->intent_id, k->intent_id) == 0;
 	}
 	const struct fs_item *it = &b->items[value];
-	return it->rec.kind == k->kind && strcmp(it->rec.intent_id, k->intent_id) == 0;
+	return fs_item_key_kind(it) == k->kind && strcmp(it->rec.intent_id, k->intent_id) == 0;
 }
 
 int fs_batch_init(struct fs_batch *b, uint32_t cap)
 {
 	memset(b, 0, sizeof *b);
 	b->items = calloc(cap, sizeof *b->items);
-	b->stored = calloc(cap, sizeof *b->stored);
+	/* A follow-up is looked up under both its keys: two stored entries at most per item. */
+	b->stored = calloc((size_t)cap * 2, sizeof *b->stored);
 	if (!b->items || !b->stored) {
 		fs_batch_free(b);
 		return -ENOMEM;
 	}
 	b->cap = cap;
-	b->stored_cap = cap;
+	b->stored_cap = cap * 2;
 	return 0;
 }
 
@@ -133,6 +134,15 @@ bool fs_item_has_key(const struct fs_item *it)
 	}
 }
 
+int fs_item_key_kind(const struct fs_item *it)
+{
+	int kind = (int)it->rec.kind;
+	if (it->cls == FS_ITEM_NEW && fs_kind_is_followup(kind) &&
+	    it->dec.outcome == FS_OUT_UNKNOWN_INTENT)
+		return kind + FS_KEY_UNMATCHED;
+	return kind;
+}
+
 int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s)
 {
 	if (b->stored_len == b->stored_cap)
@@ -186,6 +196,12 @@ static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found
 	b->counts.repeats++;
 }
 
+static uint32_t find_key(const struct fs_batch *b, const struct fs_item *it, int kind)
+{
+	struct key k = {it->rec.intent_id, kind};
+	return fs_map_get(&b->index, key_hash(it->rec.intent_id, kind), key_eq, b, &k);
+}
+
 static enum fs_item_class class_of(const struct fs_record *r)
 {
 	if (r->misrouted)
@@ -204,6 +220,20 @@ static enum fs_item_class class_of(const struct fs_record *r)
 	}
 }
 
+bool fs_batch_needs_lookup(const struct fs_batch *b, const struct fs_core *core)
+{
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (!fs_item_has_key(it) || !fs_kind_is_followup((int)it->rec.kind) ||
+		    find_key(b, it, (int)it->rec.kind) != FS_MAP_NONE)
+			continue;
+		const struct fs_hold *h = fs_core_hold(core, it->rec.intent_id);
+		if (!h || strcmp(core->skus[h->sku_index].sku, it->rec.sku) != 0)
+			return true;
+	}
+	return false;
+}
+
 int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 {
 	memset(&b->counts, 0, sizeof b->counts);
@@ -212,10 +242,9 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 		b->counts.records++;
 		it->first_partition = it->rec.partition;
 		it->first_offset = it->rec.offset;
-		if (fs_item_has_key(it)) {
-			struct key k = {it->rec.intent_id, it->rec.kind};
-			uint64_t h = key_hash(it->rec.intent_id, it->rec.kind);
-			uint32_t found = fs_map_get(&b->index, h, key_eq, b, &k);
+		bool keyed = fs_item_has_key(it);
+		if (keyed) {
+			uint32_t found = find_key(b, it, (int)it->rec.kind);
 			if (found != FS_MAP_NONE) {
 				/* A repeat still moves the clock (and expires what is due): time is
 				 * the log's, every record counts. */
@@ -223,9 +252,6 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 				answer_repeat(b, it, found);
 				continue;
 			}
-			int rc = fs_map_put(&b->index, h, i);
-			if (rc < 0)
-				return rc;
 		}
 		it->cls = class_of(&it->rec);
 		if (it->cls == FS_ITEM_FORWARD) {
@@ -239,6 +265,21 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 		int rc = fs_core_decide(core, &it->rec, &it->dec);
 		if (rc < 0)
 			return rc;
+		if (keyed) {
+			/* Keyed once decided: a follow-up that found no hold goes under its
+			 * unmatched key, or is the repeat of the one there (which had no effect
+			 * either). */
+			int kind = fs_item_key_kind(it);
+			uint32_t found =
+				kind != (int)it->rec.kind ? find_key(b, it, kind) : FS_MAP_NONE;
+			if (found != FS_MAP_NONE) {
+				answer_repeat(b, it, found);
+				continue;
+			}
+			rc = fs_map_put(&b->index, key_hash(it->rec.intent_id, kind), i);
+			if (rc < 0)
+				return rc;
+		}
 		if (it->cls == FS_ITEM_INVALID)
 			it->dec.decided_at_ms =
 				it->rec.ts_ms; /* as for a conflict: no row keeps it */
@@ -311,7 +352,7 @@ int fs_seen_add(struct fs_seen *s, const struct fs_item *it)
 	struct fs_stored *st = &s->items[s->len];
 	memset(st, 0, sizeof *st);
 	strcpy(st->intent_id, it->rec.intent_id);
-	st->kind = it->rec.kind;
+	st->kind = fs_item_key_kind(it);
 	st->body_hash = it->rec.body_hash;
 	st->partition = it->first_partition;
 	st->offset = it->first_offset;
@@ -327,8 +368,7 @@ int fs_seen_add(struct fs_seen *s, const struct fs_item *it)
 	return rc;
 }
 
-const struct fs_stored *fs_seen_find(const struct fs_seen *s, const char *intent_id,
-				     enum fs_kind kind)
+const struct fs_stored *fs_seen_find(const struct fs_seen *s, const char *intent_id, int kind)
 {
 	struct key k = {intent_id, kind};
 	uint32_t v = fs_map_get(&s->index, key_hash(intent_id, kind), seen_eq, s, &k);
@@ -342,7 +382,13 @@ uint32_t fs_batch_add_seen(struct fs_batch *b, const struct fs_seen *s)
 		const struct fs_item *it = &b->items[i];
 		if (!fs_item_has_key(it))
 			continue;
-		const struct fs_stored *st = fs_seen_find(s, it->rec.intent_id, it->rec.kind);
+		int kind = (int)it->rec.kind;
+		const struct fs_stored *st = fs_seen_find(s, it->rec.intent_id, kind);
+		if (st && fs_batch_add_stored(b, st) == 0)
+			found++;
+		st = fs_kind_is_followup(kind)
+			     ? fs_seen_find(s, it->rec.intent_id, kind + FS_KEY_UNMATCHED)
+			     : NULL;
 		if (st && fs_batch_add_stored(b, st) == 0)
 			found++;
 	}

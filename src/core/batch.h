@@ -15,10 +15,17 @@
 
 #include <stdint.h>
 
-/* A decision already recorded in the store for an (intent id, kind). */
+/* The dedupe key's kind of a confirm or cancel that found no hold (unknown_intent): its kind
+ * plus this (12, 13 in the decisions table). Kept apart from the follow-up's own key, so that
+ * such an answer does not consume the intent id: the right confirm after one with the wrong
+ * SKU, or a cancel after its buy when an earlier one came before it, takes effect; a retry of
+ * the unmatched one, while still unmatched, is its repeat (issue 28, item 3). */
+#define FS_KEY_UNMATCHED 10
+
+/* A decision already recorded in the store for an (intent id, key kind). */
 struct fs_stored {
 	char intent_id[FS_UUID_LEN + 1];
-	enum fs_kind kind;
+	int kind; /* an enum fs_kind, or a follow-up's plus FS_KEY_UNMATCHED */
 	int64_t body_hash;
 	int32_t partition;
 	int64_t offset;
@@ -60,7 +67,7 @@ struct fs_batch {
 	uint32_t len, cap;
 	struct fs_stored *stored;
 	uint32_t stored_len, stored_cap;
-	struct fs_map index; /* (intent id, kind) -> item or stored entry */
+	struct fs_map index; /* (intent id, key kind) -> item or stored entry */
 	struct fs_batch_counts counts;
 	struct fs_buf fwd; /* the bytes of misrouted records (fs_batch_keep) */
 };
@@ -89,6 +96,14 @@ int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s);
 /* True if the record is answered by intent id (buy, confirm, cancel) and so is deduplicated
  * (a misrouted record is not: the partition it belongs on dedupes it). */
 bool fs_item_has_key(const struct fs_item *it);
+/* The kind its decision is keyed by: the record's kind, or that plus FS_KEY_UNMATCHED for a
+ * new confirm or cancel answered unknown_intent. */
+int fs_item_key_kind(const struct fs_item *it);
+/* True for a confirm or cancel: looked up under both its keys. */
+static inline bool fs_kind_is_followup(int kind)
+{
+	return kind == FS_KIND_CONFIRM || kind == FS_KIND_CANCEL;
+}
 
 /* The answer to a record that reuses an intent id with another body: conflict
  * (intent_id_reused) with the record's own qty and time, naming the record itself; the live
@@ -99,6 +114,13 @@ const char *fs_item_reject_reason(const struct fs_item *it);
 /* True if the invalid item it extends the run of rejects that ends with prev (adjacent
  * offsets, the same reason, no intent id on either): a run is one rejects row. */
 bool fs_item_extends_reject_run(const struct fs_item *prev, const struct fs_item *it);
+
+/* True if a confirm or cancel of the batch, not answered by what the batch has stored, names
+ * no hold of its SKU in the core: it may find none, and its answer then depends on whether
+ * its own key was decided before, which only the store knows (the decisions insert cannot
+ * tell: an unmatched key is another row). The caller looks the batch up first. Honest
+ * follow-ups name their hold, so this costs a lookup only for rare or hostile ones. */
+bool fs_batch_needs_lookup(const struct fs_batch *b, const struct fs_core *core);
 
 /* Decides every item. Returns 0, or -ENOMEM (the core's state is then unusable: reload). */
 int fs_batch_decide(struct fs_batch *b, struct fs_core *core);
@@ -119,8 +141,7 @@ void fs_seen_free(struct fs_seen *s);
 void fs_seen_clear(struct fs_seen *s);
 /* Remembers the decision of a NEW item. Returns 0 or -ENOMEM. */
 int fs_seen_add(struct fs_seen *s, const struct fs_item *it);
-const struct fs_stored *fs_seen_find(const struct fs_seen *s, const char *intent_id,
-				     enum fs_kind kind);
+const struct fs_stored *fs_seen_find(const struct fs_seen *s, const char *intent_id, int kind);
 /* Adds to the batch the remembered decisions of its intent ids. Returns how many it found. */
 uint32_t fs_batch_add_seen(struct fs_batch *b, const struct fs_seen *s);
 

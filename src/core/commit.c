@@ -43,7 +43,7 @@ static void add_decision(struct fs_tx *t, const struct fs_item *it)
 {
 	t->decisions.v[t->decisions.len++] = (struct fs_tx_decision){
 		.intent_id = it->rec.intent_id,
-		.kind = it->rec.kind,
+		.kind = fs_item_key_kind(it),
 		.body_hash = it->rec.body_hash,
 		.offset = it->rec.offset,
 		.sku = it->rec.sku,

@@ -22,6 +22,9 @@ struct flashsale {
 	rd_kafka_t *producer;
 	PGconn *pg;
 	int64_t failures;
+	/* Where the last record this handle published landed (-1: none yet). */
+	int32_t last_part;
+	int64_t last_off;
 	struct fs_buf buf;
 	char err[ERR_MAX];
 };
@@ -33,6 +36,9 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 	if (m->err) {
 		fs->failures++;
 		snprintf(fs->err, sizeof fs->err, "delivery failed: %s", rd_kafka_err2str(m->err));
+	} else {
+		fs->last_part = m->partition;
+		fs->last_off = m->offset;
 	}
 }
 
@@ -43,6 +49,7 @@ flashsale_t *flashsale_new(const struct fs_config *cfg, char *err, size_t err_le
 		snprintf(err, err_len, "out of memory");
 		return NULL;
 	}
+	fs->last_off = -1;
 	fs->cfg = *cfg;
 	return fs;
 }
@@ -375,17 +382,19 @@ int flashsale_decision_get(flashsale_t *fs, const char *intent_id, const char *t
 	if (!c)
 		return -EIO;
 	const char *p[] = {id, kind};
-	/* The decision, with what became of the hold; or, for a record that was rejected before
-	 * it could be read, the reject row that carries its id. */
+	/* The decision, with what became of the hold (a confirm or cancel that found no hold is
+	 * kept under its kind plus 10, core/batch.h: the one that took effect wins); or, for a
+	 * record that was rejected before it could be read, the reject row that carries its id. */
 	int rc;
 	PGresult *r = query_row(
 		fs, c,
-		"SELECT d.intent_id, d.sku, d.outcome, coalesce(d.reason, ''), d.qty, "
+		"(SELECT d.intent_id, d.sku, d.outcome, coalesce(d.reason, ''), d.qty, "
 		"coalesce(d.expires_at_ms, 0), d.part, d.off, coalesce(r.status, '') FROM "
 		"decisions d "
 		"LEFT JOIN reservations r ON r.intent_id = d.intent_id AND d.kind = 1 "
-		"WHERE d.intent_id = $1::uuid AND d.kind = $2::int "
-		"UNION ALL (SELECT intent_id, '', 'rejected', reason, 0, 0, part, off, '' FROM "
+		"WHERE d.intent_id = $1::uuid AND d.kind IN ($2::int, $2::int + 10) "
+		"ORDER BY d.kind LIMIT 1) UNION ALL (SELECT intent_id, '', 'rejected', reason, 0, "
+		"0, part, off, '' FROM "
 		"rejects "
 		"WHERE intent_id = $1::uuid AND $2::int = 1 ORDER BY off LIMIT 1) LIMIT 1",
 		2, p, &rc);
@@ -568,6 +577,42 @@ int flashsale_result_wait(flashsale_t *fs, const char *intent_id, int timeout_ms
 	return flashsale_decision_wait(fs, intent_id, "buy", timeout_ms, out);
 }
 
+/* The stored offset of the intents topic's partition: every record below it is decided. */
+static int64_t decided_below(flashsale_t *fs, int32_t part)
+{
+	PGconn *c = flashsale_pg(fs);
+	char pp[16];
+	snprintf(pp, sizeof pp, "%" PRId32, part);
+	const char *p[] = {fs->cfg.group, fs->cfg.topic_intents, pp};
+	int rc;
+	PGresult *r = c ? query_row(fs, c,
+				    "SELECT next_offset FROM partitions WHERE grp = $1 AND "
+				    "topic = $2 AND part = $3::int",
+				    3, p, &rc)
+			: NULL;
+	int64_t next = r ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+	PQclear(r);
+	return next;
+}
+
+/* A confirm or cancel answered unknown_intent does not use up its id: a later one may take
+ * effect. When the stored answer is such, and this handle has just published a record, the
+ * answer to that record is the stored one only once the worker has decided past it. */
+static int wait_decided_past(flashsale_t *fs, const char *id, const char *type, int timeout_ms,
+			     struct flashsale_result *out)
+{
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
+	int32_t part = fs->last_part;
+	int64_t off = fs->last_off;
+	while (decided_below(fs, part) <= off) {
+		if (mono_ms() >= deadline)
+			return fail(fs, -ETIMEDOUT, "no result for %s yet", id);
+		struct timespec ts = {0, WAIT_POLL_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	return flashsale_decision_get(fs, id, type, out);
+}
+
 int flashsale_decision_wait(flashsale_t *fs, const char *intent_id, const char *type,
 			    int timeout_ms, struct flashsale_result *out)
 {
@@ -575,6 +620,9 @@ int flashsale_decision_wait(flashsale_t *fs, const char *intent_id, const char *
 	if (!fs_uuid_canon(intent_id, id))
 		return fail(fs, -EINVAL, "invalid intent id '%s' (a UUID)", intent_id);
 	int rc = flashsale_decision_get(fs, id, type, out);
+	if (rc == 0 && timeout_ms != 0 && strcmp(type, "buy") != 0 && fs->last_off >= 0 &&
+	    strcmp(out->outcome, "unknown_intent") == 0)
+		return wait_decided_past(fs, id, type, timeout_ms, out);
 	if (rc != -ENOENT || timeout_ms == 0)
 		return rc;
 	/* Subscribe first, then look in Postgres again: a result committed in between is in

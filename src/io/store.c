@@ -437,9 +437,14 @@ int fs_store_lookup(struct fs_store *s, struct fs_batch *b)
 	for (uint32_t i = 0; i < b->len; i++) {
 		if (!fs_item_has_key(&b->items[i]))
 			continue;
+		int kind = (int)b->items[i].rec.kind;
 		fs_arr_text(ids, b->items[i].rec.intent_id);
-		fs_arr_int(kinds, b->items[i].rec.kind);
+		fs_arr_int(kinds, kind);
 		n++;
+		if (fs_kind_is_followup(kind)) { /* and its unmatched key (batch.h) */
+			fs_arr_text(ids, b->items[i].rec.intent_id);
+			fs_arr_int(kinds, kind + FS_KEY_UNMATCHED);
+		}
 	}
 	fs_arr_end(ids);
 	fs_arr_end(kinds);
@@ -451,7 +456,8 @@ int fs_store_lookup(struct fs_store *s, struct fs_batch *b)
 	}
 	const char *p[] = {fs_buf_cstr(ids), fs_buf_cstr(kinds)};
 	/* By (intent id, kind) pairs, not by id alone: an id can have a buy, a confirm and a
-	 * cancel stored, and the batch has room for one stored decision per item. */
+	 * cancel stored (and a confirm and a cancel that found no hold), and the batch has room
+	 * for two stored decisions per item. */
 	PGresult *r = exec(s,
 			   "SELECT d.intent_id, d.kind, d.body_hash, d.part, d.off, d.outcome, "
 			   "d.reason, d.qty, d.expires_at_ms, d.decided_at_ms FROM decisions d "
@@ -464,7 +470,7 @@ int fs_store_lookup(struct fs_store *s, struct fs_batch *b)
 	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
 		struct fs_stored st = {0};
 		snprintf(st.intent_id, sizeof st.intent_id, "%s", PQgetvalue(r, i, 0));
-		st.kind = (enum fs_kind)get_i64(r, i, 1);
+		st.kind = (int)get_i64(r, i, 1);
 		st.body_hash = get_i64(r, i, 2);
 		st.partition = (int32_t)get_i64(r, i, 3);
 		st.offset = get_i64(r, i, 4);

@@ -43,9 +43,11 @@ int part_decide(struct worker *w, struct part *p, struct fs_batch *b)
 	int64_t t0 = wio_now_us(w->io);
 	/* Repeats are answered from memory. Ids not in memory are taken for new: the decisions
 	 * insert asserts it, and if one was decided before (another run, another worker), the
-	 * transaction aborts and the batch is redone with a lookup. */
+	 * transaction aborts and the batch is redone with a lookup. A follow-up that may find no
+	 * hold is the exception (batch.h): the batch is looked up first. */
 	fs_batch_add_seen(b, &p->seen);
-	int rc = p->need_lookup ? fs_store_lookup(w->store, b) : 0;
+	bool lookup = p->need_lookup || fs_batch_needs_lookup(b, &p->core);
+	int rc = lookup ? fs_store_lookup(w->store, b) : 0;
 	wio_crash_at(w->io, "after_lookup");
 	int64_t t1 = wio_now_us(w->io);
 	if (rc == 0)
@@ -263,6 +265,20 @@ int part_process_from(struct worker *w, struct part *p, struct fs_batch *b, int 
 	return reloaded ? 1 : 0;
 }
 
+/* The stored decision of the item's intent id under key kind `kind`, made at or before the
+ * item (a row made later, on the same partition, did not exist when the item was answered). */
+static const struct fs_stored *stored_before(const struct fs_batch *b, const struct fs_item *it,
+					     int kind)
+{
+	for (uint32_t k = 0; k < b->stored_len; k++) {
+		const struct fs_stored *s = &b->stored[k];
+		if (s->kind == kind && strcmp(s->intent_id, it->rec.intent_id) == 0 &&
+		    (s->partition != it->rec.partition || s->offset <= it->rec.offset))
+			return s;
+	}
+	return NULL;
+}
+
 /* A record read again below the stored offset gets its stored decision (b->stored), as the
  * live answer gave it. */
 static void again_item(const struct part *p, const struct fs_batch *b, struct fs_item *it)
@@ -286,10 +302,12 @@ static void again_item(const struct part *p, const struct fs_batch *b, struct fs
 		it->cls = FS_ITEM_TICK; /* sale records and ticks: not buyer-facing */
 		return;
 	}
-	for (uint32_t k = 0; k < b->stored_len; k++) {
-		const struct fs_stored *s = &b->stored[k];
-		if (s->kind != it->rec.kind || strcmp(s->intent_id, it->rec.intent_id) != 0)
-			continue;
+	/* The decision that answered it live: its own key's, if made at or before it; else
+	 * that of a follow-up that found no hold (itself, or the one it repeated). */
+	const struct fs_stored *s = stored_before(b, it, (int)it->rec.kind);
+	if (!s && fs_kind_is_followup((int)it->rec.kind))
+		s = stored_before(b, it, (int)it->rec.kind + FS_KEY_UNMATCHED);
+	if (s) {
 		it->dec = s->dec;
 		it->first_partition = s->partition;
 		it->first_offset = s->offset;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A cancel returns units that a later buyer then wins; the per-buyer limit holds under many
-# intents and retries; the same intent id with another body is a conflict with no effect.
+# intents and retries; the same intent id with another body is a conflict with no effect; a
+# confirm or cancel that found no hold does not use up its id.
 . "$(dirname "$0")/lib.sh"
 it_setup 1
 start_worker w1
@@ -49,6 +50,36 @@ wait_until 30 "the conflict reply" "results_dump | grep -q '\"intent_id\":\"$k\"
 say "ok: conflict answered"
 assert_eq "1|1" "$(sql "SELECT count(*), sum(qty) FROM reservations WHERE intent_id = '$k'")" "kim's one hold, of 1 unit"
 assert_eq "94|6" "$(sql "SELECT available, held FROM skus WHERE sku = 'L1'")" "L1 after the conflict"
+# A confirm or cancel that found nothing does not use up its intent id (issue 28, item 3).
+# A confirm sent with the wrong SKU, then the right one: the payment takes effect. A cancel
+# before its buy, then after it: the hold is cancelled. Each time the worker is restarted in
+# between, so that the second is decided from Postgres, not from the worker's memory.
+restart() { stop_worker w1; start_worker w1; }
+fs sale open W1 --stock 5 >/dev/null
+fs sale open W2 --stock 5 >/dev/null
+x=$(fs buy W1 --buyer wanda)
+fs result "$x" --wait 30 | grep -q ' held ' || die "wanda's buy was not held"
+out=$(fs confirm "$x" --sku W2 --wait 30)
+case "$out" in *' unknown_intent (sku_mismatch)'*) say "ok: a confirm with the wrong SKU: $out" ;; *) fail "wrong-SKU confirm: $out" ;; esac
+restart
+out=$(fs confirm "$x" --sku W1 --wait 30)
+case "$out" in *' confirmed '*) say "ok: the right confirm after it: $out" ;; *) fail "the right confirm after a wrong one: $out" ;; esac
+# The wrong one again, after the right one: a conflict (answered on the topic; no row keeps it).
+fs confirm "$x" --sku W2 >/dev/null
+wait_until 30 "the conflict answer to the wrong confirm" "results_dump | grep -q '\"type\":\"confirm\",\"intent_id\":\"$x\",\"sku\":\"W2\",\"outcome\":\"conflict\"'"
+y=$(cat /proc/sys/kernel/random/uuid)
+out=$(fs cancel "$y" --sku W1 --wait 30)
+case "$out" in *' unknown_intent (no_hold)'*) say "ok: a cancel before its buy: $out" ;; *) fail "early cancel: $out" ;; esac
+out=$(fs cancel "$y" --sku W1 --wait 30)
+case "$out" in *' unknown_intent (no_hold)'*) say "ok: its retry, still before the buy: $out" ;; *) fail "early cancel's retry: $out" ;; esac
+fs buy W1 --buyer yuri --intent "$y" >/dev/null
+fs result "$y" --wait 30 | grep -q ' held ' || die "yuri's buy was not held"
+restart
+out=$(fs cancel "$y" --sku W1 --wait 30)
+case "$out" in *' cancelled '*) say "ok: the cancel after the buy: $out" ;; *) fail "the cancel after its buy: $out" ;; esac
+assert_eq "4|0|1" "$(sql "SELECT available, held, sold FROM skus WHERE sku = 'W1'")" "W1 available|held|sold"
+assert_eq "confirmed|cancelled" "$(sql "SELECT string_agg(status, '|' ORDER BY buyer_id) FROM reservations WHERE sku = 'W1'")" "the two holds' ends"
+fs replay --dry-run >"$IT_DIR/replay.txt" 2>&1 || { cat "$IT_DIR/replay.txt"; fail "replay --dry-run found differences"; }
 audit_ok
 stop_worker w1
 it_done

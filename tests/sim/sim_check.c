@@ -332,7 +332,7 @@ static bool check_rows(struct sim_world *W)
 						d->off, e->outcome, (int)e->part, e->off);
 		}
 		const struct sim_rec *r = rec_at(W, d->part, d->off);
-		if (!r || (int)r->parsed.kind != d->kind ||
+		if (!r || (int)r->parsed.kind != d->kind % FS_KEY_UNMATCHED ||
 		    strcmp(r->parsed.intent_id, d->intent_id) ||
 		    r->parsed.body_hash != d->body_hash)
 			return sim_fail(W, "INV-6",

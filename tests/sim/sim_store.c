@@ -325,7 +325,9 @@ int ss_lookup(struct sim_store *s, struct fs_batch *b)
 			if (!fs_item_has_key(it) || strcmp(it->rec.intent_id, d->intent_id) != 0)
 				continue;
 			same_id = true;
-			wanted = (int)it->rec.kind == d->kind;
+			wanted = (int)it->rec.kind == d->kind ||
+				 (fs_kind_is_followup((int)it->rec.kind) &&
+				  (int)it->rec.kind + FS_KEY_UNMATCHED == d->kind);
 		}
 		if (!wanted) {
 			s->kinds_left += same_id;
@@ -333,7 +335,7 @@ int ss_lookup(struct sim_store *s, struct fs_batch *b)
 		}
 		struct fs_stored st = {0};
 		copy_text(st.intent_id, sizeof st.intent_id, d->intent_id);
-		st.kind = (enum fs_kind)d->kind;
+		st.kind = d->kind;
 		st.body_hash = d->body_hash;
 		st.partition = d->part;
 		st.offset = d->off;

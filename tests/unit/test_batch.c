@@ -352,7 +352,7 @@ static void test_stored(void)
 	CHECK_INT(strlen(b.items[0].dec.reason), sizeof st.reason_buf - 1);
 	CHECK(strncmp(b.items[0].dec.reason, longr, sizeof st.reason_buf - 1) == 0);
 
-	/* The stored list is bounded by the batch capacity. */
+	/* The stored list is bounded by twice the batch capacity (a follow-up's two keys). */
 	fs_batch_clear(&b);
 	int rc = 0, added = 0;
 	for (int i = 0; i < 20 && rc == 0; i++) {
@@ -362,7 +362,7 @@ static void test_stored(void)
 		rc = fs_batch_add_stored(&b, &st);
 		added += rc == 0;
 	}
-	CHECK_INT(added, 8);
+	CHECK_INT(added, 16);
 	CHECK_INT(rc, -ENOBUFS);
 
 	fs_core_free(&c);
@@ -695,6 +695,92 @@ static void test_conflict_decided_at(void)
 	fs_batch_free(&b);
 }
 
+static const char *followup_json(const char *type, const char *id, const char *sku)
+{
+	char *j = json_buf[json_next++ % 64];
+	snprintf(j, 512, "{\"v\":1,\"type\":\"%s\",\"intent_id\":\"%s\",\"sku\":\"%s\"}", type, id,
+		 sku);
+	return j;
+}
+
+static void check_item(const struct fs_batch *b, uint32_t i, enum fs_item_class cls,
+		       enum fs_outcome outcome, const char *reason, int key_kind)
+{
+	const struct fs_item *it = &b->items[i];
+	CHECK_CTX("item %u", i);
+	CHECK_INT(it->cls, cls);
+	CHECK_STR(fs_outcome_name(it->dec.outcome), fs_outcome_name(outcome));
+	CHECK_STR(it->dec.reason ? it->dec.reason : "", reason);
+	if (key_kind)
+		CHECK_INT(fs_item_key_kind(it), key_kind);
+	CHECK_CTX("%s", "");
+}
+
+/* A confirm or cancel that found no hold (unknown_intent) does not consume its intent id: the
+ * right one after it takes effect, in the same batch and in a later one (issue 28, item 3).
+ * Before, a confirm with the wrong SKU made the right confirm a conflict (the buyer paid, the
+ * hold expired, the unit was resold), and a cancel before its buy made the hold uncancellable. */
+static void test_unmatched_followups(void)
+{
+	struct fs_batch b;
+	struct fs_core c;
+	struct fs_seen seen;
+	CHECK_INT(fs_batch_init(&b, 16), 0);
+	fs_core_init(&c, 4);
+	fs_seen_init(&seen, 64);
+	push_json(&b, "A", open_json("A", 5, 3), 1000);
+	push_json(&b, "B", open_json("B", 5, 3), 1001);
+	push_json(&b, "A", buy_json(U(1), "A", "b1", 1), 1002);
+	push_json(&b, "B", followup_json("confirm", U(1), "B"), 1003); /* the wrong SKU */
+	push_json(&b, "B", followup_json("confirm", U(1), "B"), 1004); /* its retry */
+	push_json(&b, "A", followup_json("confirm", U(1), "A"), 1005); /* the right one */
+	push_json(&b, "A", followup_json("confirm", U(1), "A"), 1006);
+	push_json(&b, "A", followup_json("cancel", U(2), "A"), 1007); /* before its buy */
+	push_json(&b, "A", buy_json(U(2), "A", "b2", 1), 1008);
+	push_json(&b, "A", followup_json("cancel", U(2), "A"), 1009); /* the same body, now */
+	push_json(&b, "A", followup_json("cancel", U(3), "A"), 1010); /* U3's buy comes later */
+	CHECK_INT(fs_batch_decide(&b, &c), 0);
+	check_counts_add_up(&b);
+	int unmatched_confirm = FS_KIND_CONFIRM + FS_KEY_UNMATCHED;
+	int unmatched_cancel = FS_KIND_CANCEL + FS_KEY_UNMATCHED;
+	check_item(&b, 3, FS_ITEM_NEW, FS_OUT_UNKNOWN_INTENT, "sku_mismatch", unmatched_confirm);
+	check_item(&b, 4, FS_ITEM_REPEAT, FS_OUT_UNKNOWN_INTENT, "sku_mismatch", 0);
+	check_item(&b, 5, FS_ITEM_NEW, FS_OUT_CONFIRMED, "", FS_KIND_CONFIRM);
+	check_item(&b, 6, FS_ITEM_REPEAT, FS_OUT_CONFIRMED, "", 0);
+	check_item(&b, 7, FS_ITEM_NEW, FS_OUT_UNKNOWN_INTENT, "no_hold", unmatched_cancel);
+	check_item(&b, 8, FS_ITEM_NEW, FS_OUT_HELD, "", FS_KIND_BUY);
+	check_item(&b, 9, FS_ITEM_NEW, FS_OUT_CANCELLED, "", FS_KIND_CANCEL);
+	check_item(&b, 10, FS_ITEM_NEW, FS_OUT_UNKNOWN_INTENT, "no_hold", unmatched_cancel);
+	CHECK_INT(fs_core_sku(&c, "A")->sold, 1);
+	CHECK_INT(fs_core_sku(&c, "A")->held, 0);
+	for (uint32_t i = 0; i < b.len; i++)
+		if (b.items[i].cls == FS_ITEM_NEW)
+			CHECK_INT(fs_seen_add(&seen, &b.items[i]), 0);
+
+	/* A later batch finds them by the memory of committed decisions, as from the store. */
+	fs_batch_clear(&b);
+	offset_base = 200;
+	push_json(&b, "A", followup_json("cancel", U(3), "A"), 2000); /* a retry: still nothing */
+	push_json(&b, "A", buy_json(U(3), "A", "b3", 1), 2001);
+	push_json(&b, "A", followup_json("cancel", U(3), "A"), 2002);  /* now it takes effect */
+	push_json(&b, "A", followup_json("cancel", U(2), "A"), 2003);  /* a repeat of the cancel */
+	push_json(&b, "B", followup_json("confirm", U(1), "B"), 2004); /* after the right one */
+	CHECK_INT(fs_batch_add_seen(&b, &seen), 6); /* both keys of each follow-up */
+	CHECK_INT(fs_batch_decide(&b, &c), 0);
+	check_counts_add_up(&b);
+	check_item(&b, 0, FS_ITEM_REPEAT, FS_OUT_UNKNOWN_INTENT, "no_hold", 0);
+	check_item(&b, 1, FS_ITEM_NEW, FS_OUT_HELD, "", FS_KIND_BUY);
+	check_item(&b, 2, FS_ITEM_NEW, FS_OUT_CANCELLED, "", FS_KIND_CANCEL);
+	check_item(&b, 3, FS_ITEM_REPEAT, FS_OUT_CANCELLED, "", 0);
+	check_item(&b, 4, FS_ITEM_CONFLICT, FS_OUT_CONFLICT, "intent_id_reused", 0);
+	CHECK_INT(fs_core_sku(&c, "A")->held, 0);
+	CHECK_INT(fs_core_sku(&c, "A")->available, 4);
+	offset_base = 100;
+	fs_seen_free(&seen);
+	fs_core_free(&c);
+	fs_batch_free(&b);
+}
+
 int main(int argc, char **argv)
 {
 	struct check_args a = check_parse_args(argc, argv);
@@ -708,5 +794,6 @@ int main(int argc, char **argv)
 	test_capacity_and_keys();
 	test_invalid_does_not_stop();
 	test_determinism();
+	test_unmatched_followups();
 	return check_done("test_batch");
 }
