@@ -13,27 +13,42 @@
 #      counted its flushes, S5's disk probe flushed and gave its percentiles in order, S6's
 #      rebuilt decisions are identical to the fresh ones, and S7 forwarded every buy of its
 #      misrouted run and measured its routed one.
-#   4. DIR has the report, with every section, and the chart; docs/ is untouched.
+#   4. DIR has the report, with every section, the chart and the rows (the run's own,
+#      .local/bench/rows.jsonl), and `scripts/bench report --check` finds that the rows give
+#      that report again; docs/ is untouched.
 # It runs the benchmark as a user does (build/, not the build under test, and .local/bench/ for
-# its raw rows and logs, which a real benchmark run also rewrites).
+# its raw rows and logs, which a real benchmark run also rewrites). The rows are JSON lines
+# (bench/rows.py), read here with python3.
 . "$(dirname "$0")/lib.sh"
 out=$(mktemp -d "${TMPDIR:-/tmp}/flashsale-bench.XXXXXX")
-results=$IT_ROOT/.local/bench/results.txt
-docs_before=$(cd "$IT_ROOT" && cat docs/BENCHMARKS.md docs/benchmarks.png 2>/dev/null | md5sum)
+rows=$IT_ROOT/.local/bench/rows.jsonl
+docs=(docs/BENCHMARKS.md docs/benchmarks.png docs/benchmarks.jsonl)
+docs_before=$(cd "$IT_ROOT" && cat "${docs[@]}" 2>/dev/null | md5sum)
 
-# 1. (results.txt goes first: a bench that stopped before its runs must not leave an older
+# 1. (rows.jsonl goes first: a bench that stopped before its runs must not leave an older
 # run's rows for the checks below to find)
-rm -f "$results"
+rm -f "$rows"
 rc=0
 (cd "$IT_ROOT" && scripts/bench --quick --out "$out") >"$out/bench.log" 2>&1 </dev/null || rc=$?
 grep -E '^\[ *[0-9]+/[0-9]+\]|^bench:' "$out/bench.log" || true
 assert_eq 0 "$rc" "scripts/bench --quick exit status"
 
-row() { # row SCENARIO APPROACH: that run's line of results.txt (empty when there is none)
-	{ grep -E "^scenario=$1 .*approach=$2( |$)" "$results" || true; } | tail -n 1
+row() { # row SCENARIO APPROACH: that run's row of rows.jsonl, one JSON object (empty when none)
+	python3 -c '
+import json, sys
+found = ""
+try:
+    with open(sys.argv[1]) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("scenario") == sys.argv[2] and r.get("approach") == sys.argv[3]:
+                found = line.strip()
+except (OSError, ValueError):
+    pass
+print(found)' "$rows" "$1" "$2"
 }
-val() { # val LINE KEY
-	printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
+val() { # val ROW KEY: the row's KEY (empty when the row or the key is missing)
+	python3 -c 'import json, sys; print(json.loads(sys.argv[1] or "{}").get(sys.argv[2], ""))' "$1" "$2"
 }
 
 # 2.
@@ -91,8 +106,12 @@ for section in '## The machine' '## S1 hot SKU' '## S2 all winners' '## flashsal
 	grep -qF "$section" "$out/BENCHMARKS.md" 2>/dev/null || fail "report: no '$section'"
 done
 [ -s "$out/benchmarks.png" ] || fail "no chart in $out"
-assert_eq "$docs_before" "$(cd "$IT_ROOT" && cat docs/BENCHMARKS.md docs/benchmarks.png 2>/dev/null | md5sum)" \
-	"docs/BENCHMARKS.md and docs/benchmarks.png untouched"
+cmp -s "$rows" "$out/benchmarks.jsonl" || fail "$out/benchmarks.jsonl is not the run's rows ($rows)"
+rc=0
+(cd "$IT_ROOT" && scripts/bench report --rows "$out/benchmarks.jsonl" --out "$out" --check) || rc=$?
+assert_eq 0 "$rc" "scripts/bench report --check: the rows give the report again"
+assert_eq "$docs_before" "$(cd "$IT_ROOT" && cat "${docs[@]}" 2>/dev/null | md5sum)" \
+	"docs/BENCHMARKS.md, docs/benchmarks.png and docs/benchmarks.jsonl untouched"
 
 [ "$IT_FAILED" -eq 0 ] && rm -rf "$out" || say "kept $out"
 it_done

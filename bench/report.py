@@ -1,0 +1,431 @@
+"""docs/BENCHMARKS.md and docs/benchmarks.png from a rows file (rows.py), and nothing else: the
+same rows give the same page. bench.py calls write() at the end of a run; run on its own it is
+`scripts/bench report`:
+
+  scripts/bench report [--rows FILE] [--out DIR] [--check]
+
+FILE defaults to docs/benchmarks.jsonl and DIR to docs/. --check writes the page into a
+temporary folder and exits 1 if it differs from DIR/BENCHMARKS.md (meson test bench_report,
+suite unit: the page cannot drift from its rows); the chart is not compared (a PNG from gnuplot
+and cairo is not the same bytes on every machine).
+
+Every figure is also a ratio against the best peer of the same invocation: the per-request
+approach with the highest rate (S1: attempts/s, S2: winners/s) whose check passed.
+"""
+
+import difflib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import report_text
+import rows as rowsfile
+from rows import awk_div, awk_num, commify, is_num, value
+
+
+def header_fields(h):
+    """The str.format fields of report_text from the rows file's header."""
+    g = lambda section, key, default="": value(h.get(section) or {}, key) or default  # noqa: E731
+    size = lambda key: value(h.get("sizes") or {}, key)  # noqa: E731
+    s5_seconds, s5_warm = size("s5_seconds"), size("s5_warm_s")
+    return {
+        "mode": value(h, "mode"), "date": value(h, "date"), "commit": value(h, "commit"),
+        "seconds": value(h, "seconds"),
+        "cores": g("machine", "cores"), "cpu": g("machine", "cpu", "?"),
+        "memory": g("machine", "memory"), "kernel": g("machine", "kernel"),
+        "load_start": g("machine", "load_start"), "load_end": g("machine", "load_end"),
+        "pg": g("postgresql", "server_version"), "fsync": g("postgresql", "fsync"),
+        "sync_commit": g("postgresql", "synchronous_commit"),
+        "wal_sync": g("postgresql", "wal_sync_method"), "fpw": g("postgresql", "full_page_writes"),
+        "shared_buffers": g("postgresql", "shared_buffers"),
+        "kafka": g("kafka", "version", "?"),
+        "kafka_flush": g("kafka", "log.flush.interval.ms",
+                         "unset (the kernel writes the logs back)"),
+        "kafka_flush_tick": g("kafka", "log.flush.scheduler.interval.ms", "?"),
+        "rdkafka": g("kafka", "librdkafka"),
+        "redis": g("redis", "version", "-"), "redis_port": g("redis", "port"),
+        "hiredis": g("redis", "hiredis"),
+        "s1_buyers": commify(size("s1_buyers")), "s1_stock": commify(size("s1_stock")),
+        "s2_buyers": commify(size("s2_buyers")), "s2_stock": commify(size("s2_stock")),
+        "s3_intents": commify(size("s3_intents")), "s3_stock": commify(size("s3_stock")),
+        "s4_intents": commify(size("s4_intents")),
+        "s5_total": "%d" % (awk_num(s5_seconds) + awk_num(s5_warm)), "s5_warm": s5_warm,
+        "s5_seconds": s5_seconds, "clients": size("clients"), "time_limit": size("time_limit_s"),
+        "max_retries": size("max_retries"),
+    }
+
+
+def _ratio(v, b):
+    if not is_num(v) or not is_num(b) or awk_num(b) == 0:
+        return ""
+    return " (%.2fx)" % (awk_num(v) / awk_num(b))
+
+
+def _rate(v, b):
+    return commify(v) + _ratio(v, b) if is_num(v) else "-"
+
+
+def _ms(v, b):
+    return ("%.2f" % awk_num(v)) + _ratio(v, b) if is_num(v) else "-"
+
+
+def _best_peers(rows):
+    """The S1 and S2 scenarios in their order, and the index of each one's best peer."""
+    order, best = [], {}
+    for i, r in enumerate(rows):
+        sc = value(r, "scenario")
+        if sc not in ("S1", "S2"):
+            continue
+        if sc not in order:
+            order.append(sc)
+        metric = "winners_per_s" if sc == "S2" else "attempts_per_s"
+        if (value(r, "kind") == "peer" and value(r, "check") == "ok" and is_num(value(r, metric))
+                and (sc not in best
+                     or awk_num(value(r, metric)) > awk_num(value(rows[best[sc]], metric)))):
+            best[sc] = i
+    return order, best
+
+
+FAILED_ROW = "| %s | - | - | - | - | - | - | - | - | - | - | run failed |"
+
+
+def peer_tables(rows):
+    """## S1 hot SKU and ## S2 all winners: every approach's row, ratios against the best."""
+    out = []
+    order, best = _best_peers(rows)
+    for sc in order:
+        b = best.get(sc)
+        base = rows[b] if b is not None else {}
+        out.append("## %s\n" % {"S1": "S1 hot SKU", "S2": "S2 all winners"}[sc])
+        out.append(("Best peer: **%s**. " % value(base, "approach") if b is not None
+                    else "No peer passed its check: no ratios. ")
+                   + "sold/stock is checked in SQL after the run; oversell = sold - stock.\n")
+        out.append("| approach | seconds | attempts/s | winners/s | p50 ms | p99 ms "
+                   "| sold / stock | oversell | retries/sale | gave up | errors | check |")
+        out.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+        for i, r in enumerate(rows):
+            if value(r, "scenario") != sc:
+                continue
+            v = lambda k: value(r, k)  # noqa: E731
+            name = "**%s**" % v("approach") if i == b else v("approach")
+            if v("kind") == "flashsale":
+                name += " (worker)"
+            if v("check") == "error":
+                out.append(FAILED_ROW % name)
+                continue
+            bv = lambda k: value(base, k)  # noqa: E731
+            oversell = "**%s**" % v("oversell") if awk_num(v("oversell")) > 0 else v("oversell")
+            out.append("| %s | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |" % (
+                name, _ms(v("seconds"), bv("seconds")),
+                _rate(v("attempts_per_s"), bv("attempts_per_s")),
+                _rate(v("winners_per_s"), bv("winners_per_s")),
+                _ms(v("p50_ms"), bv("p50_ms")), _ms(v("p99_ms"), bv("p99_ms")),
+                commify(v("sold")), commify(v("stock")), oversell,
+                v("retries_per_sale") or "-", v("gave_up") or "-", v("errors") or "-",
+                v("check")))
+        out.append("")
+    return "".join(line + "\n" for line in out)
+
+
+def checks_found(rows, max_retries):
+    """One item per run that did not end with check=ok."""
+    out = []
+    for f in rows:
+        v = lambda k: value(f, k)  # noqa: E731
+        if v("check") == "ok":
+            continue
+        if v("check") == "error":
+            out.append("- %s %s: the run failed (see .local/bench/)"
+                       % (v("scenario"), v("approach")))
+            continue
+        if v("kind") == "floor":
+            out.append("- %s: %s (see .local/bench/%s.log)" % (v("scenario"), v("check"),
+                                                               v("scenario")))
+            continue
+        text = "- %s %s: %s: sold %s of %s units (oversell %s, %s left in stock)" % (
+            v("scenario"), v("approach"), v("check"), commify(v("sold")), commify(v("stock")),
+            v("oversell"), v("stock_left"))
+        if awk_num(v("gave_up")) > 0:
+            text += (", %s buyer(s) gave up after %s retries while units were left"
+                     % (v("gave_up"), max_retries))
+        if awk_num(v("dup_orders")) > 0:
+            text += ", %s order keys recorded twice" % v("dup_orders")
+        if awk_num(v("errors")) > 0:
+            text += ", %s errors" % v("errors")
+        if v("complete") == "no":
+            text += ", stopped at the time limit or on errors"
+        out.append(text + ".")
+    if not out:
+        out.append("- nothing: every run passed.")
+    return "".join(line + "\n" for line in out)
+
+
+def render(header, rows):
+    """The whole of BENCHMARKS.md."""
+    fields = header_fields(header)
+    max_retries = value(header.get("sizes") or {}, "max_retries")
+    return (report_text.INTRO.format(**fields) + peer_tables(rows)
+            + "What the checks found (every run that did not end with check=ok):\n\n"
+            + checks_found(rows, max_retries) + "\n" + report_text.WHY
+            + alone_table(rows))
+
+
+ALONE_NAMES = {"S5-floor": "S5 floor", "S5-floor-durable": "S5 floor, durable",
+               "S5-disk": "S5 disk alone"}
+
+
+def _alone_rows(rows):
+    """S3 .. S7 and S5's floors in their order; S1's best peer by attempts/s (its name and
+    rate); the last floor and durable floor rows (S5's p99 is read against them)."""
+    alone, s1best, s1name, floor, dfloor = [], 0.0, "", None, None
+    for r in rows:
+        sc, rate = value(r, "scenario"), value(r, "attempts_per_s")
+        if (sc == "S1" and value(r, "kind") == "peer" and value(r, "check") == "ok"
+                and is_num(rate) and awk_num(rate) > s1best):
+            s1best, s1name = awk_num(rate), value(r, "approach")
+        if sc in ("S3", "S4", "S5", "S6", "S7", "S5-disk"):
+            alone.append(r)
+        elif sc == "S5-floor":
+            floor = r
+            alone.append(r)
+        elif sc == "S5-floor-durable":
+            dfloor = r
+            alone.append(r)
+    return alone, s1best, s1name, floor, dfloor
+
+
+def _times_p99(r, f, name):
+    """"Nx that of NAME": the p99 of R over that of F, when F ran and passed its check."""
+    if (f is None or value(f, "check") != "ok" or not is_num(value(f, "p99_ms"))
+            or awk_num(value(f, "p99_ms")) <= 0 or not is_num(value(r, "p99_ms"))):
+        return ""
+    return "%.1fx that of %s" % (awk_num(value(r, "p99_ms")) / awk_num(value(f, "p99_ms")), name)
+
+
+def _against(r, s1best, s1name, floor, dfloor):
+    """The "against" column of an alone row: what its figure is read against."""
+    sc, v = value(r, "scenario"), lambda k: value(r, k)  # noqa: E731
+    if sc == "S4" and s1best > 0:
+        return "%.2fx S1 best peer (%s, %s/s)" % (awk_num(v("attempts_per_s")) / s1best, s1name,
+                                                 commify(s1best))
+    if sc == "S6" and is_num(v("fresh_per_s")):
+        return "%.2fx the fresh run (%s/s)" % (
+            awk_div(awk_num(v("attempts_per_s")), awk_num(v("fresh_per_s"))),
+            commify(v("fresh_per_s")))
+    if sc == "S7" and is_num(v("routed_per_s")):
+        return ("%.2fx the same sale published by the rule (%s/s); from the publish call p50/p99 "
+                "%s ms, routed %s ms; %s forwarded" % (
+                    awk_div(awk_num(v("attempts_per_s")), awk_num(v("routed_per_s"))),
+                    commify(v("routed_per_s")), v("client_ms"), v("routed_client_ms"),
+                    commify(v("forwarded"))))
+    if sc == "S5":
+        text = ("offered %s/s; the slowest transaction %s ms; p99 %s ms with the first second; "
+                "from the publish call p50/p99/p99.9 %s ms" % (
+                    commify(v("offered_per_s")), v("slowest_commit_ms"), v("whole_p99_ms"),
+                    v("client_ms")))
+        times = [t for t in (_times_p99(r, floor, "the floor"),
+                             _times_p99(r, dfloor, "the durable floor")) if t]
+        return text + ("; p99 " + ", ".join(times) if times else "")
+    if sc.startswith("S5-floor"):
+        what = " or stored"
+        if sc == "S5-floor-durable":
+            what = (", each batch of intents written to a file and flushed (fdatasync) first, "
+                    "the slowest flush %s ms" % v("slowest_flush_ms"))
+        return ("the open loop of S5 (offered %s/s) answered by flashsale-echo: nothing decided%s"
+                "; from the publish call p50/p99/p99.9 %s ms" % (
+                    commify(v("offered_per_s")), what, v("client_ms")))
+    if sc == "S5-disk":
+        return ("flushes (records): an 8 KiB write and fdatasync every 5 ms, the services idle, "
+                "no load; %s of them over 20 ms" % v("over_20ms"))
+    return "-"
+
+
+def _alone_line(r, against):
+    sc, v = value(r, "scenario"), lambda k: value(r, k)  # noqa: E731
+    fig = lambda k: v(k) if is_num(v(k)) else "-"  # noqa: E731
+    mem = "-"
+    if sc == "S3":
+        mem = "%s MB at 25%%, %s at 50%%, %s at the end, peak %s: flat %s" % (
+            v("rss_q1_mb"), v("rss_warm_mb"), v("rss_end_mb"), v("rss_peak_mb"), v("rss_flat"))
+    sold = "%s / %s" % (commify(v("sold")), commify(v("stock"))) if is_num(v("sold")) else "-"
+    if sc == "S6":
+        sold = "decisions identical: " + v("same_decisions")
+    if sc.startswith("S5-floor") or sc == "S5-disk":
+        sold = "-"
+    return "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        ALONE_NAMES.get(sc, sc), commify(v("requests")) if is_num(v("requests")) else "-",
+        fig("seconds"), commify(v("attempts_per_s")) if is_num(v("attempts_per_s")) else "-",
+        against, fig("p50_ms"), fig("p99_ms"), fig("p999_ms"), fig("max_ms"), sold, mem,
+        v("check"))
+
+
+def alone_table(rows):
+    """## flashsale alone: S3 .. S7, one row each, ratios where the scenario has a reference."""
+    alone, s1best, s1name, floor, dfloor = _alone_rows(rows)
+    if not alone:
+        return ""
+    out = ["## flashsale alone: S3 .. S7\n",
+           "| scenario | records | seconds | records/s | against | p50 ms | p99 ms | p99.9 ms "
+           "| max ms | sold / stock | memory | check |",
+           "|---|--:|--:|--:|---|--:|--:|--:|--:|--:|---|---|"]
+    for r in alone:
+        name = ALONE_NAMES.get(value(r, "scenario"), value(r, "scenario"))
+        if value(r, "check") == "error":
+            out.append(FAILED_ROW % name)
+            continue
+        out.append(_alone_line(r, _against(r, s1best, s1name, floor, dfloor)))
+    out += ["", "Targets (issue 5): S4 >= 100,000 intents/s end to end; S5 p99 <= 20 ms; S6 replay "
+            ">= the fresh rate; S3 memory flat after warm-up. The figures above are where this "
+            "run stands.", ""]
+    return "".join(line + "\n" for line in out)
+
+
+def chart_data(rows):
+    """The chart's data: one line per approach, "NAME S1_ATTEMPTS/S S2_WINNERS/S" ("-" where
+    it has no row), in the order the approaches first ran; failed runs and floors left out."""
+    names, s1, s2 = [], {}, {}
+    for r in rows:
+        if value(r, "check") == "error" or value(r, "kind") == "floor":
+            continue
+        a = value(r, "approach")
+        if a not in names:
+            names.append(a)
+        if value(r, "scenario") == "S1":
+            s1[a] = value(r, "attempts_per_s")
+        if value(r, "scenario") == "S2":
+            s2[a] = value(r, "winners_per_s")
+    return "".join("%s %s %s\n" % (a, s1.get(a, "-"), s2.get(a, "-")) for a in names)
+
+
+def gnuplot_script(header, chart, data):
+    """The gnuplot commands that draw CHART from DATA: S1 attempts/s and S2 winners/s per
+    approach, log scale."""
+    f = header_fields(header)
+    pg_version = f["pg"].split(" ")[0]
+    return """set terminal pngcairo size 1000,560 font "sans,10" noenhanced
+set output "%s"
+set title "flashsale and its peers: %s cores, PostgreSQL %s " . \\
+	"(fsync=%s, synchronous_commit=%s), %s clients per peer"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set datafile missing "-"
+set logscale y
+set ylabel "per second (log scale)"
+set grid ytics
+set xtics rotate by -20 nomirror
+set key top left
+plot "%s" using 2:xtic(1) \\
+	title "S1 hot SKU: attempts/s (%s buyers, %s units)", \\
+	'' using 3 title "S2 all winners: winners/s (%s buyers)"
+""".replace("\\\n", "") % (  # continued lines joined, as the shell's here-document did
+        chart, f["cores"], pg_version, f["fsync"], f["sync_commit"], f["clients"], data,
+        f["s1_buyers"], f["s1_stock"], f["s2_buyers"])
+
+
+def say(text):
+    print("bench: %s" % text, flush=True)
+
+
+def write_chart(header, rows, chart, work_dir):
+    """CHART with gnuplot (its data and log in WORK_DIR); says why when there is none."""
+    if not any(value(r, "scenario") in ("S1", "S2") for r in rows):
+        say("no S1 or S2 rows: no chart (the last one is kept)")
+        return
+    if shutil.which("gnuplot") is None:
+        say("gnuplot not found (package gnuplot-nox); no chart")
+        return
+    data, log = os.path.join(work_dir, "chart.dat"), os.path.join(work_dir, "gnuplot.log")
+    with open(data, "w") as f:
+        f.write(chart_data(rows))
+    with open(log, "w") as out:
+        rc = subprocess.run(["gnuplot"], input=gnuplot_script(header, chart, data).encode(),
+                            stdout=out, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        say("gnuplot failed (log %s); no chart" % log)
+
+
+def write(header, rows, out_dir, work_dir, chart=True):
+    """OUT_DIR/BENCHMARKS.md (written whole, then moved into place) and, with CHART,
+    OUT_DIR/benchmarks.png. Returns the two paths."""
+    doc, png = os.path.join(out_dir, "BENCHMARKS.md"), os.path.join(out_dir, "benchmarks.png")
+    with open(doc + ".tmp", "w", encoding="utf-8") as f:
+        f.write(render(header, rows))
+    os.replace(doc + ".tmp", doc)
+    if chart:
+        write_chart(header, rows, png, work_dir)
+    return doc, png
+
+
+def check(header, rows, rows_path, out_dir):
+    """--check: the page the rows give, written into a temporary folder, against
+    OUT_DIR/BENCHMARKS.md. Returns the exit status (0 same, 1 different)."""
+    committed = os.path.join(out_dir, "BENCHMARKS.md")
+    with tempfile.TemporaryDirectory(prefix="flashsale-bench-report.") as tmp:
+        doc, _ = write(header, rows, tmp, tmp, chart=False)
+        with open(doc, encoding="utf-8") as f:
+            fresh = f.read().splitlines(keepends=True)
+    try:
+        with open(committed, encoding="utf-8") as f:
+            old = f.read().splitlines(keepends=True)
+    except OSError as e:
+        print("bench: %s: %s" % (committed, e.strerror), file=sys.stderr)
+        return 1
+    if fresh == old:
+        return 0
+    sys.stderr.writelines(difflib.unified_diff(old, fresh, committed, "from " + rows_path))
+    print("bench: %s differs from what %s gives: run scripts/bench report"
+          % (committed, rows_path), file=sys.stderr)
+    return 1
+
+
+USAGE = """scripts/bench report [--rows FILE] [--out DIR] [--check]
+
+Writes DIR/BENCHMARKS.md and DIR/benchmarks.png from the rows of a benchmark run, running
+nothing. FILE defaults to docs/benchmarks.jsonl, DIR to docs/ (a run's own rows are
+.local/bench/rows.jsonl, and benchmarks.jsonl beside the report it wrote). --check writes
+nothing and exits 1 if DIR/BENCHMARKS.md differs from what FILE gives (the chart is not
+compared)."""
+
+
+def main(argv, root, caller_dir):
+    """`scripts/bench report ARGV`; paths in ARGV are relative to CALLER_DIR."""
+    rows_path, out_dir, checking = os.path.join("docs", "benchmarks.jsonl"), "docs", False
+    args = list(argv)
+    while args:
+        a = args.pop(0)
+        if a in ("--rows", "--out"):
+            v = args.pop(0) if args else ""
+            if not v:
+                print("bench: %s takes a %s" % (a, "file" if a == "--rows" else "directory"),
+                      file=sys.stderr)
+                return 2
+            v = os.path.join(caller_dir, v)
+            rows_path, out_dir = (v, out_dir) if a == "--rows" else (rows_path, v)
+        elif a == "--check":
+            checking = True
+        elif a in ("-h", "--help"):
+            print(USAGE)
+            return 0
+        else:
+            print("bench: unknown option '%s' (see scripts/bench report --help)" % a,
+                  file=sys.stderr)
+            return 2
+    os.chdir(root)
+    try:
+        header, rows = rowsfile.read(rows_path)
+    except (OSError, ValueError) as e:
+        print("bench: error: %s" % (e if isinstance(e, ValueError) else
+                                    "%s: %s" % (rows_path, e.strerror)), file=sys.stderr)
+        return 1
+    if checking:
+        return check(header, rows, rows_path, out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    work_dir = os.path.join(".local", "bench")
+    os.makedirs(work_dir, exist_ok=True)
+    doc, png = write(header, rows, out_dir, work_dir)
+    say("wrote %s and %s from %s" % (doc, png, rows_path))
+    return 0
