@@ -191,3 +191,7 @@ CREATE TABLE IF NOT EXISTS topics (
     partitions int  NOT NULL CHECK (partitions >= 1),
     misrouted  text NOT NULL CHECK (misrouted IN ('forward', 'reject'))
 );
+-- The record size cap (record.max.bytes) decides too_large: recorded with the rule. NULL on a
+-- row from before it was: the next worker's value is recorded then.
+ALTER TABLE topics ADD COLUMN IF NOT EXISTS record_max_bytes int
+    CHECK (record_max_bytes BETWEEN 64 AND 65536);

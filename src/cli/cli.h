@@ -21,8 +21,9 @@ int cli_move(flashsale_t *fs, int argc, char **argv);
  * replay.c). Returns 0 when it all matches, 1 on a difference or an error (counted in diffs);
  * quiet: print no DIFF lines. */
 int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *diffs);
-/* Reads the partitioning rule recorded for the topic (the schema's `topics`) into limits;
- * leaves them unchecked if no worker recorded one yet. 0, or -EIO (said on stderr). */
+/* Reads the partitioning rule and the record size cap recorded for the topic (the schema's
+ * `topics`) into limits; leaves them as they are if no worker recorded one yet. 0, or -EIO
+ * (said on stderr). */
 struct fs_record_limits;
 int cli_topic_rule(PGconn *pg, const char *topic, struct fs_record_limits *limits);
 

@@ -389,6 +389,14 @@ int cli_move(flashsale_t *fs, int argc, char **argv)
 	int n = 0;
 	int64_t copied = 0, records = 0;
 	rc = check_target(fs, to) || check_source(fs, &p, &n, &lim);
+	if (rc == 0 && (int64_t)lim.bytes_max != flashsale_config(to)->record_max_bytes) {
+		/* The new database's worker decides with its own cap: the same, or it differs. */
+		cli_err("move: %s sets record.max.bytes = %" PRId64 ", but %s was decided with %zu "
+			"(a replay must decide alike): set it to %zu there",
+			file, flashsale_config(to)->record_max_bytes,
+			flashsale_config(fs)->topic_intents, lim.bytes_max, lim.bytes_max);
+		rc = 1;
+	}
 	if (rc == 0)
 		rc = read_log(fs, flashsale_config(fs)->topic_intents, p, n);
 	if (rc == 0)

@@ -418,8 +418,9 @@ static void feed(struct rp *rp, rd_kafka_message_t *m)
 int cli_topic_rule(PGconn *pg, const char *topic, struct fs_record_limits *limits)
 {
 	const char *q[] = {topic};
-	PGresult *r = PQexecParams(pg, "SELECT partitions, misrouted FROM topics WHERE topic = $1",
-				   1, NULL, q, NULL, NULL, 0);
+	PGresult *r = PQexecParams(
+		pg, "SELECT partitions, misrouted, record_max_bytes FROM topics WHERE topic = $1",
+		1, NULL, q, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		cli_err("postgres: %s", PQerrorMessage(pg));
 		PQclear(r);
@@ -429,6 +430,8 @@ int cli_topic_rule(PGconn *pg, const char *topic, struct fs_record_limits *limit
 	if (PQntuples(r) == 1) {
 		limits->partitions = atoi(PQgetvalue(r, 0, 0));
 		limits->misrouted_reject = strcmp(PQgetvalue(r, 0, 1), "reject") == 0;
+		if (!PQgetisnull(r, 0, 2)) /* the cap the worker decided with, not ours */
+			limits->bytes_max = (size_t)atoll(PQgetvalue(r, 0, 2));
 	}
 	PQclear(r);
 	return 0;

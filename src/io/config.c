@@ -64,7 +64,8 @@ static const struct key keys[] = {
 	    "meanwhile; 0: in line."),
 	INT(poll_timeout_ms, 1, 1000, "100", "Consumer poll timeout when nothing is pending."),
 	INT(record_max_bytes, 64, 65536, "4096",
-	    "Payload size cap, checked before parsing; larger records are rejected."),
+	    "Payload size cap, checked before parsing; larger records are rejected too_large. "
+	    "Recorded for the topic at the first start: a worker with another value refuses."),
 	INT(stats_interval_ms, 0, 3600000, "10000", "Interval of the stats log line (0: off)."),
 	INT(retry_backoff_max_ms, 10, 60000, "2000",
 	    "Longest wait between retries after a Postgres or Kafka fault."),

@@ -354,25 +354,29 @@ const char *fs_store_token(const struct fs_store *s)
 	return s->token;
 }
 
-int fs_store_topic_rule(struct fs_store *s, const char *topic, int32_t partitions,
-			const char *misrouted, int32_t *rec_partitions, char rec_misrouted[16])
+int fs_store_topic_rule(struct fs_store *s, const char *topic, const struct fs_topic_rule *mine,
+			struct fs_topic_rule *rec)
 {
-	char n[16];
-	snprintf(n, sizeof n, "%" PRId32, partitions);
-	const char *p[] = {topic, n, misrouted};
-	/* The first worker of the topic records what it found; everyone after reads it back. */
-	PGresult *r = exec(s,
-			   "WITH ins AS (INSERT INTO topics (topic, partitions, misrouted) VALUES "
-			   "($1, $2::int, $3) ON CONFLICT (topic) DO NOTHING RETURNING partitions, "
-			   "misrouted) SELECT partitions, misrouted FROM ins UNION ALL SELECT "
-			   "partitions, misrouted FROM topics WHERE topic = $1",
-			   3, p, PGRES_TUPLES_OK);
+	char n[16], bytes[24];
+	snprintf(n, sizeof n, "%" PRId32, mine->partitions);
+	snprintf(bytes, sizeof bytes, "%" PRId64, mine->record_max_bytes);
+	const char *p[] = {topic, n, mine->misrouted, bytes};
+	/* The first worker of the topic records what it found; everyone after reads it back (a
+	 * row from before the size cap was recorded gets this worker's). */
+	PGresult *r =
+		exec(s,
+		     "INSERT INTO topics AS t (topic, partitions, misrouted, record_max_bytes) "
+		     "VALUES ($1, $2::int, $3, $4::int) ON CONFLICT (topic) DO UPDATE SET "
+		     "record_max_bytes = coalesce(t.record_max_bytes, EXCLUDED.record_max_bytes) "
+		     "RETURNING partitions, misrouted, record_max_bytes",
+		     4, p, PGRES_TUPLES_OK);
 	if (!r)
 		return -EIO;
 	int rc = PQntuples(r) >= 1 ? 0 : -ENOENT;
 	if (rc == 0) {
-		*rec_partitions = (int32_t)get_i64(r, 0, 0);
-		snprintf(rec_misrouted, 16, "%s", PQgetvalue(r, 0, 1));
+		rec->partitions = (int32_t)get_i64(r, 0, 0);
+		snprintf(rec->misrouted, sizeof rec->misrouted, "%s", PQgetvalue(r, 0, 1));
+		rec->record_max_bytes = get_i64(r, 0, 2);
 	} else {
 		set_err(s, "topic rule", "no row");
 	}

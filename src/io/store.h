@@ -60,11 +60,18 @@ const char *fs_store_token(const struct fs_store *s);
 int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
 		       const char *token, int64_t *next_offset, bool *mine);
 
-/* The partitioning rule's inputs for the intents topic (the schema's `topics`): records
- * partitions and misrouted ("forward" or "reject") if the topic has no row yet, and returns
- * what is recorded (the caller compares). */
-int fs_store_topic_rule(struct fs_store *s, const char *topic, int32_t partitions,
-			const char *misrouted, int32_t *rec_partitions, char rec_misrouted[16]);
+/* What the intents topic's decisions depend on besides its records (the schema's `topics`):
+ * the partition count, what is done with a misrouted record ("forward" or "reject") and the
+ * record size cap (record.max.bytes: a record over it is rejected too_large). */
+struct fs_topic_rule {
+	int32_t partitions;
+	char misrouted[16];
+	int64_t record_max_bytes;
+};
+/* Records `mine` if the topic has no row yet (and the size cap if its row predates it), and
+ * returns what is recorded in *rec (the caller compares). */
+int fs_store_topic_rule(struct fs_store *s, const char *topic, const struct fs_topic_rule *mine,
+			struct fs_topic_rule *rec);
 
 /* Records that results were delivered below replied_offset (guarded by next_offset). */
 int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic, int32_t partition,

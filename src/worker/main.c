@@ -49,19 +49,59 @@ static void usage(FILE *out)
 		"SIGTERM or SIGINT: finish the batches already read, deliver results, exit 0.\n");
 }
 
+/* Records this worker's rule for the topic if it has none yet; what is recorded in *rec. */
+static int store_rule(struct worker *w, int32_t n, struct fs_topic_rule *rec)
+{
+	struct fs_topic_rule mine = {.partitions = n, .record_max_bytes = w->cfg.record_max_bytes};
+	snprintf(mine.misrouted, sizeof mine.misrouted, "%s", w->cfg.misrouted);
+	return fs_store_topic_rule(w->store, w->cfg.topic_intents, &mine, rec);
+}
+
+/* What this database recorded for the topic, against the broker's partition count and this
+ * configuration: 0 when they agree, else -EPERM after one line naming both. */
+static int rule_agrees(const struct worker *w, int32_t n, const struct fs_topic_rule *rec)
+{
+	if (rec->partitions != n) {
+		fs_error("topic %s has %" PRId32 " partitions, but this database recorded "
+			 "%" PRId32 " at its first start: the partitioning rule (murmur2 %% "
+			 "partitions) would move SKUs away from their state; use a topic of "
+			 "%" PRId32 " partitions, or move the sale (docs/reference/"
+			 "operations.md: Growing the intents topic)",
+			 w->cfg.topic_intents, n, rec->partitions, rec->partitions);
+		return -EPERM;
+	}
+	if (strcmp(rec->misrouted, w->cfg.misrouted) != 0) {
+		fs_error("misrouted = %s, but this database decided topic %s with "
+			 "misrouted = %s (a replay must decide alike): set misrouted = %s, "
+			 "or start a new database",
+			 w->cfg.misrouted, w->cfg.topic_intents, rec->misrouted, rec->misrouted);
+		return -EPERM;
+	}
+	if (rec->record_max_bytes != w->cfg.record_max_bytes) {
+		fs_error("record.max.bytes = %" PRId64 ", but this database decided topic %s with "
+			 "record.max.bytes = %" PRId64 " (a larger record is rejected too_large; a "
+			 "replay must decide alike): set record.max.bytes = %" PRId64 ", or start "
+			 "a new database",
+			 w->cfg.record_max_bytes, w->cfg.topic_intents, rec->record_max_bytes,
+			 rec->record_max_bytes);
+		return -EPERM;
+	}
+	return 0;
+}
+
 /* The log clock and the partitioning rule's inputs (docs/reference/records.md): the intents
- * topic's timestamps must be the broker's (LogAppendTime); its partition count and what is
- * done with a misrouted record are recorded for the topic at the first start. A CreateTime
- * topic would let a producer's clock expire holds, a topic grown since would move SKUs away
- * from their state, and another mode would decide the log otherwise than a replay of it:
- * refuse to start. Waits while the broker or Postgres
- * cannot be reached (they may come up after us). */
+ * topic's timestamps must be the broker's (LogAppendTime); its partition count, what is done
+ * with a misrouted record and the record size cap are recorded for it at the first start. A
+ * CreateTime topic would let a producer's clock expire holds, a topic grown since would move SKUs
+ * away from their state, and another mode or cap would decide the log otherwise than a replay:
+ * refuse to start. Waits while the broker or Postgres cannot be reached (they may come up
+ * after us). */
 static int rule_check(struct worker *w)
 {
 	int64_t backoff = 0;
 	while (!wio_stopping(w->io)) {
-		int32_t n = 0, rec_n = 0;
-		char rec_mode[16] = "";
+		int32_t n = 0;
+		struct fs_topic_rule rec;
 		int transient = 0;
 		const char *clock_why = NULL;
 		if (wio_partitions(w->io, METADATA_TIMEOUT_MS, &n) < 0) {
@@ -73,31 +113,17 @@ static int rule_check(struct worker *w)
 		} else if (clock_why) {
 			fs_error("%s", clock_why);
 			return -EPERM;
-		} else if (fs_store_ensure(w->store) < 0 ||
-			   fs_store_topic_rule(w->store, w->cfg.topic_intents, n, w->cfg.misrouted,
-					       &rec_n, rec_mode) < 0) {
+		} else if (fs_store_ensure(w->store) < 0 || store_rule(w, n, &rec) < 0) {
 			fs_warn("%s (will retry)", fs_store_error(w->store));
-		} else if (rec_n != n) {
-			fs_error(
-				"topic %s has %" PRId32 " partitions, but this database recorded "
-				"%" PRId32 " at its first start: the partitioning rule (murmur2 %% "
-				"partitions) would move SKUs away from their state; use a topic of "
-				"%" PRId32 " partitions, or move the sale (docs/reference/"
-				"operations.md: Growing the intents topic)",
-				w->cfg.topic_intents, n, rec_n, rec_n);
-			return -EPERM;
-		} else if (strcmp(rec_mode, w->cfg.misrouted) != 0) {
-			fs_error("misrouted = %s, but this database decided topic %s with "
-				 "misrouted = %s (a replay must decide alike): set misrouted = %s, "
-				 "or start a new database",
-				 w->cfg.misrouted, w->cfg.topic_intents, rec_mode, rec_mode);
+		} else if (rule_agrees(w, n, &rec) < 0) {
 			return -EPERM;
 		} else {
 			w->limits.partitions = n;
-			w->limits.misrouted_reject = strcmp(rec_mode, "reject") == 0;
+			w->limits.misrouted_reject = strcmp(rec.misrouted, "reject") == 0;
 			fs_info("topic %s: %" PRId32 " partitions, partitioner %s, misrouted "
-				"records: %s",
-				w->cfg.topic_intents, n, FS_PARTITIONER_NAME, rec_mode);
+				"records: %s, record.max.bytes %" PRId64,
+				w->cfg.topic_intents, n, FS_PARTITIONER_NAME, rec.misrouted,
+				rec.record_max_bytes);
 			return 0;
 		}
 		wio_sleep_ms(w->io, backoff = backoff_next(w, backoff));

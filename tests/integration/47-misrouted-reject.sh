@@ -3,7 +3,8 @@
 # default partitioner (CRC32) on a partition the rule (murmur2) does not name are rejected
 # wrong_partition, each answered with the expected partition; rightly routed buys are
 # unaffected. Then the rule's inputs are fixed for the topic: a worker configured with the
-# other mode, and a worker on the topic grown to 8 partitions, refuse to start, naming both.
+# other mode or another record size cap, and a worker on the topic grown to 8 partitions,
+# refuse to start, naming both; a replay decides with the recorded cap, not its own.
 IT_CONF_EXTRA="misrouted = reject"
 . "$(dirname "$0")/lib.sh"
 it_setup 4
@@ -43,6 +44,25 @@ timeout 60 "$IT_BUILD/flashsale-worker" -c "$IT_DIR/flashsale.conf" --set misrou
 assert_eq 1 "$rc" "exit status of a worker with the other misrouted mode"
 grep -q 'misrouted = forward, but this database decided topic .* with misrouted = reject' "$IT_DIR/mode.log" ||
 	fail "no error naming both modes: $(cat "$IT_DIR/mode.log")"
+
+# The record size cap is recorded with the rule (issue 28, item 10): a record of 3,000 bytes,
+# under the worker's 4,096, was decided; a replay run with a cap of 1,024 decides it with the
+# recorded cap (no difference), and a worker with that cap refuses to start, naming both.
+pad=$(head -c 2900 /dev/zero | tr '\0' 'p')
+big=$(cat /proc/sys/kernel/random/uuid)
+start_worker w2
+printf '{"v":1,"type":"buy","intent_id":"%s","sku":"SKU2","buyer_id":"big","qty":1,"pad":"%s"}' "$big" "$pad" | fs publish --key SKU2 >/dev/null
+fs wait --timeout 60 --quiet || die "the large record not decided in time"
+stop_worker w2
+assert_eq "sold_out" "$(sql "SELECT outcome FROM decisions WHERE intent_id = '$big'")" "the 3,000-byte buy's decision"
+fs --set record.max.bytes=1024 replay --dry-run >"$IT_DIR/replay-cap.txt" 2>&1 ||
+	{ cat "$IT_DIR/replay-cap.txt"; fail "replay --dry-run with another cap found differences"; }
+rc=0
+timeout 60 "$IT_BUILD/flashsale-worker" -c "$IT_DIR/flashsale.conf" --set record.max.bytes=1024 \
+	>"$IT_DIR/cap.log" 2>&1 || rc=$?
+assert_eq 1 "$rc" "exit status of a worker with another record.max.bytes"
+grep -q 'record.max.bytes = 1024, but this database decided topic .* with record.max.bytes = 4096' "$IT_DIR/cap.log" ||
+	fail "no error naming both caps: $(cat "$IT_DIR/cap.log")"
 
 # The topic grown to 8 partitions (Kafka's own tool): refused, naming both counts.
 java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp "$IT_ROOT/.local/cache/kafka-3.9.1/libs/*" \

@@ -982,13 +982,12 @@ int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, i
 	return 0;
 }
 
-int fs_store_topic_rule(struct fs_store *s, const char *topic, int32_t partitions,
-			const char *misrouted, int32_t *rec_partitions, char rec_misrouted[16])
+int fs_store_topic_rule(struct fs_store *s, const char *topic, const struct fs_topic_rule *mine,
+			struct fs_topic_rule *rec)
 {
 	(void)s;
 	(void)topic;
-	*rec_partitions = partitions;
-	snprintf(rec_misrouted, 16, "%s", misrouted);
+	*rec = *mine;
 	return 0;
 }
 
