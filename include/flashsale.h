@@ -92,6 +92,13 @@ int flashsale_decision_get(flashsale_t *fs, const char *intent_id, const char *t
 int flashsale_decision_wait(flashsale_t *fs, const char *intent_id, const char *type,
 			    int timeout_ms, struct flashsale_result *out);
 
+/* The outcome of the sale record (open, restock, close) this handle published last, once the
+ * worker decided it: 0 with outcome ("applied", "rejected") and reason (e.g. "already_open",
+ * "unknown_sku"; empty when applied) filled, -ETIMEDOUT, or -ENOENT when nothing was
+ * published. A record the worker forwarded (it was on another partition than the rule's) is
+ * answered "forwarded", its partition in reason. */
+int flashsale_sale_wait(flashsale_t *fs, int timeout_ms, char outcome[32], char reason[64]);
+
 /* Follows the results topic from its end; cb returns non-zero to stop. Returns 0 when cb
  * stopped it, -ETIMEDOUT when timeout_ms (<0: none) passed. */
 typedef int (*flashsale_result_cb)(const struct flashsale_result *r, void *ctx);

@@ -60,19 +60,37 @@ static const char usage_main[] =
 
 static const char usage_sale[] =
 	"usage: flashsale sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
-	"                                [--opens-at MS] [--closes-at MS]\n"
-	"       flashsale sale restock SKU --add N\n"
-	"       flashsale sale close SKU\n"
+	"                                [--opens-at MS] [--closes-at MS] [--wait SECONDS]\n"
+	"       flashsale sale restock SKU --add N [--wait SECONDS]\n"
+	"       flashsale sale close SKU [--wait SECONDS]\n"
 	"\n"
 	"Publishes the sale's own record to the intents topic (keyed by SKU), so that a replay\n"
 	"of the topic rebuilds the stock exactly. --per-buyer defaults to 1, --max-qty (units in\n"
 	"one intent) to the per-buyer limit, --hold (seconds a win is held before it expires) to\n"
-	"600. Times are epoch milliseconds on the partition's log clock.\n";
+	"600. Times are epoch milliseconds on the partition's log clock.\n"
+	"Without --wait it prints that the record was published, not what it did (no worker may\n"
+	"be running yet). With --wait SECONDS it waits for the worker's decision and prints it:\n"
+	"`open SKU applied`, or `open SKU rejected (already_open)`, exit 1 unless applied\n"
+	"(or on timeout).\n";
+
+/* Waits for the worker's decision of the sale record just published and prints it. */
+static int sale_outcome(flashsale_t *fs, const char *verb, const char *sku, int64_t wait_s)
+{
+	char outcome[32], reason[64];
+	int rc = flashsale_sale_wait(fs, (int)(wait_s * 1000), outcome, reason);
+	if (rc < 0) {
+		cli_err("sale %s: %s", verb, flashsale_error(fs));
+		return 1;
+	}
+	printf("%s %s %s%s%s%s\n", verb, sku, outcome, reason[0] ? " (" : "", reason,
+	       reason[0] ? ")" : "");
+	return strcmp(outcome, "applied") == 0 || strcmp(outcome, "forwarded") == 0 ? 0 : 1;
+}
 
 static int cmd_sale(flashsale_t *fs, int argc, char **argv)
 {
 	struct flashsale_sale sale = {.stock = -1};
-	int64_t add = 0;
+	int64_t add = 0, wait_s = 0;
 	const struct cli_opt spec[] = {
 		{"stock", CLI_INT, &sale.stock, 0, FS_STOCK_MAX},
 		{"per-buyer", CLI_INT, &sale.per_buyer_limit, 1, FS_QTY_MAX},
@@ -81,6 +99,7 @@ static int cmd_sale(flashsale_t *fs, int argc, char **argv)
 		{"opens-at", CLI_INT, &sale.opens_at_ms, 0, INT64_MAX / 2},
 		{"closes-at", CLI_INT, &sale.closes_at_ms, 0, INT64_MAX / 2},
 		{"add", CLI_INT, &add, 1, FS_STOCK_MAX},
+		{"wait", CLI_TIMEOUT, &wait_s, 0, 86400},
 		{NULL},
 	};
 	int rc = cli_parse(argc, argv, usage_sale, spec, 2, 2);
@@ -111,8 +130,12 @@ static int cmd_sale(flashsale_t *fs, int argc, char **argv)
 		cli_err("sale %s: %s", verb, flashsale_error(fs));
 		return rc == -EINVAL ? 2 : 1;
 	}
-	printf("published %s %s\n", verb, sku);
-	return 0;
+	if (wait_s == 0) {
+		printf("published %s %s (not decided yet: --wait SECONDS prints the outcome)\n",
+		       verb, sku);
+		return 0;
+	}
+	return sale_outcome(fs, verb, sku, wait_s);
 }
 
 /* ---- buy --------------------------------------------------------------------------------- */

@@ -47,7 +47,7 @@ bool fs_sku_valid(const char *sku)
 	return sku_valid_n(sku, strlen(sku));
 }
 
-/* Buyer ids come from the web tier: any printable ASCII, no controls, bounded. */
+/* Buyer ids come from the web tier: printable ASCII but the space (0x21-0x7e), bounded. */
 static bool buyer_valid_n(const char *buyer, size_t n)
 {
 	if (n == 0 || n > FS_BUYER_LEN_MAX)

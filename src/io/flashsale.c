@@ -613,6 +613,41 @@ static int wait_decided_past(flashsale_t *fs, const char *id, const char *type, 
 	return flashsale_decision_get(fs, id, type, out);
 }
 
+int flashsale_sale_wait(flashsale_t *fs, int timeout_ms, char outcome[32], char reason[64])
+{
+	if (fs->last_off < 0)
+		return fail(fs, -ENOENT, "%s", "no record published");
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
+	while (decided_below(fs, fs->last_part) <= fs->last_off) {
+		if (mono_ms() >= deadline)
+			return fail(fs, -ETIMEDOUT, "%s", "not decided yet");
+		struct timespec ts = {0, WAIT_POLL_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	PGconn *c = flashsale_pg(fs);
+	char pp[16], off[24];
+	snprintf(pp, sizeof pp, "%" PRId32, fs->last_part);
+	snprintf(off, sizeof off, "%" PRId64, fs->last_off);
+	const char *p[] = {pp, off};
+	int rc;
+	PGresult *r = c ? query_row(fs, c,
+				    "SELECT outcome, coalesce(reason, '') FROM sale_log WHERE "
+				    "part = $1::int AND off = $2::bigint UNION ALL SELECT "
+				    "'forwarded', 'to partition ' || to_part FROM forwards WHERE "
+				    "part = $1::int AND off = $2::bigint",
+				    2, p, &rc)
+			: NULL;
+	if (!r) {
+		if (c && rc == -ENOENT)
+			fail(fs, -EIO, "decided, but no sale record at offset %s", off);
+		return -EIO;
+	}
+	snprintf(outcome, 32, "%s", PQgetvalue(r, 0, 0));
+	snprintf(reason, 64, "%s", PQgetvalue(r, 0, 1));
+	PQclear(r);
+	return 0;
+}
+
 int flashsale_decision_wait(flashsale_t *fs, const char *intent_id, const char *type,
 			    int timeout_ms, struct flashsale_result *out)
 {

@@ -78,6 +78,18 @@ grep -q "\"intent_id\":\"$id\",\"sku\":\"W1\",\"outcome\":\"held\"" "$IT_DIR/wai
 	say "ok: result --wait got the decision" || fail "result --wait printed: $(cat "$IT_DIR/waited")"
 expect_rc 0 "stock --json" fs stock W1 --json
 grep -q '"status":"sold_out","supply":1,"available":0,"held":1' "$IT_DIR/out" && say "ok: stock --json" || fail "stock: $(cat "$IT_DIR/out")"
+# sale --wait prints what the record did (issue 28, item 13): applied (exit 0), or why not
+# (exit 1); without --wait it says it only published.
+expect_rc 0 "sale open --wait" fs sale open W2 --stock 2 --wait 30
+grep -qx "open W2 applied" "$IT_DIR/out" && say "ok: sale open --wait: applied" || fail "sale open --wait printed: $(cat "$IT_DIR/out")"
+expect_rc 1 "sale open --wait of an open SKU" fs sale open W2 --stock 2 --wait 30
+grep -qx "open W2 rejected (already_open)" "$IT_DIR/out" && say "ok: a second open: rejected (already_open)" || fail "second open printed: $(cat "$IT_DIR/out")"
+expect_rc 1 "sale restock --wait of an unknown SKU" fs sale restock NOSUCH --add 1 --wait 30
+grep -qx "restock NOSUCH rejected (unknown_sku)" "$IT_DIR/out" && say "ok: restock of an unknown SKU: rejected" || fail "restock printed: $(cat "$IT_DIR/out")"
+expect_rc 0 "sale close" fs sale close W2
+grep -q "^published close W2 (not decided yet" "$IT_DIR/out" && say "ok: without --wait: published, not decided" || fail "sale close printed: $(cat "$IT_DIR/out")"
+fs wait --quiet --timeout 30 || die "the close not decided in time"
+assert_eq "2|closed" "$(sql "SELECT supply, status FROM skus WHERE sku = 'W2'")" "W2 after the close (no second open)"
 audit_ok
 stop_worker w1
 it_done
