@@ -134,15 +134,6 @@ bool fs_item_has_key(const struct fs_item *it)
 	}
 }
 
-int fs_item_key_kind(const struct fs_item *it)
-{
-	int kind = (int)it->rec.kind;
-	if (it->cls == FS_ITEM_NEW && fs_kind_is_followup(kind) &&
-	    it->dec.outcome == FS_OUT_UNKNOWN_INTENT)
-		return kind + FS_KEY_UNMATCHED;
-	return kind;
-}
-
 int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s)
 {
 	if (b->stored_len == b->stored_cap)
@@ -196,10 +187,33 @@ static void answer_repeat(struct fs_batch *b, struct fs_item *it, uint32_t found
 	b->counts.repeats++;
 }
 
-static uint32_t find_key(const struct fs_batch *b, const struct fs_item *it, int kind)
+static uint32_t find_hashed(const struct fs_batch *b, const struct fs_item *it, int kind,
+			    uint64_t h)
 {
 	struct key k = {it->rec.intent_id, kind};
-	return fs_map_get(&b->index, key_hash(it->rec.intent_id, kind), key_eq, b, &k);
+	return fs_map_get(&b->index, h, key_eq, b, &k);
+}
+
+static uint32_t find_key(const struct fs_batch *b, const struct fs_item *it, int kind)
+{
+	return find_hashed(b, it, kind, key_hash(it->rec.intent_id, kind));
+}
+
+/* Keys a decided item i, whose own key (hash h) was not found: a follow-up that found no hold
+ * goes under its unmatched key, or is the repeat of the one there (which had no effect
+ * either). 1: answered as a repeat; 0: keyed; or -ENOMEM. */
+static int key_decided(struct fs_batch *b, struct fs_item *it, uint32_t i, uint64_t h)
+{
+	int kind = fs_item_key_kind(it);
+	if (kind != (int)it->rec.kind) {
+		h = key_hash(it->rec.intent_id, kind);
+		uint32_t found = find_hashed(b, it, kind, h);
+		if (found != FS_MAP_NONE) {
+			answer_repeat(b, it, found);
+			return 1;
+		}
+	}
+	return fs_map_put(&b->index, h, i);
 }
 
 static enum fs_item_class class_of(const struct fs_record *r)
@@ -224,7 +238,7 @@ bool fs_batch_needs_lookup(const struct fs_batch *b, const struct fs_core *core)
 {
 	for (uint32_t i = 0; i < b->len; i++) {
 		const struct fs_item *it = &b->items[i];
-		if (!fs_item_has_key(it) || !fs_kind_is_followup((int)it->rec.kind) ||
+		if (!fs_kind_is_followup((int)it->rec.kind) || !fs_item_has_key(it) ||
 		    find_key(b, it, (int)it->rec.kind) != FS_MAP_NONE)
 			continue;
 		const struct fs_hold *h = fs_core_hold(core, it->rec.intent_id);
@@ -243,8 +257,9 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 		it->first_partition = it->rec.partition;
 		it->first_offset = it->rec.offset;
 		bool keyed = fs_item_has_key(it);
+		uint64_t h = keyed ? key_hash(it->rec.intent_id, (int)it->rec.kind) : 0;
 		if (keyed) {
-			uint32_t found = find_key(b, it, (int)it->rec.kind);
+			uint32_t found = find_hashed(b, it, (int)it->rec.kind, h);
 			if (found != FS_MAP_NONE) {
 				/* A repeat still moves the clock (and expires what is due): time is
 				 * the log's, every record counts. */
@@ -265,20 +280,10 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 		int rc = fs_core_decide(core, &it->rec, &it->dec);
 		if (rc < 0)
 			return rc;
-		if (keyed) {
-			/* Keyed once decided: a follow-up that found no hold goes under its
-			 * unmatched key, or is the repeat of the one there (which had no effect
-			 * either). */
-			int kind = fs_item_key_kind(it);
-			uint32_t found =
-				kind != (int)it->rec.kind ? find_key(b, it, kind) : FS_MAP_NONE;
-			if (found != FS_MAP_NONE) {
-				answer_repeat(b, it, found);
-				continue;
-			}
-			rc = fs_map_put(&b->index, key_hash(it->rec.intent_id, kind), i);
+		if (keyed && (rc = key_decided(b, it, i, h)) != 0) {
 			if (rc < 0)
 				return rc;
+			continue; /* a repeat of a follow-up that found no hold */
 		}
 		if (it->cls == FS_ITEM_INVALID)
 			it->dec.decided_at_ms =

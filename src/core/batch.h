@@ -96,13 +96,20 @@ int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s);
 /* True if the record is answered by intent id (buy, confirm, cancel) and so is deduplicated
  * (a misrouted record is not: the partition it belongs on dedupes it). */
 bool fs_item_has_key(const struct fs_item *it);
-/* The kind its decision is keyed by: the record's kind, or that plus FS_KEY_UNMATCHED for a
- * new confirm or cancel answered unknown_intent. */
-int fs_item_key_kind(const struct fs_item *it);
 /* True for a confirm or cancel: looked up under both its keys. */
 static inline bool fs_kind_is_followup(int kind)
 {
 	return kind == FS_KIND_CONFIRM || kind == FS_KIND_CANCEL;
+}
+/* The kind its decision is keyed by: the record's kind, or that plus FS_KEY_UNMATCHED for a
+ * new confirm or cancel answered unknown_intent. */
+static inline int fs_item_key_kind(const struct fs_item *it)
+{
+	int kind = (int)it->rec.kind;
+	if (fs_kind_is_followup(kind) && it->cls == FS_ITEM_NEW &&
+	    it->dec.outcome == FS_OUT_UNKNOWN_INTENT)
+		return kind + FS_KEY_UNMATCHED;
+	return kind;
 }
 
 /* The answer to a record that reuses an intent id with another body: conflict
