@@ -249,11 +249,12 @@ void part_process_start(struct worker *w, struct part *p)
 		k++;
 	struct slot *sl = &w->slots[k];
 	core_settle(w, p);
-	int rc = part_decide(w, p, &p->batch);
-	if (rc != 0) {
+	int rc = part_decide(w, p, &p->batch, false);
+	if (rc != 0) { /* it needs a lookup (decided in line, from scratch), or a reload */
 		commit_wait(w);
 		if (p->loaded)
-			part_process_from(w, p, &p->batch, rc, NULL);
+			part_process_from(w, p, &p->batch, rc == PART_DECIDE_IN_LINE ? -1 : rc,
+					  NULL);
 		return;
 	}
 	render_extras(&sl->ex, p);

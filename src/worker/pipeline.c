@@ -35,7 +35,7 @@ static void count_batch(struct worker *w, const struct fs_batch *b)
 
 /* The part of a commit attempt before the commit: repeats from memory (or a lookup), then
  * the decisions. 0, or FS_COMMIT_RETRY (the core's state must be reloaded). */
-int part_decide(struct worker *w, struct part *p, struct fs_batch *b)
+int part_decide(struct worker *w, struct part *p, struct fs_batch *b, bool in_line)
 {
 	if (p->replied < 0)
 		p->replied = b->items[0].rec.offset; /* nothing below the first record to answer */
@@ -47,6 +47,8 @@ int part_decide(struct worker *w, struct part *p, struct fs_batch *b)
 	 * hold is the exception (batch.h): the batch is looked up first. */
 	fs_batch_add_seen(b, &p->seen);
 	bool lookup = p->need_lookup || fs_batch_needs_lookup(b, &p->core);
+	if (lookup && !in_line)
+		return PART_DECIDE_IN_LINE; /* the store is a committer's now (slot 0's) */
 	int rc = lookup ? fs_store_lookup(w->store, b) : 0;
 	wio_crash_at(w->io, "after_lookup");
 	int64_t t1 = wio_now_us(w->io);
@@ -149,7 +151,7 @@ static int attempt(struct worker *w, struct part *p, struct fs_batch *b, int64_t
 		part_abandon(p);
 		return ATTEMPT_STOPPED;
 	}
-	int rc = part_decide(w, p, b);
+	int rc = part_decide(w, p, b, true);
 	if (rc == 0) {
 		int64_t t = wio_now_us(w->io);
 		rc = fs_store_commit(w->store, w->cfg.group, w->cfg.topic_intents, &p->meta, next,

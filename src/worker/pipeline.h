@@ -16,8 +16,11 @@
 int part_process_from(struct worker *w, struct part *p, struct fs_batch *b, int rc0,
 		      struct slot *sl);
 /* The part of a commit attempt before the commit: repeats from memory (or a lookup), then
- * the decisions. 0, or FS_COMMIT_RETRY (the core's state must be reloaded). */
-int part_decide(struct worker *w, struct part *p, struct fs_batch *b);
+ * the decisions. 0, or FS_COMMIT_RETRY (the core's state must be reloaded). in_line: nothing
+ * is in flight on the worker's store, which a lookup then uses; otherwise
+ * a batch that needs one is not decided: PART_DECIDE_IN_LINE (commit it in line). */
+enum { PART_DECIDE_IN_LINE = -2 };
+int part_decide(struct worker *w, struct part *p, struct fs_batch *b, bool in_line);
 /* The dedupe cache learns the batch's new decisions. */
 void seen_add_batch(struct part *p, const struct fs_batch *b);
 /* The partition's meta once b, decided on the state `before` describes, is committed. */

@@ -825,7 +825,20 @@ struct fs_store {
 	uint64_t token_n;
 	int64_t att_next; /* the last attempt's batch end */
 	struct ss_tx tx;
+	bool refused; /* the last commit was refused for good */
+	bool sending; /* a commit is on its way on this connection (a committer's) */
 };
+
+/* A store is one connection: a call on it while a committer's commit is on its way would
+ * interleave two conversations on one socket (the real one hangs or mixes replies). */
+static void store_exclusive(struct fs_store *s, const char *what)
+{
+	if (s->sending)
+		sim_fail(s->P->W, "sim",
+			 "worker %d: %s on a store whose connection is sending a commit (one "
+			 "connection, two threads)",
+			 s->P->id, what);
+}
 
 /* A transient fault (connection lost, server restarting): the call does nothing. */
 static bool store_fails(struct fs_store *s, const char *what)
@@ -934,6 +947,7 @@ int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_
 	(void)grp;
 	(void)topic;
 	struct sim_world *W = s->P->W;
+	store_exclusive(s, "a load");
 	for (int step = 0; step < SS_LOAD_STEPS; step++) {
 		yield(s->P, step == 0 ? "load" : "load_snapshot");
 		if (store_fails(s, "load"))
@@ -1033,6 +1047,7 @@ int fs_store_expired(struct fs_store *s, int32_t partition, int64_t from, int64_
 int fs_store_lookup(struct fs_store *s, struct fs_batch *b)
 {
 	struct sim_world *W = s->P->W;
+	store_exclusive(s, "a lookup");
 	yield(s->P, "lookup");
 	if (store_fails(s, "lookup"))
 		return -EIO;
@@ -1077,10 +1092,13 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 	 * not yet: nothing is committed whichever of the real store's crash points this is. */
 	static const char *const sent[] = {"after_cas_sent", "idle_in_tx", "in_copy",
 					   "before_commit"};
+	store_exclusive(s, "a commit");
+	s->sending = true;
 	yield(s->P, sent[rng_below(&W->rng, 4)]);
 	if (store_fails(s, "commit")) {
 		if (cas)
 			cas(ctx, false);
+		s->sending = false;
 		return FS_COMMIT_RETRY; /* nothing reached COMMIT */
 	}
 	if (t->stacked && cas)
@@ -1123,6 +1141,7 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 	if (cas)
 		cas(ctx, false);
 	yield(s->P, "commit_sent"); /* committed or not, and nobody told yet */
+	s->sending = false;
 	return rc;
 }
 
