@@ -49,6 +49,7 @@ struct rp_part {
 	/* every intent id decided so far on this partition, for the repeats of later batches */
 	struct fs_seen seen;
 	struct rows dec, rej, sale, fwd;
+	int refused_next; /* a second cursor on rej: the records the store refused */
 	struct fs_batch_counts counts;
 };
 
@@ -187,11 +188,28 @@ static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item 
 	}
 }
 
+/* A record the live worker's store refused for good (a reject row store_refused: issue 28,
+ * item 1) is taken as refused: the replay cannot know the constraint that refused it. */
+static void mark_refused(struct rp_part *p, struct fs_item *it)
+{
+	const PGresult *r = p->rej.r;
+	int n = PQntuples(r);
+	while (p->refused_next < n &&
+	       strtoll(PQgetvalue(r, p->refused_next, 0), NULL, 10) < it->rec.offset)
+		p->refused_next++;
+	if (p->refused_next < n &&
+	    strtoll(PQgetvalue(r, p->refused_next, 0), NULL, 10) == it->rec.offset &&
+	    strcmp(PQgetvalue(r, p->refused_next, 1), "store_refused") == 0)
+		fs_item_refuse(it);
+}
+
 static void decide_batch(struct rp *rp, struct rp_part *p)
 {
 	struct fs_batch *b = &p->batch;
 	if (b->len == 0)
 		return;
+	for (uint32_t i = 0; i < b->len; i++)
+		mark_refused(p, &b->items[i]);
 	fs_batch_reset_decisions(b);
 	fs_batch_add_seen(b, &p->seen);
 	if (fs_batch_decide(b, &p->core) < 0) {

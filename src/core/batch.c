@@ -108,6 +108,13 @@ void fs_item_answer_conflict(struct fs_item *it)
 	it->first_offset = it->rec.offset;
 }
 
+void fs_item_refuse(struct fs_item *it)
+{
+	it->rec.kind = FS_KIND_INVALID;
+	it->rec.misrouted = false;
+	it->rec.reject_reason = "store_refused";
+}
+
 const char *fs_item_reject_reason(const struct fs_item *it)
 {
 	return it->dec.reason ? it->dec.reason : "invalid";

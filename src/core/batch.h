@@ -116,6 +116,9 @@ static inline int fs_item_key_kind(const struct fs_item *it)
  * (intent_id_reused) with the record's own qty and time, naming the record itself; the live
  * answer and one given again after a restart alike. */
 void fs_item_answer_conflict(struct fs_item *it);
+/* The store refused the item's record for good (issue 28, item 1): from now on, and in a
+ * replay, it is an invalid record, rejected store_refused. */
+void fs_item_refuse(struct fs_item *it);
 /* The reason stored for an invalid item ("invalid" when it has none). */
 const char *fs_item_reject_reason(const struct fs_item *it);
 /* True if the invalid item it extends the run of rejects that ends with prev (adjacent

@@ -59,6 +59,7 @@ struct fs_store {
 	bool prepared;
 	char part[16];
 	struct fs_tx tx; /* the batch's transaction as data (core/commit.h), rendered into st */
+	char refused[6]; /* the SQLSTATE that rolled the last commit back ("" if none) */
 };
 
 static void set_err(struct fs_store *s, const char *what, const char *detail)
@@ -68,6 +69,14 @@ static void set_err(struct fs_store *s, const char *what, const char *detail)
 	for (char *p = s->err; *p; p++)
 		if (*p == '\n')
 			*p = (p[1] ? ' ' : '\0');
+}
+
+bool fs_store_refused(const struct fs_store *s)
+{
+	/* Class 22 (data exception) and 23 (integrity constraint violation): the same rows
+	 * fail the same way again, unlike a lost connection, a lock timeout (55P03), a
+	 * serialization failure (40001) or a deadlock (40P01). */
+	return s->refused[0] == '2' && (s->refused[1] == '2' || s->refused[1] == '3');
 }
 
 const char *fs_store_error(const struct fs_store *s)
@@ -1198,6 +1207,7 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 		}
 	}
 	cas_ended(&hook);
+	s->refused[0] = '\0';
 	if (rc == 0)
 		return FS_COMMIT_OK;
 	if (rc == -EPIPE) {
@@ -1207,6 +1217,7 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 	}
 	PGresult *r = PQexec(s->conn, "ROLLBACK");
 	PQclear(r);
+	snprintf(s->refused, sizeof s->refused, "%s", state);
 	if (strcmp(state, "FSCAS") == 0)
 		return FS_COMMIT_FENCED;
 	if (strcmp(state, "55P03") == 0)
@@ -1244,6 +1255,23 @@ int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic
 		return -EIO;
 	PQclear(r);
 	return 0;
+}
+
+int fs_store_refused_at(struct fs_store *s, int32_t partition, int64_t offset)
+{
+	char part[16], off[24];
+	snprintf(part, sizeof part, "%" PRId32, partition);
+	snprintf(off, sizeof off, "%" PRId64, offset);
+	const char *p[] = {part, off};
+	PGresult *r = exec(s,
+			   "SELECT 1 FROM rejects WHERE part = $1::int AND off = $2::bigint AND "
+			   "reason = 'store_refused'",
+			   2, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	int n = PQntuples(r);
+	PQclear(r);
+	return n > 0;
 }
 
 int fs_store_expired(struct fs_store *s, int32_t partition, int64_t from, int64_t to,

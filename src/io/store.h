@@ -39,6 +39,9 @@ typedef bool (*fs_crash_fn)(const char *point);
 int fs_store_open(const char *conninfo, struct fs_store **out);
 void fs_store_close(struct fs_store *s);
 const char *fs_store_error(const struct fs_store *s);
+/* True when the last commit was rolled back by a data or integrity error (SQLSTATE class 22
+ * or 23): sent again, the same rows fail the same way. */
+bool fs_store_refused(const struct fs_store *s);
 /* How many sessions of stalled workers this store ended to free their locks. */
 int64_t fs_store_stalled_broken(const struct fs_store *s);
 /* Reconnects if the connection is bad. Returns 0 when usable. */
@@ -76,6 +79,10 @@ int fs_store_topic_rule(struct fs_store *s, const char *topic, const struct fs_t
 /* Records that results were delivered below replied_offset (guarded by next_offset). */
 int fs_store_save_replied(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
 			  int64_t next_offset, int64_t replied_offset);
+
+/* Whether the record at (partition, offset) was rejected store_refused: the store refused it
+ * for good (the answer to it, given again, is its reject). 1 yes, 0 no, -EIO. */
+int fs_store_refused_at(struct fs_store *s, int32_t partition, int64_t offset);
 
 /* Calls fn for every hold of the partition that expired at a record in [from, to). */
 typedef void (*fs_expired_fn)(void *ctx, const char *intent_id, const char *sku, int64_t qty,

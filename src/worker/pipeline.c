@@ -223,6 +223,103 @@ static int before_redo(struct worker *w, struct part *p, const struct fs_store *
 	return 0;
 }
 
+/* b, decided in line on the partition's state, is committed: remember, answer, move on. */
+static void done_in_line(struct worker *w, struct part *p, struct fs_batch *b)
+{
+	seen_add_batch(p, b);
+	struct fs_part_meta m = meta_after(p, &p->meta, b);
+	render_extras(&w->ex, p);
+	fs_core_commit(&p->core);
+	batch_done(w, p, b, &m, &w->ex);
+}
+
+/* Appends from's items k.. to `to` (with a forwarded item's bytes) and cuts from to k. */
+static int move_tail(struct fs_batch *from, uint32_t k, struct fs_batch *to)
+{
+	for (uint32_t i = k; i < from->len; i++) {
+		const struct fs_item *src = &from->items[i];
+		struct fs_item *it = fs_batch_push(to);
+		if (!it)
+			return -ENOBUFS;
+		*it = *src;
+		if (fs_batch_keep(to, it, fs_item_fwd_key(from, src), src->fwd_key_len,
+				  fs_item_fwd_payload(from, src), src->fwd_len) < 0)
+			return -ENOMEM;
+	}
+	from->len = k;
+	return 0;
+}
+
+/* One in-line attempt at b, its unknown outcome resolved; the state reloaded unless it
+ * committed (-1: fenced or shutting down). *refused: the store refused it for good. */
+static int attempt_isolated(struct worker *w, struct part *p, struct fs_batch *b, int64_t *backoff,
+			    bool *refused)
+{
+	int64_t expected = p->meta.next_offset, next = batch_end(b);
+	p->need_lookup = true; /* careful: a refusal is then the records', not the dedupe's */
+	int rc = attempt(w, p, b, next);
+	if (rc == ATTEMPT_STOPPED)
+		return -1;
+	if (rc == FS_COMMIT_UNKNOWN)
+		rc = resolve_unknown(w, p, w->store, fs_store_token(w->store), expected, next);
+	if (rc == FS_COMMIT_FENCED) {
+		part_fenced(w, p, expected);
+		return -1;
+	}
+	*refused = rc == FS_COMMIT_REDO && fs_store_refused(w->store);
+	if (rc != FS_COMMIT_OK && before_redo(w, p, w->store, rc, expected, backoff) < 0)
+		return -1;
+	return rc;
+}
+
+/* The store refused b twice, carefully, for a reason that does not pass (a data or integrity
+ * error: a constraint the core cannot know of). So that one record stops neither its
+ * partition nor the worker, b is committed in parts, halving the part that is refused, until
+ * the record it is refused for stands alone: that one is rejected store_refused, loudly, and
+ * every other record is decided as usual (issue 28, item 1). 0, or -1 (fenced, shutting down,
+ * out of memory). */
+static int isolate(struct worker *w, struct part *p, struct fs_batch *b)
+{
+	struct fs_batch rest;
+	if (fs_batch_init(&rest, b->cap) < 0)
+		return -1;
+	uint32_t k = b->len > 1 ? b->len / 2 : 1; /* the whole was refused */
+	int64_t backoff = 0;
+	int rc = 0;
+	while (b->len > 0 && rc == 0) {
+		bool refused = false;
+		fs_batch_clear(&rest);
+		if (move_tail(b, k, &rest) < 0)
+			break;
+		int r = attempt_isolated(w, p, b, &backoff, &refused);
+		if (r < 0) {
+			rc = -1;
+		} else if (r == FS_COMMIT_OK) {
+			done_in_line(w, p, b); /* clears b */
+			k = rest.len;	       /* the rest may pass whole */
+		} else if (refused && k > 1) {
+			k /= 2;
+		} else if (refused && b->items[0].rec.kind != FS_KIND_INVALID) {
+			struct fs_item *it = &b->items[0];
+			fs_error("partition %" PRId32 ": the store refused the record at %" PRId64
+				 " on its own, carefully (%s): rejected store_refused; the other "
+				 "records of its batch are decided",
+				 p->id, it->rec.offset, fs_store_error(w->store));
+			fs_item_refuse(it);
+			w->n.refused++;
+		} /* else a fault that passes, or its reject refused too: again, backing off */
+		if (rc == 0 && move_tail(&rest, 0, b) < 0)
+			break;
+	}
+	if (b->len > 0 && rc == 0) {
+		fs_error("partition %" PRId32 ": out of memory isolating a refused record", p->id);
+		part_abandon(p);
+		rc = -1;
+	}
+	fs_batch_free(&rest);
+	return rc;
+}
+
 int part_process_from(struct worker *w, struct part *p, struct fs_batch *b, int rc0,
 		      struct slot *sl)
 {
@@ -232,6 +329,7 @@ int part_process_from(struct worker *w, struct part *p, struct fs_batch *b, int 
 	int64_t next = batch_end(b);
 	int64_t backoff = 0;
 	bool reloaded = false;
+	int refused = 0; /* attempts in a row the store refused for good */
 	for (;;) {
 		int rc = rc0;
 		struct fs_store *att = sl ? sl->store : w->store;
@@ -250,20 +348,19 @@ int part_process_from(struct worker *w, struct part *p, struct fs_batch *b, int 
 			return -1;
 		}
 		sl = NULL; /* from here on decided and committed in line */
+		refused = rc == FS_COMMIT_REDO && fs_store_refused(att) ? refused + 1 : 0;
 		if (before_redo(w, p, att, rc, expected, &backoff) < 0)
 			return -1;
 		reloaded = true;
+		if (refused >= 2) /* the second was careful (a redo looks the batch up) */
+			return isolate(w, p, b) < 0 ? -1 : 1;
 	}
 	if (sl) {
 		/* Committed as handed over: the core moved past it then. */
 		batch_done(w, p, b, &sl->meta, &sl->ex);
 		return 0;
 	}
-	seen_add_batch(p, b);
-	struct fs_part_meta m = meta_after(p, &p->meta, b);
-	render_extras(&w->ex, p);
-	fs_core_commit(&p->core);
-	batch_done(w, p, b, &m, &w->ex);
+	done_in_line(w, p, b);
 	return reloaded ? 1 : 0;
 }
 
@@ -282,15 +379,15 @@ static const struct fs_stored *stored_before(const struct fs_batch *b, const str
 }
 
 /* A record read again below the stored offset gets its stored decision (b->stored), as the
- * live answer gave it. */
-static void again_item(const struct part *p, const struct fs_batch *b, struct fs_item *it)
+ * live answer gave it; false when there is none. */
+static bool again_item(const struct fs_batch *b, struct fs_item *it)
 {
 	it->first_partition = it->rec.partition;
 	it->first_offset = it->rec.offset;
 	if (it->rec.misrouted) {
 		/* Parsing is pure: misrouted then, misrouted now; forwarded again. */
 		it->cls = FS_ITEM_FORWARD;
-		return;
+		return true;
 	}
 	if (it->rec.kind == FS_KIND_INVALID) {
 		/* Parsing is pure: the same bytes give the same reason. */
@@ -298,11 +395,11 @@ static void again_item(const struct part *p, const struct fs_batch *b, struct fs
 		it->dec.outcome = FS_OUT_REJECTED;
 		it->dec.reason = it->rec.reject_reason;
 		it->dec.decided_at_ms = it->rec.ts_ms; /* as the live answer (batch.c) */
-		return;
+		return true;
 	}
 	if (!fs_item_has_key(it)) {
 		it->cls = FS_ITEM_TICK; /* sale records and ticks: not buyer-facing */
-		return;
+		return true;
 	}
 	/* The decision that answered it live: its own key's, if made at or before it; else
 	 * that of a follow-up that found no hold (itself, or the one it repeated). */
@@ -318,11 +415,24 @@ static void again_item(const struct part *p, const struct fs_batch *b, struct fs
 		} else {
 			it->dec.duplicate = s->offset != it->rec.offset;
 		}
+		return true;
+	}
+	return false; /* no decision: the caller asks whether the store refused it */
+}
+
+/* A record below the stored offset with no decision: rejected store_refused (its reject
+ * row says so), or a hole, said loudly and left unanswered. */
+static void again_unanswered(struct worker *w, struct part *p, struct fs_item *it)
+{
+	int r = fs_store_refused_at(w->store, p->id, it->rec.offset);
+	if (r == 1) {
+		fs_item_refuse(it);
+		again_item(&p->again, it); /* an invalid record now: its reject */
 		return;
 	}
 	fs_error("partition %" PRId32 ": record at %" PRId64 " is below the stored "
-		 "offset but has no decision",
-		 p->id, it->rec.offset);
+		 "offset but has no decision%s",
+		 p->id, it->rec.offset, r < 0 ? " (or the store could not say)" : "");
 	it->cls = FS_ITEM_TICK;
 }
 
@@ -341,7 +451,8 @@ void part_answer_again(struct worker *w, struct part *p)
 	if (wio_stopping(w->io))
 		return;
 	for (uint32_t i = 0; i < b->len; i++)
-		again_item(p, b, &b->items[i]);
+		if (!again_item(b, &b->items[i]))
+			again_unanswered(w, p, &b->items[i]);
 	int64_t end = batch_end(b);
 	w->n.answered_again += b->len;
 	publish_results(w, p, b, end);

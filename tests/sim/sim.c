@@ -22,7 +22,10 @@
  *   of buyers, verbatim repeats of earlier records, retries with an upper-case intent id,
  *   conflicts (same id, another body), confirms and cancels of earlier buys (and of unknown
  *   ids), ticks, and bad input (garbage bytes, broken JSON, duplicate keys, wrong or missing
- *   key, bad fields, oversized payloads). Keyed records go to the partition the partitioning
+ *   key, bad fields, oversized payloads), and in the seeds with bad input one buy in 64 by a
+ *   buyer whose decision the store refuses for good (as a trigger's check_violation would:
+ *   the worker must isolate it, reject it store_refused and decide the rest; issue 28, item
+ *   1). Keyed records go to the partition the partitioning
  *   rule names (murmur2 of the key), except a share per seed that a web tier with another
  *   partitioner puts elsewhere: the workers forward those (or, in one seed in four, reject them
  *   wrong_partition), and a forward's delivery appends the same bytes to its partition's log.
@@ -326,7 +329,11 @@ static void gen_buy(struct sim_world *W, struct gen *G)
 	int lim = G->limit[b->sku] ? G->limit[b->sku] : 2;
 	b->qty = rng_chance(r, 700) ? 1 : 1 + rng_below(r, (uint32_t)lim + 1);
 	char buf[320];
-	buy_json(buf, sizeof buf, b->id, G->sku[b->sku], buyer_names[b->buyer], b->qty,
+	/* One buy in 64 of the seeds with bad input is by the buyer the store refuses (no draw
+	 * of its own: the other seeds keep their schedules). */
+	bool refused = W->f.bad_input && b->id[0] == 'f' && b->id[1] < '4';
+	buy_json(buf, sizeof buf, b->id, G->sku[b->sku],
+		 refused ? SIM_REFUSED_BUYER : buyer_names[b->buyer], b->qty,
 		 rng_chance(r, 200) ? (int)rng_below(r, 3) : -1);
 	const char *key = G->sku[b->sku];
 	if (rng_chance(r, 30))
@@ -1008,8 +1015,8 @@ static void print_stats(const struct sim_stats *s, double secs)
 	       s->misrouted_appended, s->forwards_queued, s->forwards_again, s->forwards_landed,
 	       s->reject_mode_seeds);
 	printf("sim: lookups: %" PRId64 " stored rows of a batch's intent ids left out (another "
-	       "kind)\n",
-	       s->lookup_kinds_left);
+	       "kind); %" PRId64 " records the store refused for good\n",
+	       s->lookup_kinds_left, s->refused);
 	printf("sim: crashes at:");
 	for (int i = 0; sim_points[i]; i++)
 		printf(" %s=%" PRId64, sim_points[i], s->crash_at[i]);
@@ -1033,7 +1040,7 @@ static bool coverage_ok(const struct sim_stats *s)
 		  s->lookup_kinds_left && s->misrouted_appended && s->forwards_landed &&
 		  s->forwards_again && s->reject_mode_seeds && s->inhand_after_fence &&
 		  s->overlap_seeds[0] && s->overlap_seeds[1] && s->overlap_seeds[2] && s->stacked &&
-		  s->stacked_redone && s->unknown_committed && s->stacked_same_range;
+		  s->stacked_redone && s->unknown_committed && s->stacked_same_range && s->refused;
 	for (size_t i = 0; i < sizeof must_crash_at / sizeof *must_crash_at; i++)
 		ok = ok && s->crash_at[sim_point(must_crash_at[i])];
 	return ok;

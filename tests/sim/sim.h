@@ -127,6 +127,7 @@ struct sim_stats {
 	int64_t expired_replies, inhand_after_fence, again_missing;
 	int64_t misrouted_appended, forwards_queued, forwards_landed, forwards_again;
 	int64_t reject_mode_seeds;
+	int64_t refused; /* records the store refused for good, rejected store_refused */
 };
 
 /* ---- the world of one seed ------------------------------------------------------------------ */

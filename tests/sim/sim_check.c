@@ -203,6 +203,16 @@ static bool oracle_run(struct sim_world *W, struct oracle *o)
 			clock = r->ts > clock ? r->ts : clock;
 			*VEC_PUSH(o->clock[p]) = clock;
 		}
+		/* What the live store refused for good is refused here too (as flashsale replay
+		 * takes it): the replay cannot know why. */
+		for (size_t k = 0; k < W->store->rejects.len; k++) {
+			const struct ss_reject *j = &W->store->rejects.v[k];
+			if (j->part == p && strcmp(j->reason, "store_refused") == 0 &&
+			    j->off < (int64_t)o->batch[p].len) {
+				fs_item_refuse(&o->batch[p].items[j->off]);
+				W->stats->refused++;
+			}
+		}
 		if (fs_batch_decide(&o->batch[p], &o->core[p]) < 0)
 			return sim_fail(W, "sim", "oracle: out of memory");
 		int64_t before;
@@ -345,8 +355,12 @@ static bool check_rows(struct sim_world *W)
 		const struct sim_rec *r = rec_at(W, j->part, j->off);
 		for (int64_t off = j->off; r && off <= j->off_end; off++) {
 			r = rec_at(W, j->part, off);
-			if (r && (r->parsed.kind != FS_KIND_INVALID ||
-				  strcmp(r->parsed.reject_reason, j->reason) != 0))
+			bool refused = r && r->parsed.kind == FS_KIND_BUY &&
+				       strcmp(r->parsed.buyer_id, SIM_REFUSED_BUYER) == 0 &&
+				       strcmp(j->reason, "store_refused") == 0;
+			if (r && !refused &&
+			    (r->parsed.kind != FS_KIND_INVALID ||
+			     strcmp(r->parsed.reject_reason, j->reason) != 0))
 				r = NULL;
 		}
 		if (!r)
@@ -602,7 +616,10 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 	for (size_t i = 0; ok && i < W->results.len; i++) {
 		const struct sim_result *r = &W->results.v[i];
 		const struct fs_record *rec = &W->log[r->part].recs.v[r->off].parsed;
-		if (r->expire || rec->kind != FS_KIND_BUY)
+		/* A buy the store refused for good had no effect and did not take its id (a
+		 * resend is decided fresh, docs/reference/records.md): not its decision. */
+		if (r->expire || rec->kind != FS_KIND_BUY ||
+		    strstr(r->json, "\"reason\":\"store_refused\""))
 			continue;
 		br[nbr].id = rec->intent_id;
 		outcome_of(r->json, br[nbr].outcome, sizeof br[nbr].outcome);

@@ -873,6 +873,24 @@ void fs_store_close(struct fs_store *s)
 	free(s);
 }
 
+int fs_store_refused_at(struct fs_store *s, int32_t partition, int64_t offset)
+{
+	store_exclusive(s, "a reject lookup");
+	if (store_fails(s, "refused_at"))
+		return -EIO;
+	const struct sim_store *st = s->P->W->store;
+	for (size_t i = 0; i < st->rejects.len; i++)
+		if (st->rejects.v[i].part == partition && st->rejects.v[i].off == offset)
+			return strcmp(st->rejects.v[i].reason, "store_refused") == 0;
+	return 0;
+}
+
+/* Its faults pass; only SIM_REFUSED_BUYER's decisions are refused for good. */
+bool fs_store_refused(const struct fs_store *s)
+{
+	return s->refused;
+}
+
 const char *fs_store_error(const struct fs_store *s)
 {
 	return s ? s->err : "no store";
@@ -1112,6 +1130,7 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 	int64_t before;
 	bool applied;
 	int rc = ss_tx_apply(W->store, t, s->token_n, fault, &before, &applied);
+	s->refused = rc == FS_COMMIT_REDO && W->store->refused;
 	W->stats->commits++;
 	TRACE(W,
 	      "w%d p%d commit [%" PRId64 "..%" PRId64 ") expected %" PRId64 " stored %" PRId64

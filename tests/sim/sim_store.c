@@ -615,6 +615,10 @@ static int stmt_decisions(struct sim_store *s, const struct ss_tx *t)
 	size_t inserted = 0;
 	for (size_t i = 0; i < t->decisions.len; i++) {
 		const struct ss_decision *d = &t->decisions.v[i];
+		if (d->has_buyer && strcmp(d->buyer, SIM_REFUSED_BUYER) == 0) {
+			s->refused = true; /* a trigger's check_violation: SQLSTATE 23514 */
+			return 2;
+		}
 		if (s->mutation != MUT_NO_DEDUPE &&
 		    decision_exists(s, d->idh, d->intent_id, d->kind))
 			continue; /* ON CONFLICT DO NOTHING */
@@ -771,6 +775,7 @@ int ss_tx_apply(struct sim_store *s, const struct ss_tx *t, uint64_t token, enum
 	struct lens l = {s->decisions.len, s->rejects.len, s->sales.len,   s->resv.len,
 			 s->skus.len,	   s->buyers.len,  s->forwards.len};
 	s->undo.len = 0;
+	s->refused = false;
 	*before = s->parts[part].exists ? s->parts[part].next_offset : -2;
 	/* BEGIN; the statements in the pipeline's order; the first failure aborts the rest. */
 	s->failed_stmt = "offset compare-and-set";

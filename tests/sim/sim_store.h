@@ -118,6 +118,11 @@ struct ss_undo {
 	} old;
 };
 
+/* A buyer whose decisions the simulated store refuses for good, as a trigger raising
+ * check_violation would (issue 28, item 1): the worker must reject such a buy store_refused
+ * and decide the rest of its batch. */
+#define SIM_REFUSED_BUYER "refused"
+
 struct sim_store {
 	enum sim_mutation mutation;
 	struct ss_part parts[SIM_PARTS_MAX];
@@ -130,6 +135,7 @@ struct sim_store {
 	VEC(struct ss_buyer) buyers;
 	VEC(struct ss_undo) undo;
 	const char *failed_stmt; /* the statement that failed the last commit (diagnostics) */
+	bool refused;		 /* the last commit was refused for good (SIM_REFUSED_BUYER) */
 	/* A CHECK constraint refused a row: never in a correct run (the checker fails on it). */
 	char check_failed[160];
 	/* Rows of the batch's intent ids that lookups left out because the batch did not ask for

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A record the store refuses for good (issue 28, item 1): a constraint the worker cannot know
+# of (here a trigger that refuses one buyer's decision with check_violation, as a DBA's rule
+# or a hostile record would) fails its batch the same way on every try. Before, the worker
+# retried that batch forever on its main thread: every partition of the process stopped.
+#   1. Between 300 buys on SKU1 (partition 1 of 2), one buy by buyer `poison`; 100 buys on
+#      SKU2 (partition 0) at the same time. Every record is decided: the poison is rejected
+#      store_refused (a rejects row with its intent id, answered on the results topic), its
+#      neighbours are decided as usual (SKU1 sells exactly its stock, every other buy has its
+#      decision), and SKU2's partition went on.
+#   2. The worker says so, once, loudly, and counts it (refused=1); it is still running.
+#   3. The audit passes: its replay takes the refused record as refused, as the live run did.
+. "$(dirname "$0")/lib.sh"
+it_setup 2
+sql "CREATE FUNCTION it_refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN
+	IF NEW.buyer_id = 'poison' THEN
+		RAISE EXCEPTION 'a rule the worker cannot know' USING ERRCODE = 'check_violation';
+	END IF;
+	RETURN NEW;
+END \$\$" >/dev/null
+sql "CREATE TRIGGER it_refuse BEFORE INSERT ON decisions FOR EACH ROW EXECUTE FUNCTION it_refuse()" >/dev/null
+start_worker w1
+fs sale open SKU1 --stock 100 --wait 60 >/dev/null || die "SKU1 not opened"
+fs sale open SKU2 --stock 50 --wait 60 >/dev/null || die "SKU2 not opened"
+
+# 1.
+fs load SKU1 --buyers 150 --seed 521 >/dev/null
+poison=$(fs buy SKU1 --buyer poison)
+fs load SKU1 --buyers 150 --seed 522 >/dev/null &
+fs load SKU2 --buyers 100 --seed 523 >/dev/null
+wait $! || die "load failed"
+fs wait --timeout 90 --quiet || die "records not decided in time (the refused record stalled the worker)"
+assert_eq "1|$poison" "$(sql "SELECT count(*), max(intent_id::text) FROM rejects WHERE reason = 'store_refused'")" "the refused record's reject"
+assert_eq 0 "$(sql "SELECT count(*) FROM decisions WHERE intent_id = '$poison'")" "decisions of the refused record"
+assert_eq 300 "$(sql "SELECT count(*) FROM decisions WHERE sku = 'SKU1' AND kind = 1")" "SKU1's other buys decided"
+assert_eq "100|0" "$(sql "SELECT held, available FROM skus WHERE sku = 'SKU1'")" "SKU1 held|available"
+assert_eq "100|50" "$(sql "SELECT count(*), sum(CASE WHEN outcome = 'held' THEN 1 ELSE 0 END) FROM decisions WHERE sku = 'SKU2'")" "SKU2's buys|held"
+wait_until 30 "the refused record's answer" "results_dump | grep -q '\"intent_id\":\"$poison\",\"sku\":\"SKU1\",\"outcome\":\"rejected\",\"reason\":\"store_refused\"'"
+say "ok: the refused record answered rejected store_refused"
+
+# 2.
+assert_eq 1 "$(grep -c 'the store refused the record at .* rejected store_refused' "$IT_DIR/w1.log")" "loud lines about the refused record"
+alive "$(worker_pid w1)" || fail "the worker is not running"
+stop_worker w1
+grep -q 'exit: .* refused=1' "$IT_DIR/w1.log" || fail "the exit line does not count it: $(grep 'exit:' "$IT_DIR/w1.log")"
+
+# 3.
+audit_ok
+it_done
