@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include "io/config.h"
+#include "io/entropy.h"
 #include "io/kafka.h"
 #include "core/record.h"
 
@@ -870,6 +871,7 @@ int main(int argc, char **argv)
 {
 	static struct fs_config cfg;
 	fs_config_defaults(&cfg);
+	fs_hash_key_random(); /* the replay's maps, as the worker's (core/map.h) */
 	char err[FS_CONF_ERR_MAX];
 	const char *config_file = NULL;
 	const char **sets = cli_sets;

@@ -7,39 +7,83 @@
 
 enum { MAP_CAP_MIN = 16 };
 
-/* murmur3's 64-bit finaliser: a bijection whose every output bit depends on every input bit. */
-static uint64_t fmix64(uint64_t h)
+/* The process's key (fs_hash_key); until it is set, a fixed one. */
+static uint64_t hash_k0 = 0x0706050403020100ULL, hash_k1 = 0x0f0e0d0c0b0a0908ULL;
+
+void fs_hash_key(uint64_t k0, uint64_t k1)
 {
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
+	hash_k0 = k0;
+	hash_k1 = k1;
+}
+
+static inline uint64_t rotl(uint64_t x, int b)
+{
+	return (x << b) | (x >> (64 - b));
+}
+
+static inline void sipround(uint64_t v[4])
+{
+	v[0] += v[1];
+	v[1] = rotl(v[1], 13) ^ v[0];
+	v[0] = rotl(v[0], 32);
+	v[2] += v[3];
+	v[3] = rotl(v[3], 16) ^ v[2];
+	v[0] += v[3];
+	v[3] = rotl(v[3], 21) ^ v[0];
+	v[2] += v[1];
+	v[1] = rotl(v[1], 17) ^ v[2];
+	v[2] = rotl(v[2], 32);
+}
+
+/* n <= 8 bytes as a little-endian word. */
+static inline uint64_t le64(const unsigned char *p, size_t n)
+{
+	uint64_t w = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (n)
+		memcpy(&w, p, n);
+#else
+	for (size_t i = 0; i < n; i++)
+		w |= (uint64_t)p[i] << (8 * i);
+#endif
+	return w;
+}
+
+static inline uint64_t siphash(uint64_t k0, uint64_t k1, int c, int d, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+	uint64_t v[4] = {k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL,
+			 k0 ^ 0x6c7967656e657261ULL, k1 ^ 0x7465646279746573ULL};
+	uint64_t last = (uint64_t)n << 56;
+	for (; n >= 8; n -= 8, p += 8) {
+		uint64_t m = le64(p, 8);
+		v[3] ^= m;
+		for (int i = 0; i < c; i++)
+			sipround(v);
+		v[0] ^= m;
+	}
+	last |= le64(p, n);
+	v[3] ^= last;
+	for (int i = 0; i < c; i++)
+		sipround(v);
+	v[0] ^= last;
+	v[2] ^= 0xff;
+	for (int i = 0; i < d; i++)
+		sipround(v);
+	return v[0] ^ v[1] ^ v[2] ^ v[3];
+}
+
+uint64_t fs_siphash(uint64_t k0, uint64_t k1, int c, int d, const void *data, size_t n)
+{
+	return siphash(k0, k1, c, d, data, n);
 }
 
 uint64_t fs_hash_bytes(const void *data, size_t n, uint64_t seed)
 {
-	/* Eight bytes a step, one multiply each, then the finaliser so that similar keys spread
-	 * over the slots. The seed goes through the finaliser first, so that it cannot cancel
-	 * against the key's first bytes (hash(k, 0) == hash(k ^ 1, 1) when it is merely xored
-	 * in); the length is mixed in so that trailing NUL bytes count. Byte by byte (FNV-1a)
-	 * it was 5% of the worker's instructions: every record hashes its 36-byte intent id three
-	 * times (callgrind). */
-	const unsigned char *p = data;
-	uint64_t h = fmix64(seed ^ 14695981039346656037ULL) ^ ((uint64_t)n * 0xff51afd7ed558ccdULL);
-	for (; n >= 8; n -= 8, p += 8) {
-		uint64_t w;
-		memcpy(&w, p, 8);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
-		h ^= h >> 29;
-	}
-	if (n > 0) {
-		uint64_t w = 0;
-		memcpy(&w, p, n);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
-	}
-	return fmix64(h);
+	/* The seed tells the maps apart: folded into the key's first word, mixed so that
+	 * nearby seeds give unrelated keys. */
+	uint64_t s = (seed + 1) * 0x9e3779b97f4a7c15ULL;
+	return siphash(hash_k0 ^ (s ^ (s >> 31)), hash_k1, 1, 3, data, n);
 }
 
 static uint64_t slot_hash(uint64_t h)

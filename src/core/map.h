@@ -22,7 +22,18 @@ struct fs_map {
 
 typedef bool (*fs_map_eq_fn)(const void *ctx, uint32_t value, const void *key);
 
+/* The maps' hash: SipHash-1-3 (Aumasson and Bernstein's keyed hash, CPython's and Rust's for
+ * their hash tables) of the bytes under the process's key, the seed telling apart maps that
+ * hash alike keys. Keys come from the web tier: with a fixed public hash, ids crafted to
+ * share a slot make every probe walk a long chain (150,000 such intent ids cost seconds of
+ * the main thread). The key is fixed until fs_hash_key sets one: the programs set a random
+ * one at start (src/io/entropy.c), the tests keep the fixed one. Where a key lands never
+ * decides anything (determinism: no caller iterates a map). */
 uint64_t fs_hash_bytes(const void *data, size_t n, uint64_t seed);
+void fs_hash_key(uint64_t k0, uint64_t k1);
+/* SipHash-c-d of the bytes under (k0, k1), the reference algorithm (its words read little-
+ * endian); fs_hash_bytes is c = 1, d = 3. For the tests: SipHash-2-4 has published vectors. */
+uint64_t fs_siphash(uint64_t k0, uint64_t k1, int c, int d, const void *data, size_t n);
 
 /* Returns the value for key, or FS_MAP_NONE. */
 uint32_t fs_map_get(const struct fs_map *m, uint64_t hash, fs_map_eq_fn eq, const void *ctx,

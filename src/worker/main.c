@@ -5,6 +5,7 @@
  * answered on the results topic (DESIGN.md section 4). The loop is loop.c; the edges it runs
  * on (librdkafka, pthreads, the clock) are io.c. */
 #include "io/config.h"
+#include "io/entropy.h"
 #include "io/log.h"
 #include "io/store.h"
 #include "worker/committer.h"
@@ -134,6 +135,10 @@ static int rule_check(struct worker *w)
 static int setup(struct worker *w)
 {
 	fs_log_set_level(w->cfg.log_level);
+	/* Intent ids and SKUs come from web tiers: the maps' hash gets a key nobody outside
+	 * knows, so that no crafted ids share a slot (core/map.h). */
+	if (fs_hash_key_random() < 0)
+		fs_warn("no randomness for the maps' hash key: crafted keys could collide");
 	w->limits.bytes_max = (size_t)w->cfg.record_max_bytes;
 	int rc = wio_open(w, &w->io);
 	if (rc < 0)
