@@ -110,6 +110,7 @@ void fs_item_answer_conflict(struct fs_item *it)
 
 void fs_item_refuse(struct fs_item *it)
 {
+	it->key_h = 0; /* (no key now) */
 	it->rec.kind = FS_KIND_INVALID;
 	it->rec.misrouted = false;
 	it->rec.reject_reason = "store_refused";
@@ -141,12 +142,20 @@ bool fs_item_has_key(const struct fs_item *it)
 	}
 }
 
-int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s)
+/* The item's key hash under its own kind (cached: hashing a 36-byte id under a keyed hash is
+ * most of what a repeat-free record costs the dedupe). */
+static uint64_t item_hash(struct fs_item *it)
+{
+	if (!it->key_h)
+		it->key_h = key_hash(it->rec.intent_id, (int)it->rec.kind);
+	return it->key_h;
+}
+
+static int add_stored_hashed(struct fs_batch *b, const struct fs_stored *s, uint64_t h)
 {
 	if (b->stored_len == b->stored_cap)
 		return -ENOBUFS;
 	struct key k = {s->intent_id, s->kind};
-	uint64_t h = key_hash(s->intent_id, s->kind);
 	if (fs_map_get(&b->index, h, key_eq, b, &k) != FS_MAP_NONE)
 		return 0; /* the primary key makes this impossible; ignore rather than trust it */
 	uint32_t i = b->stored_len++;
@@ -157,6 +166,11 @@ int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s)
 		b->stored[i].dec.reason = b->stored[i].reason_buf;
 	}
 	return fs_map_put(&b->index, h, i | STORED_FLAG);
+}
+
+int fs_batch_add_stored(struct fs_batch *b, const struct fs_stored *s)
+{
+	return add_stored_hashed(b, s, key_hash(s->intent_id, s->kind));
 }
 
 /* Answers a record whose intent id was decided before, in the store or earlier in the batch. */
@@ -264,7 +278,7 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 		it->first_partition = it->rec.partition;
 		it->first_offset = it->rec.offset;
 		bool keyed = fs_item_has_key(it);
-		uint64_t h = keyed ? key_hash(it->rec.intent_id, (int)it->rec.kind) : 0;
+		uint64_t h = keyed ? item_hash(it) : 0;
 		if (keyed) {
 			uint32_t found = find_hashed(b, it, (int)it->rec.kind, h);
 			if (found != FS_MAP_NONE) {
@@ -374,29 +388,38 @@ int fs_seen_add(struct fs_seen *s, const struct fs_item *it)
 		snprintf(st->reason_buf, sizeof st->reason_buf, "%s", it->dec.reason);
 		st->dec.reason = st->reason_buf;
 	}
-	int rc = fs_map_put(&s->index, key_hash(st->intent_id, st->kind), s->len);
+	uint64_t h = st->kind == (int)it->rec.kind && it->key_h ? it->key_h
+								: key_hash(st->intent_id, st->kind);
+	int rc = fs_map_put(&s->index, h, s->len);
 	if (rc == 0)
 		s->len++;
 	return rc;
 }
 
-const struct fs_stored *fs_seen_find(const struct fs_seen *s, const char *intent_id, int kind)
+static const struct fs_stored *seen_find_hashed(const struct fs_seen *s, const char *intent_id,
+						int kind, uint64_t h)
 {
 	struct key k = {intent_id, kind};
-	uint32_t v = fs_map_get(&s->index, key_hash(intent_id, kind), seen_eq, s, &k);
+	uint32_t v = fs_map_get(&s->index, h, seen_eq, s, &k);
 	return v == FS_MAP_NONE ? NULL : &s->items[v];
+}
+
+const struct fs_stored *fs_seen_find(const struct fs_seen *s, const char *intent_id, int kind)
+{
+	return seen_find_hashed(s, intent_id, kind, key_hash(intent_id, kind));
 }
 
 uint32_t fs_batch_add_seen(struct fs_batch *b, const struct fs_seen *s)
 {
 	uint32_t found = 0;
 	for (uint32_t i = 0; i < b->len; i++) {
-		const struct fs_item *it = &b->items[i];
+		struct fs_item *it = &b->items[i];
 		if (!fs_item_has_key(it))
 			continue;
 		int kind = (int)it->rec.kind;
-		const struct fs_stored *st = fs_seen_find(s, it->rec.intent_id, kind);
-		if (st && fs_batch_add_stored(b, st) == 0)
+		uint64_t h = item_hash(it);
+		const struct fs_stored *st = seen_find_hashed(s, it->rec.intent_id, kind, h);
+		if (st && add_stored_hashed(b, st, h) == 0)
 			found++;
 		st = fs_kind_is_followup(kind)
 			     ? fs_seen_find(s, it->rec.intent_id, kind + FS_KEY_UNMATCHED)

@@ -52,6 +52,9 @@ struct fs_item {
 	/* Where the answered decision was first made (itself unless a repeat). */
 	int32_t first_partition;
 	int64_t first_offset;
+	/* The hash of its dedupe key (intent id, record kind): made once, by whichever of the
+	 * memory lookup, the decision and the memory's insert comes first (0: not yet). */
+	uint64_t key_h;
 	/* FS_ITEM_FORWARD: the message's key and payload, at fwd_at in the batch's fwd buffer. */
 	size_t fwd_at;
 	uint32_t fwd_key_len, fwd_len;
