@@ -1019,6 +1019,7 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 {
 	struct step *st = s->st;
 	memset(s->st, 0, sizeof s->st);
+	s->refused[0] = '\0'; /* an attempt that fails before its send was not refused */
 	int k = 0;
 	s->after = after != NULL;
 	snprintf(s->after_token, sizeof s->after_token, "%s", after ? after : "");
