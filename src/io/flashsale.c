@@ -595,35 +595,26 @@ static int64_t decided_below(flashsale_t *fs, int32_t part)
 	return next;
 }
 
-/* A confirm or cancel answered unknown_intent does not use up its id: a later one may take
- * effect. When the stored answer is such, and this handle has just published a record, the
- * answer to that record is the stored one only once the worker has decided past it. */
-static int wait_decided_past(flashsale_t *fs, const char *id, const char *type, int timeout_ms,
-			     struct flashsale_result *out)
+/* Waits until the worker has decided the record this handle published last: 0, or
+ * -ETIMEDOUT (the caller says so). */
+static int wait_decided_past(flashsale_t *fs, int timeout_ms)
 {
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
-	int32_t part = fs->last_part;
-	int64_t off = fs->last_off;
-	while (decided_below(fs, part) <= off) {
+	while (decided_below(fs, fs->last_part) <= fs->last_off) {
 		if (mono_ms() >= deadline)
-			return fail(fs, -ETIMEDOUT, "no result for %s yet", id);
+			return -ETIMEDOUT;
 		struct timespec ts = {0, WAIT_POLL_MS * 1000000L};
 		nanosleep(&ts, NULL);
 	}
-	return flashsale_decision_get(fs, id, type, out);
+	return 0;
 }
 
 int flashsale_sale_wait(flashsale_t *fs, int timeout_ms, char outcome[32], char reason[64])
 {
 	if (fs->last_off < 0)
 		return fail(fs, -ENOENT, "%s", "no record published");
-	int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
-	while (decided_below(fs, fs->last_part) <= fs->last_off) {
-		if (mono_ms() >= deadline)
-			return fail(fs, -ETIMEDOUT, "%s", "not decided yet");
-		struct timespec ts = {0, WAIT_POLL_MS * 1000000L};
-		nanosleep(&ts, NULL);
-	}
+	if (wait_decided_past(fs, timeout_ms) < 0)
+		return fail(fs, -ETIMEDOUT, "%s", "not decided yet");
 	PGconn *c = flashsale_pg(fs);
 	char pp[16], off[24];
 	snprintf(pp, sizeof pp, "%" PRId32, fs->last_part);
@@ -655,9 +646,15 @@ int flashsale_decision_wait(flashsale_t *fs, const char *intent_id, const char *
 	if (!fs_uuid_canon(intent_id, id))
 		return fail(fs, -EINVAL, "invalid intent id '%s' (a UUID)", intent_id);
 	int rc = flashsale_decision_get(fs, id, type, out);
+	/* A confirm or cancel answered unknown_intent does not use up its id: a later one may
+	 * take effect. If this handle has just published one, the stored answer is its answer
+	 * only once the worker has decided past it. */
 	if (rc == 0 && timeout_ms != 0 && strcmp(type, "buy") != 0 && fs->last_off >= 0 &&
-	    strcmp(out->outcome, "unknown_intent") == 0)
-		return wait_decided_past(fs, id, type, timeout_ms, out);
+	    strcmp(out->outcome, "unknown_intent") == 0) {
+		if (wait_decided_past(fs, timeout_ms) < 0)
+			return fail(fs, -ETIMEDOUT, "no result for %s yet", id);
+		return flashsale_decision_get(fs, id, type, out);
+	}
 	if (rc != -ENOENT || timeout_ms == 0)
 		return rc;
 	/* Subscribe first, then look in Postgres again: a result committed in between is in

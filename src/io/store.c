@@ -1208,7 +1208,6 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 		}
 	}
 	cas_ended(&hook);
-	s->refused[0] = '\0';
 	if (rc == 0)
 		return FS_COMMIT_OK;
 	if (rc == -EPIPE) {
