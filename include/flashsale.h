@@ -62,7 +62,9 @@ int flashsale_buy(flashsale_t *fs, const char *sku, const char *buyer_id, int64_
  * intent id, keyed by the buy's SKU (so that it reaches the buy's partition). */
 int flashsale_confirm(flashsale_t *fs, const char *intent_id, const char *sku);
 int flashsale_cancel(flashsale_t *fs, const char *intent_id, const char *sku);
-/* The SKU of a decided buy, from Postgres (for tools that only have the intent id). */
+/* The SKU of a decided buy, from Postgres (for tools that only have the intent id); -ENOENT
+ * if none is decided, -EEXIST if buys of SKUs on several partitions used the id (each
+ * partition dedupes its own log: docs/reference/records.md). */
 int flashsale_buy_sku(flashsale_t *fs, const char *intent_id, char sku[65]);
 int flashsale_sale_open(flashsale_t *fs, const char *sku, const struct flashsale_sale *sale);
 int flashsale_sale_restock(flashsale_t *fs, const char *sku, int64_t add);

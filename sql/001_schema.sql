@@ -57,6 +57,9 @@ CREATE TABLE IF NOT EXISTS skus (
 -- repeated id is answered from here; body_hash tells a verbatim retry from a conflict. A
 -- confirm or cancel answered unknown_intent is kept under its kind + 10, so that it does not
 -- use up the id: the right one after it takes effect (src/core/batch.h, FS_KEY_UNMATCHED).
+-- The key includes the partition: the dedupe is scoped to the partition's log (issue 28, item
+-- 6), so that the same id on buys of two SKUs that live on two partitions is decided by each
+-- alone, whatever the timing, as a replay of either log decides it (docs/DESIGN-NOTES.md).
 -- The worker writes new rows of decisions, reservations and buyers with COPY in its binary
 -- format (src/io/store.c), each field as its column's exact type: changing a column's type here
 -- means changing its writer there.
@@ -73,7 +76,7 @@ CREATE TABLE IF NOT EXISTS decisions (
     reason        text,
     expires_at_ms bigint,
     decided_at_ms bigint   NOT NULL,
-    PRIMARY KEY (intent_id, kind)
+    PRIMARY KEY (intent_id, kind, part)
 );
 -- The primary key is the only index: every other one is paid by every decision of every
 -- batch. No index on (sku, outcome): it doubled the cost of the batch insert (4.5 -> 9 ms for
@@ -86,19 +89,37 @@ DROP INDEX IF EXISTS decisions_part_off;
 
 -- One row per hold: the unit(s) a buyer won, and what became of them.
 CREATE TABLE IF NOT EXISTS reservations (
-    intent_id     uuid   PRIMARY KEY,
+    intent_id     uuid   NOT NULL,
     sku           text   NOT NULL,
     buyer_id      text   NOT NULL,
     qty           bigint NOT NULL CHECK (qty >= 1),
     status        text   NOT NULL CHECK (status IN ('held', 'confirmed', 'cancelled', 'expired')),
     expires_at_ms bigint NOT NULL,
     part          int    NOT NULL,
-    off           bigint NOT NULL
+    off           bigint NOT NULL,
+    PRIMARY KEY (intent_id, part)
 );
 -- No index on (sku, status): no query reads holds by SKU and status (the audit groups over the
 -- whole table), and every hold paid for it: S2-sized runs (20,000 winners) spent 5-24% less in
 -- their transactions without it.
 DROP INDEX IF EXISTS reservations_sku_status;
+-- A database from before the keys named the partition: rekey it (once; a no-op after).
+DO $$
+BEGIN
+    IF (SELECT count(*) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
+        AND a.attnum = ANY (i.indkey) WHERE i.indrelid = 'decisions'::regclass
+        AND i.indisprimary AND a.attname = 'part') = 0 THEN
+        ALTER TABLE decisions DROP CONSTRAINT decisions_pkey,
+            ADD PRIMARY KEY (intent_id, kind, part);
+    END IF;
+    IF (SELECT count(*) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
+        AND a.attnum = ANY (i.indkey) WHERE i.indrelid = 'reservations'::regclass
+        AND i.indisprimary AND a.attname = 'part') = 0 THEN
+        ALTER TABLE reservations DROP CONSTRAINT reservations_pkey,
+            ADD PRIMARY KEY (intent_id, part);
+    END IF;
+END
+$$;
 -- The hold lifecycle: a hold ends confirmed, cancelled or expired, at a point of the log.
 ALTER TABLE reservations ADD COLUMN IF NOT EXISTS late boolean NOT NULL DEFAULT false;
 -- the partition clock when the hold left `held`, and the record whose arrival ended it

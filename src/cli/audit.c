@@ -68,8 +68,9 @@ static const struct check checks[] = {
 	 "f.to_part >= t.partitions LIMIT 20"},
 	{"INV-2", "every forwarded intent has its decision (or its reject where it was forwarded)",
 	 "SELECT f.part, f.off, f.to_part, f.intent_id FROM forwards f WHERE f.kind IS NOT NULL "
-	 "AND NOT EXISTS (SELECT 1 FROM decisions d WHERE d.intent_id = f.intent_id AND d.kind IN "
-	 "(f.kind, f.kind + 10)) AND NOT EXISTS (SELECT 1 FROM rejects j WHERE j.intent_id = "
+	 "AND NOT EXISTS (SELECT 1 FROM decisions d WHERE d.intent_id = f.intent_id AND d.part = "
+	 "f.to_part AND d.kind IN (f.kind, f.kind + 10)) AND NOT EXISTS (SELECT 1 FROM rejects j "
+	 "WHERE j.intent_id = "
 	 "f.intent_id AND "
 	 "j.part = f.to_part) LIMIT 20"},
 	{"INV-2", "reject rows lie inside the decided offsets and never overlap",
@@ -83,7 +84,8 @@ static const struct check checks[] = {
 	 "p.next_offset LIMIT 20"},
 	{"INV-3", "every hold has exactly its decision, and every held decision its reservation",
 	 "SELECT d.intent_id, d.outcome, d.qty, r.qty AS res_qty FROM decisions d FULL JOIN "
-	 "reservations r ON r.intent_id = d.intent_id AND d.kind = 1 WHERE (d.outcome = 'held' "
+	 "reservations r ON r.intent_id = d.intent_id AND r.part = d.part AND d.kind = 1 WHERE "
+	 "(d.outcome = 'held' "
 	 "AND (r.intent_id IS NULL OR r.qty <> d.qty OR r.sku <> d.sku OR r.buyer_id <> "
 	 "d.buyer_id)) OR (r.intent_id IS NOT NULL AND (d.intent_id IS NULL OR d.outcome NOT IN "
 	 "('held', 'confirmed', 'confirmed_late'))) LIMIT 20"},
@@ -93,14 +95,15 @@ static const struct check checks[] = {
 	 "r.expires_at_ms <= p.clock_ms LIMIT 20"},
 	{"INV-3", "every confirmed, cancelled or expired hold has the decision that ended it",
 	 "SELECT r.intent_id, r.status, r.late, d.outcome FROM reservations r LEFT JOIN decisions "
-	 "d ON d.intent_id = r.intent_id AND d.kind = CASE r.status WHEN 'confirmed' THEN 2 WHEN "
+	 "d ON d.intent_id = r.intent_id AND d.part = r.part AND d.kind = CASE r.status WHEN "
+	 "'confirmed' THEN 2 WHEN "
 	 "'cancelled' THEN 3 ELSE 0 END WHERE (r.status = 'confirmed' AND (d.outcome IS NULL OR "
 	 "d.outcome <> CASE WHEN r.late THEN 'confirmed_late' ELSE 'confirmed' END)) OR "
 	 "(r.status = 'cancelled' AND (d.outcome IS DISTINCT FROM 'cancelled')) OR (r.status = "
 	 "'expired' AND (r.ended_off IS NULL OR r.ended_at_ms < r.expires_at_ms)) LIMIT 20"},
 	{"INV-3", "every confirm or cancel that took effect changed its hold",
 	 "SELECT d.intent_id, d.kind, d.outcome, r.status FROM decisions d LEFT JOIN reservations "
-	 "r USING (intent_id) WHERE d.kind IN (2, 3) AND d.reason IS NULL AND d.outcome IN "
+	 "r USING (intent_id, part) WHERE d.kind IN (2, 3) AND d.reason IS NULL AND d.outcome IN "
 	 "('confirmed', 'confirmed_late', 'cancelled') AND (r.intent_id IS NULL OR r.status <> "
 	 "CASE d.kind WHEN 2 THEN 'confirmed' ELSE 'cancelled' END OR r.ended_off <> d.off) LIMIT "
 	 "20"},

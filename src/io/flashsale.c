@@ -303,7 +303,9 @@ int flashsale_buy_sku(flashsale_t *fs, const char *intent_id, char sku[65])
 		return -EIO;
 	const char *p[] = {id};
 	PGresult *r =
-		PQexecParams(c, "SELECT sku FROM decisions WHERE intent_id = $1::uuid AND kind = 1",
+		PQexecParams(c,
+			     "SELECT sku FROM decisions WHERE intent_id = $1::uuid AND kind = 1 "
+			     "ORDER BY part",
 			     1, NULL, p, NULL, NULL, 0);
 	int rc = -ENOENT;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
@@ -311,6 +313,12 @@ int flashsale_buy_sku(flashsale_t *fs, const char *intent_id, char sku[65])
 	else if (PQntuples(r) == 1) {
 		snprintf(sku, 65, "%s", PQgetvalue(r, 0, 0));
 		rc = 0;
+	} else if (PQntuples(r) > 1) { /* reused on SKUs of several partitions (records.md) */
+		snprintf(fs->err, sizeof fs->err,
+			 "intent id %s was used by buys of %d SKUs (%s, %s%s): name the SKU", id,
+			 PQntuples(r), PQgetvalue(r, 0, 0), PQgetvalue(r, 1, 0),
+			 PQntuples(r) > 2 ? ", ..." : "");
+		rc = -EEXIST;
 	} else
 		fail(fs, 0, "no buy with intent id %s has been decided", id);
 	PQclear(r);
@@ -383,7 +391,8 @@ int flashsale_decision_get(flashsale_t *fs, const char *intent_id, const char *t
 		return -EIO;
 	const char *p[] = {id, kind};
 	/* The decision, with what became of the hold (a confirm or cancel that found no hold is
-	 * kept under its kind plus 10, core/batch.h: the one that took effect wins); or, for a
+	 * kept under its kind plus 10, core/batch.h: the one that took effect wins; an id reused
+	 * on SKUs of several partitions has one per partition: the lowest's); or, for a
 	 * record that was rejected before it could be read, the reject row that carries its id. */
 	int rc;
 	PGresult *r = query_row(
@@ -391,9 +400,10 @@ int flashsale_decision_get(flashsale_t *fs, const char *intent_id, const char *t
 		"(SELECT d.intent_id, d.sku, d.outcome, coalesce(d.reason, ''), d.qty, "
 		"coalesce(d.expires_at_ms, 0), d.part, d.off, coalesce(r.status, '') FROM "
 		"decisions d "
-		"LEFT JOIN reservations r ON r.intent_id = d.intent_id AND d.kind = 1 "
-		"WHERE d.intent_id = $1::uuid AND d.kind IN ($2::int, $2::int + 10) "
-		"ORDER BY d.kind LIMIT 1) UNION ALL (SELECT intent_id, '', 'rejected', reason, 0, "
+		"LEFT JOIN reservations r ON r.intent_id = d.intent_id AND r.part = d.part AND "
+		"d.kind = 1 WHERE d.intent_id = $1::uuid AND d.kind IN ($2::int, $2::int + 10) "
+		"ORDER BY d.kind, d.part LIMIT 1) UNION ALL (SELECT intent_id, '', 'rejected', "
+		"reason, 0, "
 		"0, part, off, '' FROM "
 		"rejects "
 		"WHERE intent_id = $1::uuid AND $2::int = 1 ORDER BY off LIMIT 1) LIMIT 1",

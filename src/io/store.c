@@ -467,16 +467,19 @@ int fs_store_lookup(struct fs_store *s, struct fs_batch *b)
 		set_err(s, "lookup", "out of memory");
 		return -ENOMEM;
 	}
-	const char *p[] = {fs_buf_cstr(ids), fs_buf_cstr(kinds)};
+	char part[16];
+	snprintf(part, sizeof part, "%" PRId32, b->items[0].rec.partition);
+	const char *p[] = {fs_buf_cstr(ids), fs_buf_cstr(kinds), part};
 	/* By (intent id, kind) pairs, not by id alone: an id can have a buy, a confirm and a
 	 * cancel stored (and a confirm and a cancel that found no hold), and the batch has room
-	 * for two stored decisions per item. */
+	 * for two stored decisions per item. On the batch's partition only: the dedupe is the
+	 * partition's (the schema's decisions). */
 	PGresult *r = exec(s,
 			   "SELECT d.intent_id, d.kind, d.body_hash, d.part, d.off, d.outcome, "
 			   "d.reason, d.qty, d.expires_at_ms, d.decided_at_ms FROM decisions d "
 			   "JOIN (SELECT DISTINCT * FROM unnest($1::uuid[], $2::int2[])) AS k(id, "
-			   "kind) ON d.intent_id = k.id AND d.kind = k.kind",
-			   2, p, PGRES_TUPLES_OK);
+			   "kind) ON d.intent_id = k.id AND d.kind = k.kind AND d.part = $3::int",
+			   3, p, PGRES_TUPLES_OK);
 	if (!r)
 		return -EIO;
 	int rc = 0;
@@ -747,7 +750,8 @@ static void add_reservations(struct fs_store *s, const struct fs_tx *t, struct s
 		"$1::int, u.off, u.status, u.late, u.ended_at, u.ended_off FROM unnest($2::uuid[], "
 		"$3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::text[], "
 		"$9::bool[], $10::int8[], $11::int8[]) AS u(id, sku, buyer, qty, exp, off, status, "
-		"late, ended_at, ended_off) ON CONFLICT (intent_id) DO UPDATE SET status = "
+		"late, ended_at, ended_off) ON CONFLICT (intent_id, part) DO UPDATE SET "
+		"status = "
 		"EXCLUDED.status, late = EXCLUDED.late, ended_at_ms = EXCLUDED.ended_at_ms, "
 		"ended_off = EXCLUDED.ended_off";
 	x->nparams = 11;

@@ -4,7 +4,8 @@
 # (murmur2, Kafka's Java default) does not name. Each is forwarded to the SKU's partition
 # and decided there: every SKU sells exactly its stock, no buy is unknown_sku. A worker killed
 # after a batch of forwards committed and before they were sent forwards them again after
-# the restart, and the second copies are answered as repeats. Audit and replay clean.
+# the restart, and the second copies are answered as repeats. One intent id on buys of two
+# SKUs of two partitions is decided by each partition alone. Audit and replay clean.
 . "$(dirname "$0")/lib.sh"
 it_setup 4
 # On 4 partitions: SKU1 murmur2 3 / CRC32 2; SKU6 murmur2 0 / CRC32 1; SKU2 0 under both.
@@ -60,6 +61,26 @@ grep -q 'arrived on the wrong partition.*set the producer.s partitioner to murmu
 	fail "no misrouted-records warning in the worker's log"
 wait_until 120 "every intent answered" "[ \$(results_keys | sort -u | wc -l) -ge $intents ]"
 say "ok: every intent answered"
+
+# One intent id on buys of two SKUs that live on two partitions (issue 28, item 6): each
+# partition dedupes its own log, so both are decided, each alone, whatever the timing (before,
+# the second to commit was answered conflict, and the replay, deciding each partition's log
+# alone, disagreed). Both held, both confirmed on their own SKU.
+fs sale restock SKU1 --add 1 --wait 30 >/dev/null || die "restock SKU1"
+fs sale restock SKU2 --add 1 --wait 30 >/dev/null || die "restock SKU2"
+twice=$(cat /proc/sys/kernel/random/uuid)
+fs buy SKU1 --buyer twice --intent "$twice" >/dev/null
+fs buy SKU2 --buyer twice --intent "$twice" >/dev/null
+wait_until 60 "both buys decided" "[ \$(sql \"SELECT count(*) FROM decisions WHERE intent_id = '$twice'\") -ge 2 ]"
+assert_eq "0|held 3|held" "$(sql "SELECT string_agg(part || '|' || outcome, ' ' ORDER BY part) FROM decisions WHERE intent_id = '$twice'")" "the two buys of one intent id: partition|outcome"
+fs confirm "$twice" >"$IT_DIR/twice.txt" 2>&1 && fail "a confirm naming only the reused intent id was published" ||
+	grep -q 'used by buys of 2 SKUs (SKU2, SKU1): name the SKU' "$IT_DIR/twice.txt" || fail "confirm without --sku: $(cat "$IT_DIR/twice.txt")"
+fs confirm "$twice" --sku SKU1 >/dev/null
+fs confirm "$twice" --sku SKU2 >/dev/null
+wait_until 60 "both confirms decided" "[ \$(sql \"SELECT count(*) FROM reservations WHERE intent_id = '$twice' AND status = 'confirmed'\") -eq 2 ]"
+assert_eq "SKU1|0|1 SKU2|0|1" "$(sql "SELECT string_agg(sku || '|' || available || '|' || sold, ' ' ORDER BY sku) FROM skus WHERE sku IN ('SKU1', 'SKU2')")" "SKU1, SKU2 available|sold"
+wait_until 60 "the two confirms answered" "[ \$(results_dump | grep -c '\"type\":\"confirm\",\"intent_id\":\"$twice\",\"sku\":\"SKU[12]\",\"outcome\":\"confirmed\"') -eq 2 ]"
+say "ok: one intent id, two SKUs on two partitions: two holds, two confirms"
 audit_ok
 fs replay --dry-run >"$IT_DIR/replay.txt" 2>&1 || { cat "$IT_DIR/replay.txt"; fail "replay --dry-run found differences"; }
 stop_worker w2

@@ -326,7 +326,8 @@ static const struct sim_rec *rec_at(const struct sim_world *W, int32_t part, int
 	return &W->log[part].recs.v[off];
 }
 
-/* INV-3 (one effect per intent id) and INV-6 (no phantoms), on the rows. */
+/* INV-3 (one effect per intent id, in each partition: the dedupe is the partition's, issue
+ * 28 item 6) and INV-6 (no phantoms), on the rows. */
 static bool check_rows(struct sim_world *W)
 {
 	const struct sim_store *s = W->store;
@@ -334,7 +335,8 @@ static bool check_rows(struct sim_world *W)
 		const struct ss_decision *d = &s->decisions.v[i];
 		for (size_t k = i + 1; k < s->decisions.len; k++) {
 			const struct ss_decision *e = &s->decisions.v[k];
-			if (e->kind == d->kind && strcmp(e->intent_id, d->intent_id) == 0)
+			if (e->kind == d->kind && e->part == d->part &&
+			    strcmp(e->intent_id, d->intent_id) == 0)
 				return sim_fail(W, "INV-3",
 						"intent %s (kind %d) has two decisions: "
 						"%s at %d/%" PRId64 " and %s at %d/%" PRId64,
@@ -383,7 +385,8 @@ static bool check_rows(struct sim_world *W)
 		bool ok = false;
 		for (size_t k = 0; k < s->decisions.len && !ok; k++) {
 			const struct ss_decision *d = &s->decisions.v[k];
-			ok = d->kind == FS_KIND_BUY && strcmp(d->intent_id, v->intent_id) == 0 &&
+			ok = d->kind == FS_KIND_BUY && d->part == v->part &&
+			     strcmp(d->intent_id, v->intent_id) == 0 &&
 			     strcmp(d->outcome, "held") == 0 && d->off == v->off &&
 			     d->qty == v->qty && strcmp(d->sku, v->sku) == 0;
 		}
@@ -399,7 +402,8 @@ static bool check_rows(struct sim_world *W)
 			continue;
 		bool ok = false;
 		for (size_t i = 0; i < s->resv.len && !ok; i++)
-			ok = strcmp(s->resv.v[i].intent_id, d->intent_id) == 0;
+			ok = s->resv.v[i].part == d->part &&
+			     strcmp(s->resv.v[i].intent_id, d->intent_id) == 0;
 		if (!ok)
 			return sim_fail(W, "INV-3", "held buy %s has no reservation", d->intent_id);
 	}
@@ -470,6 +474,7 @@ static bool same_reply(struct fs_buf *buf, const struct fs_item *it, const char 
 
 struct buy_reply {
 	const char *id;
+	int32_t part; /* the partition that decided it: each dedupes its own log */
 	char outcome[32];
 };
 
@@ -477,6 +482,8 @@ static int cmp_buy_reply(const void *a, const void *b)
 {
 	const struct buy_reply *x = a, *y = b;
 	int c = strcmp(x->id, y->id);
+	if (c == 0 && x->part != y->part)
+		c = x->part < y->part ? -1 : 1;
 	return c ? c : strcmp(x->outcome, y->outcome);
 }
 
@@ -607,8 +614,9 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 					      h->intent_id, p, h->ended_offset);
 		}
 	}
-	/* INV-3, literally: all replies for a buy's intent id carry one outcome (conflicts are
-	 * answers to another body). Sorted by intent id, then compared with the neighbour. */
+	/* INV-3, literally: all replies for a buy's intent id on one partition carry one outcome
+	 * (conflicts are answers to another body). Sorted by intent id and partition, then
+	 * compared with the neighbour. */
 	struct buy_reply *br = calloc(W->results.len + 1, sizeof *br);
 	size_t nbr = 0;
 	if (!br)
@@ -622,13 +630,14 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 		    strstr(r->json, "\"reason\":\"store_refused\""))
 			continue;
 		br[nbr].id = rec->intent_id;
+		br[nbr].part = r->part;
 		outcome_of(r->json, br[nbr].outcome, sizeof br[nbr].outcome);
 		if (strcmp(br[nbr].outcome, "conflict") != 0)
 			nbr++;
 	}
 	qsort(br, nbr, sizeof *br, cmp_buy_reply);
 	for (size_t i = 1; ok && i < nbr; i++)
-		if (strcmp(br[i].id, br[i - 1].id) == 0 &&
+		if (strcmp(br[i].id, br[i - 1].id) == 0 && br[i].part == br[i - 1].part &&
 		    strcmp(br[i].outcome, br[i - 1].outcome) != 0)
 			ok = sim_fail(W, "INV-3", "intent %s answered %s and %s", br[i].id,
 				      br[i - 1].outcome, br[i].outcome);

@@ -54,11 +54,13 @@ static struct ss_sku *find_sku(struct sim_store *s, const char *sku)
 	return NULL;
 }
 
-static struct ss_resv *find_resv(struct sim_store *s, const char *id)
+/* The reservations' key: (intent_id, part). */
+static struct ss_resv *find_resv(struct sim_store *s, int32_t part, const char *id)
 {
 	uint64_t h = id_hash(id);
 	for (size_t i = 0; i < s->resv.len; i++)
-		if (s->resv.v[i].idh == h && strcmp(s->resv.v[i].intent_id, id) == 0)
+		if (s->resv.v[i].idh == h && s->resv.v[i].part == part &&
+		    strcmp(s->resv.v[i].intent_id, id) == 0)
 			return &s->resv.v[i];
 	return NULL;
 }
@@ -72,11 +74,14 @@ static struct ss_buyer *find_buyer(struct sim_store *s, const char *sku, const c
 	return NULL;
 }
 
-static bool decision_exists(const struct sim_store *s, uint64_t h, const char *id, int kind)
+/* The decisions' key: (intent_id, kind, part). */
+static bool decision_exists(const struct sim_store *s, int32_t part, uint64_t h, const char *id,
+			    int kind)
 {
 	for (size_t i = 0; i < s->decisions.len; i++) {
 		const struct ss_decision *d = &s->decisions.v[i];
-		if (d->idh == h && d->kind == kind && strcmp(d->intent_id, id) == 0)
+		if (d->idh == h && d->kind == kind && d->part == part &&
+		    strcmp(d->intent_id, id) == 0)
 			return true;
 	}
 	return false;
@@ -310,7 +315,8 @@ int ss_expired(struct sim_store *s, int32_t part, int64_t from, int64_t to, ss_e
 int ss_lookup(struct sim_store *s, struct fs_batch *b)
 {
 	/* SELECT ... FROM decisions d JOIN (SELECT DISTINCT * FROM unnest($1::uuid[],
-	 * $2::int2[])) AS k(id, kind) ON d.intent_id = k.id AND d.kind = k.kind */
+	 * $2::int2[])) AS k(id, kind) ON d.intent_id = k.id AND d.kind = k.kind AND d.part =
+	 * $3::int (the batch's partition) */
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < b->len; i++)
 		n += fs_item_has_key(&b->items[i]);
@@ -319,6 +325,8 @@ int ss_lookup(struct sim_store *s, struct fs_batch *b)
 	int rc = 0;
 	for (size_t r = 0; r < s->decisions.len && rc == 0; r++) {
 		const struct ss_decision *d = &s->decisions.v[r];
+		if (d->part != b->items[0].rec.partition)
+			continue;
 		bool wanted = false, same_id = false;
 		for (uint32_t i = 0; i < b->len && !wanted; i++) {
 			const struct fs_item *it = &b->items[i];
@@ -620,7 +628,7 @@ static int stmt_decisions(struct sim_store *s, const struct ss_tx *t)
 			return 2;
 		}
 		if (s->mutation != MUT_NO_DEDUPE &&
-		    decision_exists(s, d->idh, d->intent_id, d->kind))
+		    decision_exists(s, d->part, d->idh, d->intent_id, d->kind))
 			continue; /* ON CONFLICT DO NOTHING */
 		*VEC_PUSH(s->decisions) = *d;
 		inserted++;
@@ -670,7 +678,7 @@ static int stmt_rejects_sales(struct sim_store *s, const struct ss_tx *t)
 }
 
 /* reservations: COPY of the holds new by the core's account (a row that exists is a unique
- * violation), INSERT ... ON CONFLICT (intent_id) DO UPDATE SET status, late, ended_* of the
+ * violation), INSERT ... ON CONFLICT (intent_id, part) DO UPDATE SET status, late, ended_* of the
  * others (the flag is the built row's: a plain value, valid after the batch moved on). */
 static int stmt_reservations(struct sim_store *s, const struct ss_tx *t)
 {
@@ -678,7 +686,7 @@ static int stmt_reservations(struct sim_store *s, const struct ss_tx *t)
 		const struct ss_resv *h = &t->resv.v[i];
 		if (!check(s, h->qty >= 1, "reservations: CHECK (qty >= 1)"))
 			return 2;
-		struct ss_resv *r = find_resv(s, h->intent_id);
+		struct ss_resv *r = find_resv(s, h->part, h->intent_id);
 		if (r && t->built.holds.v[i].copy)
 			return 2; /* COPY of a row taken for new: unique violation */
 		if (!r) {
