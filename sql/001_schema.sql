@@ -202,6 +202,10 @@ CREATE TABLE IF NOT EXISTS forwards (
     CHECK (to_part <> part)
 );
 ALTER TABLE partitions ADD COLUMN IF NOT EXISTS n_forwarded bigint NOT NULL DEFAULT 0;
+-- Offsets below next_offset that hold no record a consumer is given: the markers that end
+-- Kafka transactions, and the records of aborted ones (issue 28, item 9). With them the
+-- record counters add up to the offsets decided: n_records + n_gaps = next - first.
+ALTER TABLE partitions ADD COLUMN IF NOT EXISTS n_gaps bigint NOT NULL DEFAULT 0;
 
 -- The partitioning rule's inputs, recorded at a worker's first start for the intents topic:
 -- the partition count (growing the topic would move SKUs away from their state) and what is

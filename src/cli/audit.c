@@ -49,7 +49,8 @@ static const struct check checks[] = {
 	 "n_invalid + n_sale + n_ticks + n_forwarded AS by_class FROM partitions WHERE grp = $1 "
 	 "AND topic = $2 AND (n_records <> n_fresh + n_repeats + n_conflicts + n_invalid + "
 	 "n_sale + n_ticks + n_forwarded OR "
-	 "(first_offset >= 0 AND n_records <> next_offset - first_offset) OR (first_offset < 0 "
+	 "(first_offset >= 0 AND n_records + n_gaps <> next_offset - first_offset) OR "
+	 "(first_offset < 0 "
 	 "AND n_records <> 0))"},
 	{"INV-2", "every decided record has its row (decisions, rejects, sale log, forwards)",
 	 "WITH c AS (SELECT p.part, p.n_fresh, p.n_invalid, p.n_sale, p.n_forwarded, (SELECT "

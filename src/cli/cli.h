@@ -72,8 +72,10 @@ struct cli_opt {
 int cli_parse(int argc, char **argv, const char *usage, const struct cli_opt *spec, int pos_min,
 	      int pos_max);
 
-/* Log end offsets of every partition of a topic (index = partition). Returns the number of
- * partitions, or -1 with a message printed. *ends is malloc'd. */
+/* Where the records of every partition of a topic end (index = partition): the log end, or
+ * below it where the log ends with offsets no consumer is given, a transaction's marker or an
+ * aborted transaction's records (fs_kafka_readable_ends). Returns the number of partitions,
+ * or -1 with a message printed. *ends is malloc'd. */
 int cli_topic_ends(flashsale_t *fs, const char *topic, int64_t **ends);
 /* A consumer (no group membership: partitions assigned, no offsets committed) reading every
  * partition of topic from its beginning; lo (if not NULL, nparts long) gets each partition's

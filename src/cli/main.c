@@ -380,14 +380,14 @@ static int cmd_stock(flashsale_t *fs, int argc, char **argv)
 /* The high watermark of one partition. A handle that has only just learned the topic may not
  * know the partition's leader yet (librdkafka 2.0.2 answers "Local: Unknown partition", once
  * seen in CI right after a rebalance): such errors are retried for up to 10 s. */
-static rd_kafka_resp_err_t partition_end(rd_kafka_t *rk, const char *topic, int32_t p, int64_t *hi)
+static rd_kafka_resp_err_t partition_end(rd_kafka_t *rk, const char *topic, int32_t p, int64_t *lo,
+					 int64_t *hi)
 {
-	int64_t lo;
 	struct timespec t0, t;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		rd_kafka_resp_err_t e =
-			rd_kafka_query_watermark_offsets(rk, topic, p, &lo, hi, 10000);
+			rd_kafka_query_watermark_offsets(rk, topic, p, lo, hi, 10000);
 		if (e != RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION &&
 		    e != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE &&
 		    e != RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION &&
@@ -420,17 +420,29 @@ int cli_topic_ends(flashsale_t *fs, const char *topic, int64_t **ends)
 	int n = md->topics[0].partition_cnt;
 	rd_kafka_metadata_destroy(md);
 	*ends = calloc((size_t)n, sizeof **ends);
-	for (int p = 0; p < n; p++) {
-		int64_t hi;
-		e = partition_end(rk, topic, p, &hi);
+	int64_t *lo = calloc((size_t)n, sizeof *lo), *hi = calloc((size_t)n, sizeof *hi);
+	int rc = *ends && lo && hi ? n : -1;
+	for (int p = 0; rc > 0 && p < n; p++) {
+		e = partition_end(rk, topic, p, &lo[p], &hi[p]);
 		if (e) {
 			cli_err("topic %s partition %d: %s", topic, p, rd_kafka_err2str(e));
-			free(*ends);
-			return -1;
+			rc = -1;
 		}
-		(*ends)[p] = hi;
 	}
-	return n;
+	/* Where the records end, not the offsets: a log may end with a transaction's marker. */
+	char err[512];
+	if (rc > 0 && fs_kafka_readable_ends(flashsale_config(fs), topic, 0, n, lo, hi, *ends,
+					     30000, err, sizeof err) < 0) {
+		cli_err("%s", err);
+		rc = -1;
+	}
+	free(lo);
+	free(hi);
+	if (rc < 0) {
+		free(*ends);
+		*ends = NULL;
+	}
+	return rc;
 }
 
 rd_kafka_t *cli_topic_reader(flashsale_t *fs, const char *topic, int nparts, const char *group,
@@ -501,7 +513,9 @@ static const char usage_wait[] =
 	"usage: flashsale wait [--timeout SECONDS] [--quiet]\n"
 	"\n"
 	"Waits until the worker has decided every record published to the intents topic so far\n"
-	"(the stored next offset of each partition reaches the log end). Exit 1 on timeout.\n";
+	"(the stored next offset of each partition reaches the end of its records: past the\n"
+	"last record a consumer is given, as the log may end with a transaction's marker).\n"
+	"Exit 1 on timeout.\n";
 
 static int cmd_wait(flashsale_t *fs, int argc, char **argv)
 {

@@ -207,6 +207,9 @@ int fs_tx_build(struct fs_tx *t, int32_t partition, int64_t expected, int64_t ne
 		.first_off = b->len ? b->items[0].rec.offset : next_offset,
 		.counts = b->counts,
 	};
+	int64_t from = expected >= 0 ? expected : t->cas.first_off;
+	if (next_offset - from > (int64_t)b->len)
+		t->cas.gaps = next_offset - from - (int64_t)b->len;
 	if (build_items(t, b) < 0 || build_core(t, core, careful) < 0)
 		return -ENOMEM;
 	return 0;

@@ -24,6 +24,9 @@ struct fs_tx_cas {
 	int64_t replied;   /* results delivered below this (-1: none known) */
 	int64_t clock_ms;  /* the partition clock after the batch */
 	int64_t first_off; /* first_offset if the partition has none yet */
+	/* Offsets below next that hold no record a consumer is given: a transaction's marker, an
+	 * aborted transaction's records (issue 28, item 9); after expected, or from first_off. */
+	int64_t gaps;
 	struct fs_batch_counts counts;
 };
 

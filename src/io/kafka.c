@@ -1,7 +1,13 @@
 /* kafka.c: librdkafka configuration (see kafka.h). */
 #include "io/kafka.h"
 
+#include <errno.h>
+#include <time.h>
+
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* clang-format off */
@@ -154,4 +160,131 @@ const char *fs_kafka_check_log_clock(rd_kafka_t *rk, const char *topic, int time
 		 "decided (docs/reference/operations.md: Pointing it at an existing Kafka)",
 		 topic, type, topic);
 	return why;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* One round of fs_kafka_readable_ends: every partition still open (out[i] < 0) read from
+ * max(lo, hi - window) until its last record below hi is seen, or its end. */
+static int readable_round(rd_kafka_t *rk, const char *topic, int32_t first, int n,
+			  const int64_t *lo, const int64_t *hi, int64_t *out, int64_t window,
+			  int64_t deadline, char *err, size_t err_len)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+	int64_t *last = malloc((size_t)n * sizeof *last);
+	bool *open = calloc((size_t)n, sizeof *open);
+	int left = 0, rc = 0;
+	for (int i = 0; last && open && i < n; i++) {
+		last[i] = -1;
+		if (out[i] >= 0)
+			continue;
+		int64_t from = hi[i] - window > lo[i] ? hi[i] - window : lo[i];
+		rd_kafka_topic_partition_list_add(l, topic, first + i)->offset = from;
+		open[i] = true;
+		left++;
+	}
+	rd_kafka_resp_err_t e = last && open ? rd_kafka_assign(rk, l) : RD_KAFKA_RESP_ERR__FAIL;
+	if (e) {
+		snprintf(err, err_len, "assign: %s", rd_kafka_err2str(e));
+		rc = -1;
+		left = 0;
+	}
+	while (left > 0) {
+		if (mono_ms() > deadline) {
+			snprintf(err, err_len, "topic %s: the end of its records not found in time",
+				 topic);
+			rc = -1;
+			break;
+		}
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+		if (!m)
+			continue;
+		int32_t p = m->partition - first;
+		bool mine = p >= 0 && p < n && open[p];
+		if (mine && m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+			open[p] = false;
+			left--;
+		} else if (mine && m->err) {
+			snprintf(err, err_len, "topic %s partition %d: %s", topic,
+				 (int)m->partition, rd_kafka_message_errstr(m));
+			rc = -1;
+			left = 0;
+		} else if (mine) {
+			if (m->offset < hi[p] && m->offset > last[p])
+				last[p] = m->offset;
+			if (m->offset >= hi[p] - 1) { /* past every offset below hi */
+				open[p] = false;
+				left--;
+			}
+		}
+		rd_kafka_message_destroy(m);
+	}
+	for (int i = 0; rc == 0 && i < n; i++) {
+		if (out[i] >= 0 || open[i])
+			continue;
+		if (last[i] >= 0)
+			out[i] = last[i] + 1;
+		else if (hi[i] - window <= lo[i])
+			out[i] = lo[i]; /* no record from lo on */
+	}
+	rd_kafka_assign(rk, NULL);
+	rd_kafka_topic_partition_list_destroy(l);
+	free(last);
+	free(open);
+	return rc;
+}
+
+int fs_kafka_readable_ends(const struct fs_config *c, const char *topic, int32_t first, int n,
+			   const int64_t *lo, const int64_t *hi, int64_t *out, int timeout_ms,
+			   char *err, size_t err_len)
+{
+	int todo = 0;
+	for (int i = 0; i < n; i++) {
+		out[i] = hi[i] <= lo[i] ? hi[i] : -1;
+		todo += out[i] < 0;
+	}
+	if (todo == 0)
+		return 0;
+	static const char *const defaults[] = {
+		"enable.auto.commit",
+		"false",
+		"enable.auto.offset.store",
+		"false",
+		"enable.partition.eof",
+		"true",
+		"fetch.wait.max.ms",
+		"10",
+		"group.id",
+		"flashsale-readable-end",
+		NULL,
+		NULL,
+	};
+	rd_kafka_conf_t *conf = fs_kafka_conf(c, RD_KAFKA_CONSUMER, defaults, err, err_len);
+	if (!conf)
+		return -1;
+	rd_kafka_t *rk = fs_kafka_new(RD_KAFKA_CONSUMER, conf, err, err_len);
+	if (!rk)
+		return -1;
+	rd_kafka_poll_set_consumer(rk);
+	int64_t deadline = mono_ms() + timeout_ms;
+	int rc = 0;
+	/* Most logs end with a record (the first round reads one); a transaction's marker
+	 * hides the last offset, an aborted transaction a run of them. */
+	for (int64_t window = 64; rc == 0; window *= 16) {
+		rc = readable_round(rk, topic, first, n, lo, hi, out, window, deadline, err,
+				    err_len);
+		bool all = true;
+		for (int i = 0; i < n; i++)
+			all = all && out[i] >= 0;
+		if (all)
+			break;
+	}
+	rd_kafka_consumer_close(rk);
+	rd_kafka_destroy(rk);
+	return rc;
 }

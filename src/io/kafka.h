@@ -35,6 +35,17 @@ int fs_kafka_topic_config(rd_kafka_t *rk, const char *topic, const char *name, i
 const char *fs_kafka_check_log_clock(rd_kafka_t *rk, const char *topic, int timeout_ms,
 				     int *transient);
 
+/* Where the records of each partition end for a consumer (issue 28, item 9): one past the
+ * last record below hi[i] that a consumer of this configuration is given (read_committed by
+ * default: a transaction's marker, an aborted transaction's records are not), so a log that
+ * ends with a marker is decided once its last record is; hi[i] itself when the last offset
+ * holds a record, lo[i] when no offset from lo[i] does. Reads back from hi[i] in a widening
+ * window, with a consumer of its own (no group, no commits). Index i is partition first + i.
+ * 0, or -1 with err. */
+int fs_kafka_readable_ends(const struct fs_config *c, const char *topic, int32_t first, int n,
+			   const int64_t *lo, const int64_t *hi, int64_t *out, int timeout_ms,
+			   char *err, size_t err_len);
+
 /* Producer defaults shared by the worker and the clients: idempotent, never gives up. */
 extern const char *const fs_kafka_producer_defaults[];
 /* The worker's consumer defaults (also flashsale-echo's, the benchmark's floor, so that the

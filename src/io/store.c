@@ -890,7 +890,7 @@ static void add_buyers(struct fs_store *s, const struct fs_tx *t, struct step *s
 	"n_repeats = n_repeats + $11::bigint, n_conflicts = n_conflicts + $12::bigint, "           \
 	"n_invalid = n_invalid + $13::bigint, n_sale = n_sale + $14::bigint, "                     \
 	"n_ticks = n_ticks + $15::bigint, n_forwarded = n_forwarded + $17::bigint, "               \
-	"n_batches = n_batches + 1, commit_token = $16 "                                           \
+	"n_gaps = n_gaps + $19::bigint, n_batches = n_batches + 1, commit_token = $16 "            \
 	"WHERE grp = $2 AND topic = $3 AND part = $1::int AND next_offset = $4::bigint "           \
 	"AND ($18::text IS NULL OR commit_token = $18::text) "                                     \
 	"RETURNING 1) SELECT fs_assert((SELECT count(*) FROM cas) = 1, 'FSCAS', "                  \
@@ -906,7 +906,7 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic, cons
 	x->what = "offset compare-and-set";
 	x->cas = true;
 	x->sql = CAS_SQL; /* sent prepared or not: fs_store_commit_send decides */
-	x->nparams = 18;
+	x->nparams = 19;
 	x->params[17] = s->after ? s->after_token : NULL;
 	x->params[1] = grp;
 	x->params[2] = topic;
@@ -922,6 +922,7 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic, cons
 	for (int i = 0; i < 12; i++)
 		x->params[i + 3] = int_str(buf(s, 44 + i), vals[i]);
 	x->params[16] = int_str(buf(s, 56), c->counts.forwarded);
+	x->params[18] = int_str(buf(s, 61), c->gaps);
 }
 
 /* fs_store_commit_send's hook, told once that the compare-and-set's result is in (or that it

@@ -448,10 +448,17 @@ int wio_watermarks(struct wio *io, int32_t partition, int64_t *lo, int64_t *hi)
 {
 	rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
 		io->consumer, io->w->cfg.topic_intents, partition, lo, hi, 10000);
-	if (!e)
-		return 0;
-	snprintf(io->err, sizeof io->err, "%s", rd_kafka_err2str(e));
-	return -EIO;
+	if (e) {
+		snprintf(io->err, sizeof io->err, "%s", rd_kafka_err2str(e));
+		return -EIO;
+	}
+	/* The end of its records: the log may end with a transaction's marker. */
+	int64_t end;
+	if (fs_kafka_readable_ends(&io->w->cfg, io->w->cfg.topic_intents, partition, 1, lo, hi,
+				   &end, 30000, io->err, sizeof io->err) < 0)
+		return -EIO;
+	*hi = end;
+	return 0;
 }
 
 int wio_assign(struct wio *io, const int64_t *offsets, int n)

@@ -72,8 +72,9 @@ size_t wio_backlog(struct wio *io);
 void wio_seek(struct wio *io, int32_t partition, int64_t offset);
 /* The consumer group's offset: advisory (lag tools), never read back. */
 void wio_commit_offset(struct wio *io, int32_t partition, int64_t next);
-/* The intents topic: its partition count, one partition's watermarks, and a manual assignment
- * of partitions 0..n-1, partition i from offsets[i] (the rebuild). */
+/* The intents topic: its partition count, one partition's watermarks (hi: where its records
+ * end, fs_kafka_readable_ends), and a manual assignment of partitions 0..n-1, partition i from
+ * offsets[i] (the rebuild). */
 int wio_partitions(struct wio *io, int64_t timeout_ms, int32_t *n);
 int wio_watermarks(struct wio *io, int32_t partition, int64_t *lo, int64_t *hi);
 /* NULL when the intents topic's timestamps are the broker's (LogAppendTime), else why not;

@@ -447,7 +447,7 @@ static bool check_offsets(struct sim_world *W)
 		for (size_t i = 0; i < W->store->sales.len; i++)
 			sale += W->store->sales.v[i].part == p;
 		if (r->n_records != len || r->n_fresh != fresh || r->n_invalid != invalid ||
-		    r->n_sale != sale || r->n_forwarded != fwd ||
+		    r->n_sale != sale || r->n_forwarded != fwd || r->n_gaps != 0 ||
 		    fresh + invalid + sale + fwd + r->n_repeats + r->n_conflicts + r->n_ticks !=
 			    len)
 			return sim_fail(W, "INV-2",
@@ -455,10 +455,11 @@ static bool check_offsets(struct sim_world *W)
 					" (fresh %" PRId64 "/%" PRId64 " rows, invalid %" PRId64
 					"/%" PRId64 ", sale %" PRId64 "/%" PRId64
 					", forwarded %" PRId64 "/%" PRId64 ", repeats %" PRId64
-					", conflicts %" PRId64 ", ticks %" PRId64 ")",
+					", conflicts %" PRId64 ", ticks %" PRId64 ", gaps %" PRId64
+					")",
 					p, len, r->n_records, r->n_fresh, fresh, r->n_invalid,
 					invalid, r->n_sale, sale, r->n_forwarded, fwd, r->n_repeats,
-					r->n_conflicts, r->n_ticks);
+					r->n_conflicts, r->n_ticks, r->n_gaps);
 	}
 	return true;
 }

@@ -609,6 +609,7 @@ static int stmt_cas(struct sim_store *s, const struct ss_tx *t, uint64_t token)
 	p->n_sale += c->counts.sale;
 	p->n_ticks += c->counts.ticks;
 	p->n_forwarded += c->counts.forwarded;
+	p->n_gaps += c->gaps;
 	p->n_batches++;
 	p->commit_token = token;
 	if (!check(s, p->next_offset >= -1 && p->replied_offset <= p->next_offset,

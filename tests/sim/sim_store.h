@@ -25,6 +25,7 @@ struct ss_part {
 	int64_t next_offset, first_offset, replied_offset, clock_ms;
 	int64_t n_records, n_fresh, n_repeats, n_conflicts, n_invalid, n_sale, n_ticks, n_batches;
 	int64_t n_forwarded;
+	int64_t n_gaps;	       /* the simulated log has none: the check asserts 0 */
 	uint64_t commit_token; /* the attempt that moved next_offset last; 0: NULL */
 };
 

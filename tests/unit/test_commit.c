@@ -260,6 +260,41 @@ static void test_forwards(void)
 	fs_core_free(&c);
 }
 
+/* Offsets no consumer is given (a transaction's marker, an aborted transaction's records,
+ * issue 28 item 9): counted with the batch that follows them, none for a contiguous batch. */
+static void test_gaps(void)
+{
+	struct fs_batch b;
+	struct fs_core c;
+	struct fs_tx t;
+	fs_tx_init(&t);
+	CHECK_INT(fs_batch_init(&b, 16), 0);
+	CHECK_INT(fs_core_init(&c, 0), 0);
+	/* Stored next 3; records at 5 and 9: offsets 3, 4 and 6-8 hold none. */
+	push(&b, 0, 5, "G", "{\"v\":1,\"type\":\"open\",\"sku\":\"G\",\"stock\":2}", 1000);
+	push(&b, 0, 9, "G", "{\"v\":1,\"type\":\"restock\",\"sku\":\"G\",\"add\":1}", 1001);
+	CHECK_INT(fs_batch_decide(&b, &c), 0);
+	CHECK_INT(fs_tx_build(&t, 0, 3, 10, -1, &b, &c, false), 0);
+	CHECK_CTX("gaps after a stored offset");
+	CHECK_INT(t.cas.gaps, 5);
+	CHECK_INT(t.cas.counts.records, 2);
+	/* A partition's first batch: counted from its first record, not from 0. */
+	CHECK_INT(fs_tx_build(&t, 0, -1, 10, -1, &b, &c, false), 0);
+	CHECK_CTX("gaps in a first batch");
+	CHECK_INT(t.cas.first_off, 5);
+	CHECK_INT(t.cas.gaps, 3);
+	fs_batch_clear(&b);
+	fs_core_commit(&c);
+	push(&b, 0, 10, "G", "{\"v\":1,\"type\":\"close\",\"sku\":\"G\"}", 1002);
+	CHECK_INT(fs_batch_decide(&b, &c), 0);
+	CHECK_INT(fs_tx_build(&t, 0, 10, 11, -1, &b, &c, false), 0);
+	CHECK_CTX("no gaps");
+	CHECK_INT(t.cas.gaps, 0);
+	fs_tx_free(&t);
+	fs_batch_free(&b);
+	fs_core_free(&c);
+}
+
 int main(int argc, char **argv)
 {
 	struct check_args a = check_parse_args(argc, argv);
@@ -270,5 +305,6 @@ int main(int argc, char **argv)
 	test_first_batch();
 	test_second_batch();
 	test_forwards();
+	test_gaps();
 	return check_done("test_commit");
 }
