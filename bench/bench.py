@@ -213,9 +213,10 @@ def set_up(b):
         die("the build failed")
     if not os.access(b.peers, os.X_OK):
         die("%s was not built" % b.peers)
-    b.bench_pg = proc.base_pg(os.environ.get("FLASHSALE_PG", "")) + " dbname=" + BENCH_DB
+    # The peers make their own tables: they run as the admin role.
+    b.bench_pg = proc.base_pg(proc.admin_pg()) + " dbname=" + BENCH_DB
     os.environ["FLASHSALE_BENCH_PG"] = b.bench_pg
-    rc = subprocess.run(["psql", os.environ.get("FLASHSALE_PG", ""), "-X", "-q", "-v",
+    rc = subprocess.run(["psql", proc.admin_pg(), "-X", "-q", "-v",
                          "ON_ERROR_STOP=1", "-c", "DROP DATABASE IF EXISTS %s (FORCE)" % BENCH_DB,
                          "-c", "CREATE DATABASE " + BENCH_DB], stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL).returncode
@@ -330,7 +331,7 @@ def finish(b, header, t_start):
     """The end: Redis and the bench database gone, the header completed, the rows, the report,
     the chart and the rows beside them. Exits 1 if a run failed."""
     redis_stop(b)
-    subprocess.run(["psql", os.environ.get("FLASHSALE_PG", ""), "-X", "-q", "-c",
+    subprocess.run(["psql", proc.admin_pg(), "-X", "-q", "-c",
                     "DROP DATABASE IF EXISTS %s (FORCE)" % BENCH_DB],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     header["machine"]["load_end"] = machine.loadavg()

@@ -37,6 +37,12 @@ def run_env():
     return {k: v for k, v in os.environ.items() if k not in _RUN_ENV_DROP}
 
 
+def admin_pg():
+    """The role that creates databases and owns schemas (FLASHSALE_PG_ADMIN, scripts/services);
+    FLASHSALE_PG, the application's, when none is exported (an external server)."""
+    return os.environ.get("FLASHSALE_PG_ADMIN") or os.environ.get("FLASHSALE_PG", "")
+
+
 def base_pg(conninfo):
     """CONNINFO without its dbname (sed -E 's/dbname=[^ ]+//': the first one)."""
     i = conninfo.find("dbname=")

@@ -322,7 +322,8 @@ def _ratio_text(a, b):
 def _s6_steps(b, log, pg_replay, db):
     """S6's commands: the fresh run, the empty database, the replay; the replay's status, as
     the shell version's pipeline gave it (1 when it printed no rate)."""
-    admin = os.environ.get("FLASHSALE_PG", "")
+    admin = proc.admin_pg()
+    schema_pg = proc.base_pg(admin) + " dbname=" + db
     proc.settle()
     rc, out = log.run(["timeout", "--kill-after=10", str(FLASHSALE_TIME_LIMIT), "scripts/demo",
                        "--buyers", str(b.s1_buyers), "--stock", str(b.s1_stock)], out="capture")
@@ -333,7 +334,7 @@ def _s6_steps(b, log, pg_replay, db):
              "DROP DATABASE IF EXISTS %s (FORCE)" % db, "-c", "CREATE DATABASE %s" % db])
     quiet = dict(os.environ, PGOPTIONS="-c client_min_messages=warning")
     for sql in sorted(f for f in os.listdir("sql") if f.endswith(".sql")):
-        log.run(["psql", pg_replay, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "sql/" + sql],
+        log.run(["psql", schema_pg, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "sql/" + sql],
                 env=quiet)
     log.f.flush()
     p = subprocess.run(["build/flashsale", "-c", ".local/demo/flashsale.conf", "--set",
@@ -353,8 +354,8 @@ def flashsale_s6(b):
     second, from its progress line) against the fresh run's end-to-end rate, and the rebuilt
     decisions compared with the fresh ones (md5 over every column of every row)."""
     log, db = b.log("flashsale-S6.log"), "flashsale_bench_replay"
-    admin = os.environ.get("FLASHSALE_PG", "")
-    base = proc.base_pg(admin)
+    admin = proc.admin_pg()
+    base = proc.base_pg(os.environ.get("FLASHSALE_PG", ""))  # the replay: the application role
     pg_replay, pg_fresh = base + " dbname=" + db, base + " dbname=flashsale_demo"
     rc = _s6_steps(b, log, pg_replay, db)
     fresh_rate = field(log.last("TIMING "), "per_s")

@@ -18,19 +18,23 @@
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 fresh_run() {
-	local name=$1 parts=$2 admin_pg=$FLASHSALE_PG
+	# The database is made and its schema applied as the admin role; the run's programs log in
+	# as the application's (scripts/services).
+	local name=$1 parts=$2 admin_pg=${FLASHSALE_PG_ADMIN:-$FLASHSALE_PG}
 	run_dir=.local/$name
 	run_conf=$run_dir/flashsale.conf
 	mkdir -p "$run_dir"
 	local db="flashsale_${name//-/_}"
-	run_pg="$(printf '%s' "$admin_pg" | sed -E 's/dbname=[^ ]+//') dbname=$db"
+	local schema_pg
+	schema_pg="$(printf '%s' "$admin_pg" | sed -E 's/dbname=[^ ]+//') dbname=$db"
+	run_pg="$(printf '%s' "$FLASHSALE_PG" | sed -E 's/dbname=[^ ]+//') dbname=$db"
 	# Quietly: DROP ... IF EXISTS of what a fresh database never had would print a NOTICE.
 	local quiet="-c client_min_messages=warning"
 	PGOPTIONS=$quiet psql "$admin_pg" -X -q -v ON_ERROR_STOP=1 \
 		-c "DROP DATABASE IF EXISTS $db (FORCE)" -c "CREATE DATABASE $db" >/dev/null
 	local f
 	for f in sql/*.sql; do
-		PGOPTIONS=$quiet psql "$run_pg" -X -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null
+		PGOPTIONS=$quiet psql "$schema_pg" -X -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null
 	done
 	cat >"$run_conf" <<CONF
 brokers = $FLASHSALE_KAFKA

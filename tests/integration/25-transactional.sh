@@ -45,7 +45,7 @@ stop_worker w1
 pg2="$(printf '%s' "$IT_PG" | sed -E 's/dbname=[^ ]+//') dbname=${IT_DB}_r"
 psql "$IT_ADMIN_PG" -X -q -c "CREATE DATABASE ${IT_DB}_r" >/dev/null
 for f in "$IT_ROOT"/sql/*.sql; do psql "$pg2" -X -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null 2>&1; done
-sed "s|^pg = .*|pg = $pg2|" "$IT_DIR/flashsale.conf" >"$IT_DIR/rebuild.conf"
+sed "s|^pg = .*|pg = $IT_APP_BASE dbname=${IT_DB}_r|" "$IT_DIR/flashsale.conf" >"$IT_DIR/rebuild.conf"
 timeout 120 "$IT_BUILD/flashsale" -c "$IT_DIR/rebuild.conf" replay >"$IT_DIR/rebuild.log" 2>&1 || { tail "$IT_DIR/rebuild.log"; die "rebuild failed"; }
 state="SELECT string_agg(part || ':' || next_offset || ':' || n_records || ':' || n_gaps, ' ' ORDER BY part) || ' ' || (SELECT md5(string_agg(d::text, '|' ORDER BY part, off, kind)) FROM decisions d) FROM partitions"
 assert_eq "$(sql "$state")" "$(psql "$pg2" -X -q -t -A -c "$state")" "the rebuilt partitions (next:records:gaps) and decisions"

@@ -37,7 +37,7 @@ IT_DB2="${IT_DB}_b"
 psql "$IT_ADMIN_PG" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $IT_DB2" >/dev/null
 IT_PG2="$(printf '%s' "$IT_ADMIN_PG" | sed -E 's/dbname=[^ ]+//') dbname=$IT_DB2"
 for f in "$IT_ROOT"/sql/*.sql; do psql "$IT_PG2" -X -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null; done
-sed -e "s|^pg = .*|pg = $IT_PG2|" -e "s|it\.$IT_ID\.|it.$IT_ID.b.|" -e "s|^group = .*|group = it-$IT_ID-b|" \
+sed -e "s|^pg = .*|pg = $IT_APP_BASE dbname=$IT_DB2|" -e "s|it\.$IT_ID\.|it.$IT_ID.b.|" -e "s|^group = .*|group = it-$IT_ID-b|" \
 	"$IT_DIR/flashsale.conf" >"$IT_DIR/b.conf"
 fs2() { "$IT_BUILD/flashsale" -c "$IT_DIR/b.conf" "$@"; }
 sql2() { psql "$IT_PG2" -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }

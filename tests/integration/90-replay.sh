@@ -45,8 +45,8 @@ new_db() { # new_db NAME: an empty database with the schema; prints its conninfo
 	for f in "$IT_ROOT"/sql/*.sql; do psql "$c" -X -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null; done
 	printf '%s' "$c"
 }
-conf_for() { # conf_for CONNINFO FILE: the test's configuration pointed at another database
-	sed "s|^pg = .*|pg = $1|" "$IT_DIR/flashsale.conf" >"$2"
+conf_for() { # conf_for CONNINFO FILE: the test's configuration pointed at CONNINFO's database
+	sed "s|^pg = .*|pg = $IT_APP_BASE ${1##* }|" "$IT_DIR/flashsale.conf" >"$2" # the app role, that database
 }
 
 traffic 1

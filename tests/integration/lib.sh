@@ -20,7 +20,11 @@ if [ -z "${FLASHSALE_KAFKA:-}" ] || [ -z "${FLASHSALE_PG:-}" ]; then
 fi
 : "${FLASHSALE_KAFKA:?run scripts/services up first}"
 : "${FLASHSALE_PG:?run scripts/services up first}"
-IT_ADMIN_PG=$FLASHSALE_PG
+# The role that creates the test's database and owns its schema (the test's own `sql` runs as
+# it, so that a test may alter its schema), and the application's, which the worker and the
+# CLI log in as (scripts/services: SELECT, INSERT, UPDATE on the tables, nothing else).
+IT_ADMIN_PG=${FLASHSALE_PG_ADMIN:-$FLASHSALE_PG}
+IT_APP_BASE=$(printf '%s' "$FLASHSALE_PG" | sed -E 's/dbname=[^ ]+//')
 
 say() { printf '%s: %s\n' "$IT_NAME" "$*"; }
 fail() {
@@ -55,12 +59,13 @@ it_setup() {
 	IT_DB="fs_$IT_ID"
 	psql "$IT_ADMIN_PG" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $IT_DB" >/dev/null
 	IT_PG="$(printf '%s' "$IT_ADMIN_PG" | sed -E 's/dbname=[^ ]+//') dbname=$IT_DB"
+	IT_APP_PG="$IT_APP_BASE dbname=$IT_DB"
 	for f in "$IT_ROOT"/sql/*.sql; do
-		psql "$IT_PG" -X -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null
+		PGOPTIONS='-c client_min_messages=warning' psql "$IT_PG" -X -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null
 	done
 	cat >"$IT_DIR/flashsale.conf" <<-EOF
 		brokers = $FLASHSALE_KAFKA
-		pg = $IT_PG
+		pg = $IT_APP_PG
 		group = it-$IT_ID
 		topic.intents = it.$IT_ID.intents
 		topic.results = it.$IT_ID.results
