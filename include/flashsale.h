@@ -34,9 +34,13 @@ struct flashsale_result {
 
 struct flashsale_stock {
 	char sku[65];
-	char status[16]; /* open | sold_out | closed */
+	char status[16]; /* open | sold_out | closed | not_open (before its window) */
 	int64_t supply, available, held, sold;
-	int64_t per_buyer_limit, max_qty, hold_ms;
+	int64_t per_buyer_limit, max_qty, hold_ms; /* from Postgres only */
+	/* Where the state was decided: the SKU's partition, the offset of the last record it
+	 * reflects, the partition clock then. */
+	int32_t partition;
+	int64_t offset, clock_ms;
 };
 
 struct flashsale_sale {
@@ -110,8 +114,10 @@ int flashsale_subscribe_results(flashsale_t *fs, flashsale_result_cb cb, void *c
 int flashsale_stock_get(flashsale_t *fs, const char *sku, struct flashsale_stock *out);
 
 /* Follows the compacted stock topic from its beginning: cb sees the SKU's latest state, then
- * every change (the web tier's cheap sold-out flag). cb returns non-zero to stop. Returns 0
- * when cb stopped it, -ETIMEDOUT when timeout_ms (<0: none) passed. */
+ * every change (the web tier's cheap sold-out flag); a record older than one already seen (a
+ * lower offset of the same partition: a late copy from a worker that lost the partition) is
+ * skipped. cb returns non-zero to stop. Returns 0 when cb stopped it, -ETIMEDOUT when
+ * timeout_ms (<0: none) passed. */
 typedef int (*flashsale_stock_cb)(const struct flashsale_stock *s, void *ctx);
 int flashsale_stock_follow(flashsale_t *fs, const char *sku, flashsale_stock_cb cb, void *ctx,
 			   int timeout_ms);

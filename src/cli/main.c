@@ -303,7 +303,8 @@ static const char usage_stock[] =
 	"Prints a SKU's counters from Postgres. --follow reads the compacted stock topic\n"
 	"instead (the web tier's sold-out flag): the latest state, then one line per change,\n"
 	"until --timeout seconds pass (default: forever) or the SKU is sold out or closed\n"
-	"with --until-sold-out.\n";
+	"with --until-sold-out. The status is open, sold_out, closed, or not_open before the\n"
+	"sale's window, at the partition's clock.\n";
 
 struct follow_ctx {
 	bool follow, json, until_sold_out;
@@ -314,14 +315,17 @@ static int print_stock_update(const struct flashsale_stock *s, void *ctx)
 	const struct follow_ctx *fc = ctx;
 	if (fc->json)
 		printf("{\"sku\":\"%s\",\"status\":\"%s\",\"supply\":%" PRId64
-		       ",\"available\":%" PRId64 ",\"held\":%" PRId64 ",\"sold\":%" PRId64 "}\n",
-		       s->sku, s->status, s->supply, s->available, s->held, s->sold);
+		       ",\"available\":%" PRId64 ",\"held\":%" PRId64 ",\"sold\":%" PRId64
+		       ",\"partition\":%" PRId32 ",\"offset\":%" PRId64 "}\n",
+		       s->sku, s->status, s->supply, s->available, s->held, s->sold, s->partition,
+		       s->offset);
 	else
 		printf("%s %s supply=%" PRId64 " available=%" PRId64 " held=%" PRId64
 		       " sold=%" PRId64 "\n",
 		       s->sku, s->status, s->supply, s->available, s->held, s->sold);
 	fflush(stdout);
-	return fc->until_sold_out && strcmp(s->status, "open") != 0;
+	return fc->until_sold_out &&
+	       (strcmp(s->status, "sold_out") == 0 || strcmp(s->status, "closed") == 0);
 }
 
 static int cmd_stock(flashsale_t *fs, int argc, char **argv)

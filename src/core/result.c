@@ -68,17 +68,29 @@ void fs_result_expired(struct fs_buf *out, const char *intent_id, const char *sk
 		      intent_id, sku, qty, ended_at_ms, partition, ended_offset);
 }
 
-const char *fs_sku_state_name(const struct fs_sku *s)
+const char *fs_sku_state_name(const struct fs_sku *s, int64_t clock_ms)
 {
-	if (s->status == FS_SKU_CLOSED)
+	/* As the core decides a buy (core.c): a window closed at closes_at, open from opens_at. */
+	if (s->status == FS_SKU_CLOSED || (s->closes_at_ms && clock_ms >= s->closes_at_ms))
 		return "closed";
+	if (s->opens_at_ms && clock_ms < s->opens_at_ms)
+		return "not_open";
 	return s->available == 0 ? "sold_out" : "open";
 }
 
-void fs_result_stock(struct fs_buf *out, const struct fs_sku *s)
+bool fs_sku_window_crossed(const struct fs_sku *s, int64_t from_ms, int64_t to_ms)
+{
+	return (s->opens_at_ms && from_ms < s->opens_at_ms && to_ms >= s->opens_at_ms) ||
+	       (s->closes_at_ms && from_ms < s->closes_at_ms && to_ms >= s->closes_at_ms);
+}
+
+void fs_result_stock(struct fs_buf *out, const struct fs_sku *s, int32_t partition, int64_t offset,
+		     int64_t clock_ms)
 {
 	fs_buf_printf(out,
 		      "{\"v\":1,\"sku\":\"%s\",\"status\":\"%s\",\"supply\":%" PRId64
-		      ",\"available\":%" PRId64 ",\"held\":%" PRId64 ",\"sold\":%" PRId64 "}",
-		      s->sku, fs_sku_state_name(s), s->supply, s->available, s->held, s->sold);
+		      ",\"available\":%" PRId64 ",\"held\":%" PRId64 ",\"sold\":%" PRId64
+		      ",\"partition\":%" PRId32 ",\"offset\":%" PRId64 ",\"clock_ms\":%" PRId64 "}",
+		      s->sku, fs_sku_state_name(s, clock_ms), s->supply, s->available, s->held,
+		      s->sold, partition, offset, clock_ms);
 }

@@ -689,14 +689,20 @@ int flashsale_stock_get(flashsale_t *fs, const char *sku, struct flashsale_stock
 	PGconn *c = flashsale_pg(fs);
 	if (!c)
 		return -EIO;
-	const char *p[] = {sku};
+	const char *p[] = {sku, fs->cfg.group, fs->cfg.topic_intents};
 	int rc;
-	PGresult *r = query_row(fs, c,
-				"SELECT sku, CASE WHEN status = 'closed' THEN 'closed' WHEN "
-				"available = 0 THEN 'sold_out' ELSE 'open' END, supply, "
-				"available, held, sold, per_buyer_limit, max_qty, hold_ms "
-				"FROM skus WHERE sku = $1",
-				1, p, &rc);
+	/* The state at the partition's clock, as the worker's stock records say it
+	 * (fs_sku_state_name). */
+	PGresult *r = query_row(
+		fs, c,
+		"SELECT k.sku, CASE WHEN k.status = 'closed' OR (k.closes_at_ms > 0 AND "
+		"p.clock_ms >= k.closes_at_ms) THEN 'closed' WHEN k.opens_at_ms > 0 AND "
+		"coalesce(p.clock_ms, 0) < k.opens_at_ms THEN 'not_open' WHEN k.available = 0 "
+		"THEN 'sold_out' ELSE 'open' END, k.supply, k.available, k.held, k.sold, "
+		"k.per_buyer_limit, k.max_qty, k.hold_ms, k.part, coalesce(p.next_offset - 1, -1), "
+		"coalesce(p.clock_ms, 0) FROM skus k LEFT JOIN partitions p ON p.grp = $2 AND "
+		"p.topic = $3 AND p.part = k.part WHERE k.sku = $1",
+		3, p, &rc);
 	if (!r)
 		return rc;
 	memset(out, 0, sizeof *out);
@@ -706,6 +712,9 @@ int flashsale_stock_get(flashsale_t *fs, const char *sku, struct flashsale_stock
 			   &out->per_buyer_limit, &out->max_qty,   &out->hold_ms};
 	for (int i = 0; i < 7; i++)
 		*nums[i] = strtoll(PQgetvalue(r, 0, i + 2), NULL, 10);
+	out->partition = (int32_t)strtol(PQgetvalue(r, 0, 9), NULL, 10);
+	out->offset = strtoll(PQgetvalue(r, 0, 10), NULL, 10);
+	out->clock_ms = strtoll(PQgetvalue(r, 0, 11), NULL, 10);
 	PQclear(r);
 	return 0;
 }
@@ -724,6 +733,9 @@ static int parse_stock(const void *payload, size_t len, struct flashsale_stock *
 	out->available = json_integer_value(json_object_get(o, "available"));
 	out->held = json_integer_value(json_object_get(o, "held"));
 	out->sold = json_integer_value(json_object_get(o, "sold"));
+	out->partition = (int32_t)json_integer_value(json_object_get(o, "partition"));
+	out->offset = json_integer_value(json_object_get(o, "offset"));
+	out->clock_ms = json_integer_value(json_object_get(o, "clock_ms"));
 	json_decref(o);
 	return 0;
 }
@@ -736,17 +748,23 @@ int flashsale_stock_follow(flashsale_t *fs, const char *sku, flashsale_stock_cb 
 		return -EIO;
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
 	int rc = -ETIMEDOUT;
+	int32_t seen_part = -1;
+	int64_t seen_off = -1;
 	while (mono_ms() < deadline) {
 		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, WAIT_POLL_MS);
 		if (!m)
 			continue;
 		struct flashsale_stock st;
 		int stop = 0;
-		/* The topic is compacted and keyed by SKU: the last record of a key is its state.
-		 */
+		/* The topic is compacted and keyed by SKU: the last record of a key is its state,
+		 * unless it is older than one seen (the partition and offset it carries). */
 		if (!m->err && m->key_len == strlen(sku) && memcmp(m->key, sku, m->key_len) == 0 &&
-		    parse_stock(m->payload, m->len, &st) == 0)
+		    parse_stock(m->payload, m->len, &st) == 0 &&
+		    !(st.partition == seen_part && st.offset < seen_off)) {
+			seen_part = st.partition;
+			seen_off = st.offset;
 			stop = cb(&st, ctx);
+		}
 		rd_kafka_message_destroy(m);
 		if (stop) {
 			rc = 0;

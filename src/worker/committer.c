@@ -257,9 +257,9 @@ void part_process_start(struct worker *w, struct part *p)
 					  NULL);
 		return;
 	}
-	render_extras(&sl->ex, p);
-	seen_add_batch(p, &p->batch);
 	sl->before = p->n_fly ? p->ahead : p->meta;
+	render_extras(&sl->ex, p, sl->before.clock_ms, batch_end(&p->batch) - 1);
+	seen_add_batch(p, &p->batch);
 	sl->meta = meta_after(p, &sl->before, &p->batch);
 	sl->replied = p->replied < 0 ? -1 : p->replied;
 	sl->after = p->n_fly > 0;

@@ -215,6 +215,8 @@ void loop_assigned(struct worker *w, const int32_t *ids, int64_t *offsets, int n
 		p->replied = -1;
 		if (part_load(w, p) < 0)
 			continue;
+		if (!w->replay)
+			publish_stock_all(w, p);
 		offsets[i] = start_offset(p);
 		fs_info("partition %" PRId32 " assigned: next offset %" PRId64 ", replied %" PRId64
 			", start %" PRId64,

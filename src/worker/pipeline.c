@@ -228,7 +228,7 @@ static void done_in_line(struct worker *w, struct part *p, struct fs_batch *b)
 {
 	seen_add_batch(p, b);
 	struct fs_part_meta m = meta_after(p, &p->meta, b);
-	render_extras(&w->ex, p);
+	render_extras(&w->ex, p, p->meta.clock_ms, batch_end(b) - 1);
 	fs_core_commit(&p->core);
 	batch_done(w, p, b, &m, &w->ex);
 }

@@ -173,9 +173,10 @@ static void extras_add(struct extras *ex, const char *key, bool stock, size_t at
 
 /* Renders what the core's last decisions owe besides the batch's own results: one `expired`
  * result per hold the clock ended (tracked with the batch's results, so that a crash before
- * delivery answers them again), and the stock record of every SKU that changed. Before
- * fs_core_commit, which forgets both lists. */
-void render_extras(struct extras *ex, const struct part *p)
+ * delivery answers them again), and the stock record of every SKU that changed, or whose
+ * window the clock opened or closed. Before fs_core_commit, which forgets both lists. */
+void render_extras(struct extras *ex, const struct part *p, int64_t clock_before,
+		   int64_t last_offset)
 {
 	const struct fs_core *c = &p->core;
 	fs_buf_clear(&ex->buf);
@@ -191,7 +192,15 @@ void render_extras(struct extras *ex, const struct part *p)
 	for (uint32_t d = 0; d < c->dirty_skus_len; d++) {
 		const struct fs_sku *s = &c->skus[c->dirty_skus[d]];
 		size_t at = ex->buf.len;
-		fs_result_stock(&ex->buf, s);
+		fs_result_stock(&ex->buf, s, p->id, last_offset, c->clock_ms);
+		extras_add(ex, s->sku, true, at);
+	}
+	for (uint32_t i = 0; c->clock_ms > clock_before && i < c->skus_len; i++) {
+		const struct fs_sku *s = &c->skus[i];
+		if (s->dirty || !fs_sku_window_crossed(s, clock_before, c->clock_ms))
+			continue;
+		size_t at = ex->buf.len;
+		fs_result_stock(&ex->buf, s, p->id, last_offset, c->clock_ms);
 		extras_add(ex, s->sku, true, at);
 	}
 	if (!fs_buf_ok(&ex->buf))
@@ -213,8 +222,12 @@ void produce_extras(struct worker *w, struct part *p, const struct extras *ex)
 		struct fs_buf one = {.data = ex->buf.data + e->at, .len = e->len};
 		const char *key = ex->buf.data + e->key;
 		if (e->stock) {
-			publish_one(w, FS_TOPIC_STOCK, FS_PARTITION_ANY, key, e->key_len, &one,
-				    NULL);
+			/* Tracked with the batch's results: a lost one stops the replied offset,
+			 * and the next assignment publishes every SKU's again. */
+			if (publish_one(w, FS_TOPIC_STOCK, FS_PARTITION_ANY, key, e->key_len, &one,
+					p->tail) < 0 &&
+			    p->tail)
+				p->tail->failed = true;
 			continue;
 		}
 		w->n.expired++;
@@ -222,6 +235,22 @@ void produce_extras(struct worker *w, struct part *p, const struct extras *ex)
 				p->tail) < 0 &&
 		    p->tail)
 			p->tail->failed = true;
+	}
+}
+
+void publish_stock_all(struct worker *w, const struct part *p)
+{
+	const struct fs_core *c = &p->core;
+	int64_t last = p->meta.next_offset - 1; /* the state as of the last decided record */
+	for (uint32_t i = 0; i < c->skus_len; i++) {
+		fs_buf_clear(&w->out);
+		fs_result_stock(&w->out, &c->skus[i], p->id, last, c->clock_ms);
+		if (!fs_buf_ok(&w->out) ||
+		    publish_one(w, FS_TOPIC_STOCK, FS_PARTITION_ANY, c->skus[i].sku,
+				strlen(c->skus[i].sku), &w->out, NULL) < 0)
+			fs_error("partition %" PRId32 ": the stock record of %s was not published; "
+				 "it is with the SKU's next change or the next assignment",
+				 p->id, c->skus[i].sku);
 	}
 }
 

@@ -15,8 +15,14 @@ int publish_one(struct worker *w, enum fs_topic topic, int32_t partition, const 
 /* One result per record of b (ticks excepted; forwards re-published), tracked as the
  * partition's newest batch in flight, ending at end. */
 void publish_results(struct worker *w, struct part *p, struct fs_batch *b, int64_t end);
-/* Renders what the core's last decisions owe besides the batch's results; produces it. */
-void render_extras(struct extras *ex, const struct part *p);
+/* Renders what the core's last decisions owe besides the batch's results (decided on a
+ * partition whose clock was clock_before; last_offset its last record); produces it. */
+void render_extras(struct extras *ex, const struct part *p, int64_t clock_before,
+		   int64_t last_offset);
+/* The stock record of every SKU of the partition, as loaded (issue 28, item 8: a crash
+ * between a commit and its stock records, or a lost delivery, is made good on the next
+ * assignment). */
+void publish_stock_all(struct worker *w, const struct part *p);
 void produce_extras(struct worker *w, struct part *p, const struct extras *ex);
 void extras_free(struct extras *ex);
 /* A delivery report (io.c): tag is what wio_produce was given; err NULL when delivered. */

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A sale window on the log clock (not_open before, closed after), `sale close`, and a restock
-# after a sell-out that later buyers win.
+# after a sell-out that later buyers win. The stock topic follows the window (issue 28, item
+# 8): not_open, open, closed, each record naming its partition and offset; a worker killed
+# between a commit and its stock records publishes them on its next assignment.
 . "$(dirname "$0")/lib.sh"
 it_setup 1
 start_worker w1
@@ -36,6 +38,29 @@ fs wait --quiet --timeout 30
 assert_eq "2|1" "$(sql "SELECT count(*) FILTER (WHERE outcome = 'held'), count(*) FILTER (WHERE outcome = 'sold_out') FROM decisions WHERE buyer_id LIKE 'first-%'")" "first wave held|sold_out"
 assert_eq "2|1" "$(sql "SELECT count(*) FILTER (WHERE outcome = 'held'), count(*) FILTER (WHERE outcome = 'sold_out') FROM decisions WHERE buyer_id LIKE 'second-%'")" "second wave held|sold_out"
 assert_eq "4|0|4" "$(sql "SELECT supply, available, held FROM skus WHERE sku = 'R1'")" "R1 supply|available|held"
-audit_ok
+stock_of() { # stock_of SKU: STATUS@PARTITION/OFFSET of each stock record of SKU, in order
+	stock_dump | awk -v k="$1" '$1 == k' | sed -E 's/.*"status":"([a-z_]+)".*"partition":([0-9]+),"offset":([0-9]+).*/\1@\2\/\3/' | tr '\n' ' '
+}
+w1=$(stock_of W1)
+case "$w1" in
+"not_open@0/"*" open@0/"*" closed@0/"*) say "ok: W1's stock records: $w1" ;;
+*) fail "W1's stock records: '$w1', not not_open, open, closed" ;;
+esac
+# Their offsets never go down.
+echo "$w1" | tr ' ' '\n' | sed -n 's|.*/||p' | sort -n -c 2>/dev/null || fail "W1's stock offsets go down: $w1"
+assert_eq "W1 closed" "$(fs stock W1 | cut -d' ' -f1,2)" "flashsale stock W1 (Postgres, at the partition clock)"
 stop_worker w1
+
+# Killed after the commit of an open, before its stock record: the next assignment sends it.
+start_worker w2 FLASHSALE_CRASH=after_commit
+fs sale open C8 --stock 5 >/dev/null
+wait_until 60 "w2 to die after its commit" "! alive \$(worker_pid w2)"
+kill_worker w2
+assert_eq 1 "$(sql "SELECT count(*) FROM skus WHERE sku = 'C8'")" "C8 committed"
+assert_eq "" "$(stock_of C8)" "C8's stock records before the restart"
+start_worker w3
+wait_until 30 "C8's stock record" "[ -n \"\$(stock_of C8)\" ]"
+case "$(stock_of C8)" in "open@0/"*) say "ok: C8's stock record sent on assignment: $(stock_of C8)" ;; *) fail "C8: $(stock_of C8)" ;; esac
+audit_ok
+stop_worker w3
 it_done

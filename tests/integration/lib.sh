@@ -145,6 +145,12 @@ results_dump() {
 		-t "it.$IT_ID.results" -o beginning -f '%s\n'
 }
 
+# stock_dump: every stock record, as KEY PAYLOAD (one per line).
+stock_dump() {
+	kcat -b "$(grep '^brokers' "$IT_DIR/flashsale.conf" | cut -d' ' -f3)" -C -q -e \
+		-t "it.$IT_ID.stock" -o beginning -f '%k %s\n'
+}
+
 # audit_ok: the one checker (flashsale audit) must pass.
 audit_ok() {
 	if fs audit >"$IT_DIR/audit.txt" 2>&1; then

@@ -234,15 +234,22 @@ static void test_stock(void)
 	s.available = 3;
 	s.held = 5;
 	s.sold = 2;
+	/* The window (issue 28, item 8): opens at 1000, closes at 2000 on the partition clock. */
 	static const struct {
 		int status;
-		int64_t available;
+		int64_t available, opens, closes, clock;
 		const char *want;
 	} rows[] = {
-		{FS_SKU_OPEN, 3, "open"},
-		{FS_SKU_OPEN, 0, "sold_out"},
-		{FS_SKU_CLOSED, 3, "closed"},
-		{FS_SKU_CLOSED, 0, "closed"},
+		{FS_SKU_OPEN, 3, 0, 0, 5, "open"},
+		{FS_SKU_OPEN, 0, 0, 0, 5, "sold_out"},
+		{FS_SKU_CLOSED, 3, 0, 0, 5, "closed"},
+		{FS_SKU_CLOSED, 0, 0, 0, 5, "closed"},
+		{FS_SKU_OPEN, 3, 1000, 2000, 999, "not_open"},
+		{FS_SKU_OPEN, 0, 1000, 2000, 999, "not_open"},
+		{FS_SKU_OPEN, 3, 1000, 2000, 1000, "open"},
+		{FS_SKU_OPEN, 0, 1000, 2000, 1999, "sold_out"},
+		{FS_SKU_OPEN, 3, 1000, 2000, 2000, "closed"},
+		{FS_SKU_CLOSED, 3, 1000, 2000, 999, "closed"},
 	};
 	struct fs_buf out = {0};
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -250,9 +257,11 @@ static void test_stock(void)
 		s.status = rows[i].status;
 		s.available = rows[i].available;
 		s.held = 8 - rows[i].available;
-		CHECK_STR(fs_sku_state_name(&s), rows[i].want);
+		s.opens_at_ms = rows[i].opens;
+		s.closes_at_ms = rows[i].closes;
+		CHECK_STR(fs_sku_state_name(&s, rows[i].clock), rows[i].want);
 		fs_buf_clear(&out);
-		fs_result_stock(&out, &s);
+		fs_result_stock(&out, &s, 3, 41, rows[i].clock);
 		json_t *j = load(fs_buf_cstr(&out));
 		if (!j)
 			continue;
@@ -263,8 +272,22 @@ static void test_stock(void)
 		CHECK_INT(jint(j, "available"), rows[i].available);
 		CHECK_INT(jint(j, "held"), 8 - rows[i].available);
 		CHECK_INT(jint(j, "sold"), 2);
+		CHECK_INT(jint(j, "partition"), 3);
+		CHECK_INT(jint(j, "offset"), 41);
+		CHECK_INT(jint(j, "clock_ms"), rows[i].clock);
 		json_decref(j);
 	}
+	CHECK_CTX("window crossings");
+	s.opens_at_ms = 1000;
+	s.closes_at_ms = 2000;
+	CHECK(fs_sku_window_crossed(&s, 999, 1000));
+	CHECK(fs_sku_window_crossed(&s, 500, 2500));
+	CHECK(fs_sku_window_crossed(&s, 1999, 2000));
+	CHECK(!fs_sku_window_crossed(&s, 1000, 1999));
+	CHECK(!fs_sku_window_crossed(&s, 2000, 5000));
+	CHECK(!fs_sku_window_crossed(&s, 10, 999));
+	s.opens_at_ms = s.closes_at_ms = 0;
+	CHECK(!fs_sku_window_crossed(&s, 0, 5000));
 	CHECK_CTX("%s", "");
 	fs_buf_free(&out);
 }
