@@ -498,6 +498,29 @@ void fs_core_commit(struct fs_core *c)
 	c->dirty_buyers_len = 0;
 }
 
+uint32_t fs_core_forget_ended(struct fs_core *c)
+{
+	if (c->dirty_holds_len || c->expired_len || c->heap_len == c->holds_len)
+		return 0;
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < c->holds_len; i++)
+		if (c->holds[i].status == FS_HOLD_HELD)
+			c->holds[kept++] = c->holds[i];
+	uint32_t dropped = c->holds_len - kept;
+	/* The index and the heap name holds by position: both are built again. The heap's
+	 * order is a total one (expiry, then the buy's offset), so expiries come out as
+	 * before. */
+	c->holds_len = kept;
+	c->heap_len = 0;
+	fs_map_clear(&c->hold_index);
+	for (uint32_t i = 0; i < kept; i++) {
+		/* Cannot fail: the index held more entries than this before it was cleared. */
+		(void)fs_map_put(&c->hold_index, hold_hash(c->holds[i].intent_id), i);
+		heap_push(c, i);
+	}
+	return dropped;
+}
+
 /* ---- decisions ------------------------------------------------------------------------- */
 
 static void reject(struct fs_decision *d, enum fs_outcome o, const char *reason)
@@ -602,6 +625,10 @@ static int decide_open(struct fs_core *c, const struct fs_record *r, struct fs_d
 	d->qty = r->qty;
 	if (find_sku(c, r->sku) != FS_MAP_NONE) {
 		reject(d, FS_OUT_REJECTED, "already_open");
+		return 0;
+	}
+	if (c->skus_len >= FS_SKUS_PER_PARTITION_MAX) {
+		reject(d, FS_OUT_REJECTED, "too_many_skus");
 		return 0;
 	}
 	struct fs_sku s = {

@@ -176,4 +176,21 @@ int fs_core_decide(struct fs_core *c, const struct fs_record *r, struct fs_decis
  * cleared. */
 void fs_core_commit(struct fs_core *c);
 
+/* The SKUs one partition may hold (issue 28, item 12): an `open` of one more is rejected
+ * `too_many_skus`. A protocol constant, as it decides outcomes: every worker and replay
+ * decide alike. */
+#define FS_SKUS_PER_PARTITION_MAX 10000
+
+/* Forgets the holds that ended and whose end is committed (issue 28, item 12): they live in
+ * Postgres, and a confirm or cancel that names one is looked up first (the batch's
+ * fs_batch_needs_lookup, then the store loads its row with fs_core_load_hold), so the
+ * decisions are those of a core that kept every hold. Only between batches, after
+ * fs_core_commit (a no-op while a dirty or expired list is not empty). Returns how many. */
+uint32_t fs_core_forget_ended(struct fs_core *c);
+/* The holds it could forget now. */
+static inline uint32_t fs_core_ended(const struct fs_core *c)
+{
+	return c->holds_len - c->heap_len;
+}
+
 #endif

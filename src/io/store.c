@@ -272,18 +272,30 @@ static int load_buyers(struct fs_store *s, const char *part, struct fs_core *cor
 	return rc;
 }
 
+#define HOLD_COLUMNS                                                                               \
+	"intent_id, sku, buyer_id, qty, expires_at_ms, off, status, late, coalesce(ended_at_ms, "  \
+	"0), coalesce(ended_off, -1)"
+
+/* Loads the holds of rows r (HOLD_COLUMNS) into the core. */
+static int load_hold_rows(struct fs_store *s, PGresult *r, struct fs_core *core);
+
 static int load_holds(struct fs_store *s, const char *part, struct fs_core *core)
 {
 	const char *p[] = {part};
-	/* In buy order, so that the expiry heap breaks ties as it did when they were made. */
-	PGresult *r =
-		exec(s,
-		     "SELECT intent_id, sku, buyer_id, qty, expires_at_ms, off, status, late, "
-		     "coalesce(ended_at_ms, 0), coalesce(ended_off, -1) FROM reservations "
-		     "WHERE part = $1 ORDER BY off",
-		     1, p, PGRES_TUPLES_OK);
+	/* The live ones only: a hold that ended lives in Postgres, and is loaded when a confirm
+	 * or cancel names it (fs_store_lookup_holds). In buy order, so that the expiry heap breaks
+	 * ties as it did when they were made. */
+	PGresult *r = exec(s,
+			   "SELECT " HOLD_COLUMNS " FROM reservations WHERE part = $1 AND "
+			   "status = 'held' ORDER BY off",
+			   1, p, PGRES_TUPLES_OK);
 	if (!r)
 		return -EIO;
+	return load_hold_rows(s, r, core);
+}
+
+static int load_hold_rows(struct fs_store *s, PGresult *r, struct fs_core *core)
+{
 	int rc = 0;
 	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
 		struct fs_hold h = {0};
@@ -438,6 +450,43 @@ int fs_store_read_next(struct fs_store *s, const char *grp, const char *topic, i
 }
 
 /* ---- lookup ---------------------------------------------------------------------------- */
+
+int fs_store_lookup_holds(struct fs_store *s, const struct fs_batch *b, struct fs_core *core)
+{
+	struct fs_buf *ids = &s->bufs[0];
+	fs_buf_clear(ids);
+	fs_arr_begin(ids);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < b->len; i++) {
+		const struct fs_item *it = &b->items[i];
+		if (fs_item_has_key(it) && fs_kind_is_followup((int)it->rec.kind) &&
+		    !fs_core_hold(core, it->rec.intent_id)) {
+			fs_arr_text(ids, it->rec.intent_id);
+			n++;
+		}
+	}
+	fs_arr_end(ids);
+	if (n == 0)
+		return 0;
+	if (!fs_buf_ok(ids)) {
+		set_err(s, "lookup holds", "out of memory");
+		return -ENOMEM;
+	}
+	char part[16];
+	snprintf(part, sizeof part, "%" PRId32, core->partition);
+	const char *p[] = {part, fs_buf_cstr(ids)};
+	/* By the key (intent id, partition); in buy order, as the load. Ended ones only: the
+	 * counters of the core's SKUs count its live holds, and a live one the core lacks was
+	 * made by another worker since this one loaded (its batch is fenced). */
+	PGresult *r = exec(s,
+			   "SELECT " HOLD_COLUMNS " FROM reservations WHERE part = $1::int AND "
+			   "intent_id = ANY (SELECT DISTINCT unnest($2::uuid[])) AND status <> "
+			   "'held' ORDER BY off",
+			   2, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	return load_hold_rows(s, r, core);
+}
 
 int fs_store_lookup(struct fs_store *s, struct fs_batch *b)
 {

@@ -92,6 +92,10 @@ int fs_store_expired(struct fs_store *s, int32_t partition, int64_t from, int64_
 
 /* Adds to the batch the decisions already stored for its intent ids. */
 int fs_store_lookup(struct fs_store *s, struct fs_batch *b);
+/* Loads into the core the stored holds that ended, that the batch's confirms and cancels name
+ * and the core does not have: a hold that ended is not kept in memory (fs_core_forget_ended,
+ * issue 28 item 12). 0, or -EIO / -ENOMEM. */
+int fs_store_lookup_holds(struct fs_store *s, const struct fs_batch *b, struct fs_core *core);
 
 /* Commits a decided batch: offset compare-and-set (expected -> next), decisions, rejects, sale
  * log, reservations, SKU counters (guarded by the committed base values), buyer totals, in one

@@ -119,6 +119,7 @@ struct counters {
 	int64_t records, fresh, repeats, conflicts, invalid, sale, expired, ticks, batches, fenced,
 		redo, retries, unknown, unknown_committed, answered_again, skipped_stale, gaps,
 		published, delivery_failed;
+	int64_t holds_forgotten; /* ended holds dropped from memory (fs_core_forget_ended) */
 	/* the partitioning rule: records forwarded to their partition (and the copies sent,
 	 * again after a restart included), records rejected wrong_partition */
 	int64_t forwarded, forwards_sent, wrong_partition;

@@ -33,6 +33,22 @@ static void count_batch(struct worker *w, const struct fs_batch *b)
 		w->n.batches_behind++;
 }
 
+/* The floor below which ended holds stay in memory (the simulator builds with 2, so that its
+ * sweep decides follow-ups of forgotten holds all the time). */
+#ifndef FS_FORGET_ENDED_MIN
+#define FS_FORGET_ENDED_MIN 1024
+#endif
+
+/* Ended holds out of memory (issue 28, item 12), once they outnumber the live ones (and a
+ * floor): each pass costs one walk over the holds, so it is paid once per that many ends.
+ * Only with nothing in flight: the ends are then committed, and a lookup finds them. */
+static void forget_ended(struct worker *w, struct part *p)
+{
+	uint32_t ended = fs_core_ended(&p->core);
+	if (p->n_fly == 0 && ended > FS_FORGET_ENDED_MIN && ended > p->core.heap_len)
+		w->n.holds_forgotten += fs_core_forget_ended(&p->core);
+}
+
 /* The part of a commit attempt before the commit: repeats from memory (or a lookup), then
  * the decisions. 0, or FS_COMMIT_RETRY (the core's state must be reloaded). */
 int part_decide(struct worker *w, struct part *p, struct fs_batch *b, bool in_line)
@@ -46,10 +62,13 @@ int part_decide(struct worker *w, struct part *p, struct fs_batch *b, bool in_li
 	 * transaction aborts and the batch is redone with a lookup. A follow-up that may find no
 	 * hold is the exception (batch.h): the batch is looked up first. */
 	fs_batch_add_seen(b, &p->seen);
+	forget_ended(w, p);
 	bool lookup = p->need_lookup || fs_batch_needs_lookup(b, &p->core);
 	if (lookup && !in_line)
 		return PART_DECIDE_IN_LINE; /* the store is a committer's now (slot 0's) */
 	int rc = lookup ? fs_store_lookup(w->store, b) : 0;
+	if (rc == 0 && lookup) /* the ended holds its follow-ups name (fs_core_forget_ended) */
+		rc = fs_store_lookup_holds(w->store, b, &p->core);
 	wio_crash_at(w->io, "after_lookup");
 	int64_t t1 = wio_now_us(w->io);
 	if (rc == 0)

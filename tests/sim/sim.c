@@ -925,6 +925,7 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	st->seeds++;
 	st->steps += W->step;
 	st->lookup_kinds_left += W->store->kinds_left;
+	st->holds_looked_up += W->store->holds_looked_up;
 	st->stacked_same_range += W->store->stacked_same_range;
 	if (o->one) {
 		int64_t recs = 0;
@@ -1014,8 +1015,9 @@ static void print_stats(const struct sim_stats *s, double secs)
 	       s->misrouted_appended, s->forwards_queued, s->forwards_again, s->forwards_landed,
 	       s->reject_mode_seeds);
 	printf("sim: lookups: %" PRId64 " stored rows of a batch's intent ids left out (another "
-	       "kind); %" PRId64 " records the store refused for good\n",
-	       s->lookup_kinds_left, s->refused);
+	       "kind); %" PRId64 " records the store refused for good; %" PRId64
+	       " ended holds looked up for a follow-up (not in memory)\n",
+	       s->lookup_kinds_left, s->refused, s->holds_looked_up);
 	printf("sim: crashes at:");
 	for (int i = 0; sim_points[i]; i++)
 		printf(" %s=%" PRId64, sim_points[i], s->crash_at[i]);
@@ -1039,7 +1041,8 @@ static bool coverage_ok(const struct sim_stats *s)
 		  s->lookup_kinds_left && s->misrouted_appended && s->forwards_landed &&
 		  s->forwards_again && s->reject_mode_seeds && s->inhand_after_fence &&
 		  s->overlap_seeds[0] && s->overlap_seeds[1] && s->overlap_seeds[2] && s->stacked &&
-		  s->stacked_redone && s->unknown_committed && s->stacked_same_range && s->refused;
+		  s->stacked_redone && s->unknown_committed && s->stacked_same_range &&
+		  s->refused && s->holds_looked_up;
 	for (size_t i = 0; i < sizeof must_crash_at / sizeof *must_crash_at; i++)
 		ok = ok && s->crash_at[sim_point(must_crash_at[i])];
 	return ok;

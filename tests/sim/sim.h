@@ -123,6 +123,7 @@ struct sim_stats {
 	int64_t unknown_same_range; /* unknown outcome, stored == batch end, another's token */
 	int64_t again_conflicts, again_invalid; /* answered again by part_answer_again */
 	int64_t lookup_kinds_left;		/* sim_store.h: kinds_left, summed over the seeds */
+	int64_t holds_looked_up;		/* sim_store.h: summed over the seeds */
 	int64_t delivered, deliver_failed, deliver_doubled, ticks_appended, skipped_stale, gaps;
 	int64_t expired_replies, inhand_after_fence, again_missing;
 	int64_t misrouted_appended, forwards_queued, forwards_landed, forwards_again;

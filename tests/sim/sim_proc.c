@@ -922,18 +922,34 @@ void fs_store_set_crash_hook(struct fs_store *s, fs_crash_fn fn)
 	(void)fn;
 }
 
-/* A state loaded from one snapshot of the store is consistent with itself: per SKU, held and
- * sold are its holds'; per buyer, units are its held and confirmed holds'. */
+/* The qty of the store's confirmed reservations of a partition, of one SKU or one buyer. */
+static int64_t confirmed_units(const struct sim_world *W, int32_t part, const char *sku,
+			       const char *buyer)
+{
+	int64_t units = 0;
+	for (size_t i = 0; i < W->store->resv.len; i++) {
+		const struct ss_resv *r = &W->store->resv.v[i];
+		if (r->part == part && strcmp(r->status, "confirmed") == 0 &&
+		    strcmp(r->sku, sku) == 0 && (!buyer || strcmp(r->buyer, buyer) == 0))
+			units += r->qty;
+	}
+	return units;
+}
+
+/* A state loaded from one snapshot of the store is consistent with itself: per SKU, held is
+ * its loaded holds' (the live ones only: issue 28, item 12) and sold the store's confirmed
+ * reservations'; per buyer, units are its held holds' and confirmed reservations'. */
 static void check_loaded(struct sim_world *W, const struct fs_core *c, int32_t part)
 {
 	for (uint32_t k = 0; k < c->skus_len; k++) {
-		int64_t held = 0, sold = 0;
+		int64_t held = 0, sold = confirmed_units(W, part, c->skus[k].sku, NULL);
 		for (uint32_t i = 0; i < c->holds_len; i++) {
 			const struct fs_hold *h = &c->holds[i];
 			if (h->sku_index == k && h->status == FS_HOLD_HELD)
 				held += h->qty;
-			else if (h->sku_index == k && h->status == FS_HOLD_CONFIRMED)
-				sold += h->qty;
+			if (h->status != FS_HOLD_HELD)
+				sim_fail(W, "INV-1", "partition %d loaded hold %s, which ended",
+					 (int)part, h->intent_id);
 		}
 		if (held != c->skus[k].held || sold != c->skus[k].sold)
 			sim_fail(W, "INV-1",
@@ -943,11 +959,11 @@ static void check_loaded(struct sim_world *W, const struct fs_core *c, int32_t p
 				 (long long)c->skus[k].sold, (long long)held, (long long)sold);
 	}
 	for (uint32_t b = 0; b < c->buyers_len; b++) {
-		int64_t units = 0;
+		const struct fs_buyer *u = &c->buyers[b];
+		int64_t units = confirmed_units(W, part, c->skus[u->sku_index].sku, u->buyer_id);
 		for (uint32_t i = 0; i < c->holds_len; i++) {
 			const struct fs_hold *h = &c->holds[i];
-			if (h->buyer_index == b &&
-			    (h->status == FS_HOLD_HELD || h->status == FS_HOLD_CONFIRMED))
+			if (h->buyer_index == b && h->status == FS_HOLD_HELD)
 				units += h->qty;
 		}
 		if (units != c->buyers[b].units)
@@ -1079,6 +1095,15 @@ int fs_store_lookup(struct fs_store *s, struct fs_batch *b)
 		snprintf(s->err, sizeof s->err, "lookup: %d", rc);
 	}
 	return rc;
+}
+
+int fs_store_lookup_holds(struct fs_store *s, const struct fs_batch *b, struct fs_core *core)
+{
+	store_exclusive(s, "a lookup of holds");
+	yield(s->P, "lookup");
+	if (store_fails(s, "lookup"))
+		return -EIO;
+	return ss_lookup_holds(s->P->W->store, b, core);
 }
 
 int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *topic,

@@ -148,7 +148,7 @@ static bool keep_buyer(const struct sim_store *s, size_t i, int32_t part)
 
 static bool keep_resv(const struct sim_store *s, size_t i, int32_t part)
 {
-	return s->resv.v[i].part == part;
+	return s->resv.v[i].part == part && strcmp(s->resv.v[i].status, "held") == 0;
 }
 
 static int load_skus(const struct sim_store *s, int32_t part, struct fs_core *core)
@@ -190,11 +190,11 @@ static int load_buyers(const struct sim_store *s, int32_t part, struct fs_core *
 	return rc;
 }
 
-static int load_holds(const struct sim_store *s, int32_t part, struct fs_core *core)
+/* The holds of rows idx[0..n-1] into the core (fs_core_load_hold). */
+static int load_hold_rows(const struct sim_store *s, const size_t *idx, size_t n,
+			  struct fs_core *core)
 {
-	/* SELECT ... FROM reservations WHERE part = $1 ORDER BY off */
 	int rc = 0;
-	size_t n, *idx = sorted(s, s->resv.len, cmp_resv_off, keep_resv, part, &n);
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		const struct ss_resv *r = &s->resv.v[idx[i]];
 		struct fs_hold h = {0};
@@ -210,6 +210,47 @@ static int load_holds(const struct sim_store *s, int32_t part, struct fs_core *c
 		if (rc == 0)
 			rc = fs_core_load_hold(core, &h, r->sku, r->buyer);
 	}
+	return rc;
+}
+
+static int load_holds(const struct sim_store *s, int32_t part, struct fs_core *core)
+{
+	/* SELECT ... FROM reservations WHERE part = $1 AND status = 'held' ORDER BY off */
+	size_t n, *idx = sorted(s, s->resv.len, cmp_resv_off, keep_resv, part, &n);
+	int rc = load_hold_rows(s, idx, n, core);
+	free(idx);
+	return rc;
+}
+
+/* The rows fs_store_lookup_holds wants: of the partition, named by a follow-up of the batch
+ * that the core has no hold for. */
+static const struct fs_batch *wanted_batch;
+static const struct fs_core *wanted_core;
+
+static bool keep_wanted(const struct sim_store *s, size_t i, int32_t part)
+{
+	const struct ss_resv *r = &s->resv.v[i];
+	if (r->part != part || strcmp(r->status, "held") == 0)
+		return false;
+	for (uint32_t k = 0; k < wanted_batch->len; k++) {
+		const struct fs_item *it = &wanted_batch->items[k];
+		if (fs_item_has_key(it) && fs_kind_is_followup((int)it->rec.kind) &&
+		    !fs_core_hold(wanted_core, it->rec.intent_id) &&
+		    strcmp(it->rec.intent_id, r->intent_id) == 0)
+			return true;
+	}
+	return false;
+}
+
+int ss_lookup_holds(struct sim_store *s, const struct fs_batch *b, struct fs_core *core)
+{
+	/* SELECT ... FROM reservations WHERE part = $1 AND intent_id = ANY ($2) AND status <>
+	 * 'held' ORDER BY off */
+	wanted_batch = b;
+	wanted_core = core;
+	size_t n, *idx = sorted(s, s->resv.len, cmp_resv_off, keep_wanted, core->partition, &n);
+	int rc = load_hold_rows(s, idx, n, core);
+	s->holds_looked_up += (int64_t)n;
 	free(idx);
 	return rc;
 }

@@ -142,6 +142,7 @@ struct sim_store {
 	/* Rows of the batch's intent ids that lookups left out because the batch did not ask for
 	 * their kind (the rows that made lookup-overflow): a coverage counter. */
 	int64_t kinds_left;
+	int64_t holds_looked_up; /* ended holds fs_store_lookup_holds loaded (issue 28, item 12) */
 	/* Stacked transactions that found the offset at their predecessor's end, but written by
 	 * another worker's commit of the same range (the predecessor did not commit): a coverage
 	 * counter (fenced; committed under MUT_STACKED_OFFSET_ONLY). */
@@ -170,6 +171,7 @@ typedef void (*ss_expired_fn)(void *ctx, const struct ss_resv *r);
 int ss_expired(struct sim_store *s, int32_t part, int64_t from, int64_t to, ss_expired_fn fn,
 	       void *ctx);
 int ss_lookup(struct sim_store *s, struct fs_batch *b);
+int ss_lookup_holds(struct sim_store *s, const struct fs_batch *b, struct fs_core *core);
 /* A transaction as rows (fs_store_commit_prepare's statements): built from the batch and the
  * core when the commit is prepared, applied when it is sent. */
 struct ss_tx_sku {

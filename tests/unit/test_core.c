@@ -1026,6 +1026,77 @@ static void test_random(uint64_t seed, int64_t steps)
 	fs_core_free(&c);
 }
 
+/* Ended holds out of memory (issue 28, item 12): only committed ends go, the live holds keep
+ * their expiry order, and a dirty core is left alone. */
+static void test_forget_ended(void)
+{
+	struct fs_core c;
+	fs_core_init(&c, 0);
+	decide_ok(&c,
+		  rec_open("F", (struct open_params){.stock = 10, .limit = 10, .hold_ms = 1000}, 1),
+		  FS_OUT_APPLIED);
+	char ids[6][FS_UUID_LEN + 1];
+	for (int i = 0; i < 6; i++) {
+		struct fs_record r = rec_buy("F", "b", 1, 10 + i);
+		memcpy(ids[i], r.intent_id, sizeof ids[i]);
+		decide_ok(&c, r, FS_OUT_HELD);
+	}
+	for (int i = 0; i < 2; i++) {
+		struct fs_record r = rec_base(FS_KIND_CONFIRM, "F", 20);
+		r.has_intent = true;
+		memcpy(r.intent_id, ids[i], sizeof ids[i]);
+		decide_ok(&c, r, FS_OUT_CONFIRMED);
+	}
+	CHECK_CTX("forget: before the commit");
+	CHECK_INT(fs_core_ended(&c), 2);
+	CHECK_INT(fs_core_forget_ended(&c), 0); /* the ends are not committed yet */
+	fs_core_commit(&c);
+	int64_t next = fs_core_next_expiry(&c);
+	CHECK_CTX("forget: after the commit");
+	CHECK_INT(fs_core_forget_ended(&c), 2);
+	CHECK_INT(c.holds_len, 4);
+	CHECK_INT(fs_core_ended(&c), 0);
+	CHECK(fs_core_hold(&c, ids[0]) == NULL && fs_core_hold(&c, ids[1]) == NULL);
+	for (int i = 2; i < 6; i++)
+		CHECK(fs_core_hold(&c, ids[i]) != NULL);
+	CHECK_INT(fs_core_next_expiry(&c), next);
+	CHECK_INT(fs_core_sku(&c, "F")->held, 4);
+	CHECK_INT(fs_core_sku(&c, "F")->sold, 2);
+	/* The live holds expire in their order (expiry, then the buy's offset), as before. */
+	fs_core_advance(&c, 5000, next_offset++);
+	if (CHECK_INT(c.expired_len, 4))
+		for (uint32_t k = 0; k < 4; k++)
+			CHECK_STR(c.holds[c.expired[k]].intent_id, ids[2 + k]);
+	fs_core_free(&c);
+}
+
+/* A partition holds at most FS_SKUS_PER_PARTITION_MAX SKUs: one more is rejected. */
+static void test_sku_cap(void)
+{
+	struct fs_core c;
+	fs_core_init(&c, 0);
+	char name[16];
+	int applied = 0;
+	for (int i = 0; i < FS_SKUS_PER_PARTITION_MAX; i++) {
+		snprintf(name, sizeof name, "S%d", i);
+		struct fs_record r = rec_open(name, (struct open_params){.stock = 1}, 1);
+		struct fs_decision d;
+		applied += fs_core_decide(&c, &r, &d) == 0 && d.outcome == FS_OUT_APPLIED;
+	}
+	CHECK_CTX("sku cap");
+	CHECK_INT(applied, FS_SKUS_PER_PARTITION_MAX);
+	struct fs_record r = rec_open("one-more", (struct open_params){.stock = 1}, 2);
+	struct fs_decision d;
+	CHECK_INT(fs_core_decide(&c, &r, &d), 0);
+	CHECK_STR(fs_outcome_name(d.outcome), "rejected");
+	CHECK_STR(d.reason ? d.reason : "", "too_many_skus");
+	r = rec_open("S7", (struct open_params){.stock = 1}, 3);
+	CHECK_INT(fs_core_decide(&c, &r, &d), 0);
+	CHECK_STR(d.reason ? d.reason : "", "already_open");
+	CHECK_INT(c.skus_len, FS_SKUS_PER_PARTITION_MAX);
+	fs_core_free(&c);
+}
+
 int main(int argc, char **argv)
 {
 	struct check_args a = check_parse_args(argc, argv);
@@ -1043,6 +1114,8 @@ int main(int argc, char **argv)
 	test_dirty_and_commit();
 	test_load();
 	test_growth();
+	test_forget_ended();
+	test_sku_cap();
 	test_random(seed, 10000);
 	return check_done("test_core");
 }
