@@ -23,6 +23,22 @@ static void push(struct fs_batch *b, int32_t part, int64_t off, const char *key,
 		CHECK_INT(fs_batch_keep(b, it, key, strlen(key), json, strlen(json)), 0);
 }
 
+/* A test's batch, core and transaction: made empty, and freed. */
+static void fixture_init(struct fs_batch *b, struct fs_core *c, struct fs_tx *t, uint32_t cap,
+			 int32_t partition)
+{
+	fs_tx_init(t);
+	CHECK_INT(fs_batch_init(b, cap), 0);
+	CHECK_INT(fs_core_init(c, partition), 0);
+}
+
+static void fixture_free(struct fs_batch *b, struct fs_core *c, struct fs_tx *t)
+{
+	fs_tx_free(t);
+	fs_batch_free(b);
+	fs_core_free(c);
+}
+
 static const struct fs_item *item_at(const struct fs_batch *b, int64_t off)
 {
 	for (uint32_t i = 0; i < b->len; i++)
@@ -38,9 +54,7 @@ static void test_first_batch(void)
 	struct fs_batch b;
 	struct fs_core c;
 	struct fs_tx t;
-	fs_tx_init(&t);
-	CHECK_INT(fs_batch_init(&b, 64), 0);
-	CHECK_INT(fs_core_init(&c, 0), 0);
+	fixture_init(&b, &c, &t, 64, 0);
 	push(&b, 0, 10, "A",
 	     "{\"v\":1,\"type\":\"open\",\"sku\":\"A\",\"stock\":3,\"per_buyer_limit\":1}", 1000);
 	push(&b, 0, 11, "A",
@@ -159,9 +173,7 @@ static void test_first_batch(void)
 	CHECK(t.buyers.len == 1 && !t.buyers.v[0].copy);
 	CHECK_INT(t.decisions.len, 2); /* decisions are asserted new either way */
 
-	fs_tx_free(&t);
-	fs_batch_free(&b);
-	fs_core_free(&c);
+	fixture_free(&b, &c, &t);
 }
 
 /* The batch after a committed one: the SKU is updated against its committed base values, the
@@ -172,9 +184,7 @@ static void test_second_batch(void)
 	struct fs_batch b;
 	struct fs_core c;
 	struct fs_tx t;
-	fs_tx_init(&t);
-	CHECK_INT(fs_batch_init(&b, 16), 0);
-	CHECK_INT(fs_core_init(&c, 0), 0);
+	fixture_init(&b, &c, &t, 16, 0);
 	push(&b, 0, 0, "B",
 	     "{\"v\":1,\"type\":\"open\",\"sku\":\"B\",\"stock\":2,\"per_buyer_limit\":2}", 1000);
 	push(&b, 0, 1, "B",
@@ -216,9 +226,7 @@ static void test_second_batch(void)
 	CHECK_INT(t.n_sku_updates, 1);
 	CHECK_INT(t.buyers.len, 0); /* a confirm keeps the buyer's units */
 
-	fs_tx_free(&t);
-	fs_batch_free(&b);
-	fs_core_free(&c);
+	fixture_free(&b, &c, &t);
 }
 
 /* Records on the wrong partition: one forwards row each, naming the intent's kind only when
@@ -228,13 +236,11 @@ static void test_forwards(void)
 	struct fs_batch b;
 	struct fs_core c;
 	struct fs_tx t;
-	fs_tx_init(&t);
 	limits.partitions = 4;
-	CHECK_INT(fs_batch_init(&b, 16), 0);
 	const char *key = "K1";
 	int32_t rule = fs_partition_of(key, strlen(key), 4);
 	int32_t here = (rule + 1) % 4;
-	CHECK_INT(fs_core_init(&c, here), 0);
+	fixture_init(&b, &c, &t, 16, here);
 	push(&b, here, 7, key,
 	     "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"" U(
 		     5) "\",\"sku\":\"K1\",\"buyer_id\":\"b\",\"qty\":1}",
@@ -255,9 +261,7 @@ static void test_forwards(void)
 	}
 	CHECK_INT(t.decisions.len + t.sales.len + t.holds.len + t.skus.len, 0);
 	limits.partitions = 0;
-	fs_tx_free(&t);
-	fs_batch_free(&b);
-	fs_core_free(&c);
+	fixture_free(&b, &c, &t);
 }
 
 /* Offsets no consumer is given (a transaction's marker, an aborted transaction's records,
@@ -267,9 +271,7 @@ static void test_gaps(void)
 	struct fs_batch b;
 	struct fs_core c;
 	struct fs_tx t;
-	fs_tx_init(&t);
-	CHECK_INT(fs_batch_init(&b, 16), 0);
-	CHECK_INT(fs_core_init(&c, 0), 0);
+	fixture_init(&b, &c, &t, 16, 0);
 	/* Stored next 3; records at 5 and 9: offsets 3, 4 and 6-8 hold none. */
 	push(&b, 0, 5, "G", "{\"v\":1,\"type\":\"open\",\"sku\":\"G\",\"stock\":2}", 1000);
 	push(&b, 0, 9, "G", "{\"v\":1,\"type\":\"restock\",\"sku\":\"G\",\"add\":1}", 1001);
@@ -290,9 +292,7 @@ static void test_gaps(void)
 	CHECK_INT(fs_tx_build(&t, 0, 10, 11, -1, &b, &c, false), 0);
 	CHECK_CTX("no gaps");
 	CHECK_INT(t.cas.gaps, 0);
-	fs_tx_free(&t);
-	fs_batch_free(&b);
-	fs_core_free(&c);
+	fixture_free(&b, &c, &t);
 }
 
 int main(int argc, char **argv)
