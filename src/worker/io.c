@@ -34,7 +34,25 @@ struct wio {
 	int32_t ids[PARTITIONS_MAX];
 	int64_t offsets[PARTITIONS_MAX];
 	char err[256];
+	/* The consumer is polled while the main thread waits on a retry (issue 28, item 1), so
+	 * that the group keeps it (max.poll.interval.ms). What those polls return is held here, in
+	 * order, and handed out by wio_poll before anything newer; a rebalance they bring is
+	 * deferred to wio_poll too (librdkafka takes the assign call later: the group waits), as
+	 * the wait may be inside a partition's batch. */
+	pthread_t main_thread;
+	bool subscribed;   /* polling is for a consumer with partitions */
+	bool in_rebalance; /* a wait inside the rebalance callback does not poll */
+	bool waiting;	   /* inside a polling wait: a rebalance is deferred */
+	bool paused;	   /* the held queue filled: every partition paused until it drains */
+	rd_kafka_message_t **held;
+	uint32_t held_len, held_at;
+	rd_kafka_resp_err_t deferred_err;
+	rd_kafka_topic_partition_list_t *deferred; /* a copy, until wio_poll runs it */
 };
+
+/* At most this many records are held from the polls of a wait: past it, the partitions are
+ * paused (librdkafka then fetches from after the last one held when they resume). */
+enum { HELD_MAX = 10000, WAIT_POLL_MS = 50 };
 
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t fatal_error;
@@ -69,11 +87,82 @@ int64_t wio_wall_ms(struct wio *io)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static void pause_all(struct wio *io, bool pause)
+{
+	rd_kafka_topic_partition_list_t *l = NULL;
+	if (rd_kafka_assignment(io->consumer, &l) == RD_KAFKA_RESP_ERR_NO_ERROR && l) {
+		rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(io->consumer, l)
+					      : rd_kafka_resume_partitions(io->consumer, l);
+		if (e)
+			fs_warn("kafka: %s the partitions: %s", pause ? "pausing" : "resuming",
+				rd_kafka_err2str(e));
+	}
+	if (l)
+		rd_kafka_topic_partition_list_destroy(l);
+	io->paused = pause;
+}
+
+/* The held records of one partition (all: -1) are dropped: a seek or a revoke made them
+ * stale (librdkafka drops its own fetched records then, and these were fetched before). */
+static void held_drop(struct wio *io, int32_t partition)
+{
+	uint32_t k = io->held_at;
+	for (uint32_t i = io->held_at; i < io->held_len; i++) {
+		rd_kafka_message_t *m = io->held[i];
+		if (partition < 0 || m->partition == partition)
+			rd_kafka_message_destroy(m);
+		else
+			io->held[k++] = m;
+	}
+	io->held_len = k;
+	if (io->held_at == io->held_len)
+		io->held_at = io->held_len = 0;
+}
+
+/* One poll of a wait: its record (or error) held for wio_poll. */
+static void wait_poll(struct wio *io, int64_t ms)
+{
+	if (!io->held) {
+		io->held = calloc(HELD_MAX, sizeof *io->held);
+		if (!io->held) {
+			struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+			nanosleep(&ts, NULL);
+			return;
+		}
+	}
+	if (io->held_len == HELD_MAX && !io->paused)
+		pause_all(io, true); /* polls go on: paused partitions deliver nothing */
+	rd_kafka_message_t *m = rd_kafka_consumer_poll(io->consumer, (int)ms);
+	if (!m)
+		return;
+	if (io->held_len == HELD_MAX) { /* fetched before the pause took: keep it anyway */
+		rd_kafka_message_t **h = realloc(io->held, (io->held_len + 1) * sizeof *h);
+		if (!h) {
+			fs_error("kafka: out of memory holding a record polled during a wait; it "
+				 "is read again after a restart");
+			rd_kafka_message_destroy(m);
+			return;
+		}
+		io->held = h;
+	}
+	io->held[io->held_len++] = m;
+}
+
 void wio_sleep_ms(struct wio *io, int64_t ms)
 {
-	(void)io;
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-	nanosleep(&ts, NULL);
+	/* Plain sleeps: before the subscription, inside the rebalance callback (no poll may run
+	 * there), on a committer thread. */
+	if (!io || !io->subscribed || io->in_rebalance ||
+	    !pthread_equal(pthread_self(), io->main_thread)) {
+		struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+		nanosleep(&ts, NULL);
+		return;
+	}
+	io->waiting = true;
+	int64_t end = wio_now_ms(io) + ms;
+	for (int64_t now = wio_now_ms(io); now < end && !stop_requested; now = wio_now_ms(io))
+		wait_poll(io, end - now < WAIT_POLL_MS ? end - now : WAIT_POLL_MS);
+	io->waiting = false;
 }
 
 bool wio_stopping(struct wio *io)
@@ -205,11 +294,15 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 
 /* A rebalance: the protocol loads what is assigned (and says where each starts) or forgets
  * what is revoked; then the assignment is made. In chunks of PARTITIONS_MAX. */
-static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-			 rd_kafka_topic_partition_list_t *parts, void *opaque)
+static void rebalance(struct wio *io, rd_kafka_t *rk, rd_kafka_resp_err_t err,
+		      rd_kafka_topic_partition_list_t *parts)
 {
-	struct wio *io = opaque;
 	bool assign = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+	if (!assign) { /* what was held or paused belonged to the old assignment */
+		held_drop(io, -1);
+		io->paused = false;
+	}
+	io->in_rebalance = true;
 	int at = 0;
 	do { /* once at least: a revoke of nothing still delivers what was committed */
 		int n = parts->cnt - at < PARTITIONS_MAX ? parts->cnt - at : PARTITIONS_MAX;
@@ -224,7 +317,37 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		for (int i = 0; assign && i < n; i++)
 			parts->elems[at + i].offset = io->offsets[i];
 	} while ((at += PARTITIONS_MAX) < parts->cnt);
+	io->in_rebalance = false;
 	rd_kafka_assign(rk, assign ? parts : NULL);
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+			 rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+	struct wio *io = opaque;
+	if (io->waiting && !io->deferred) {
+		/* Inside a retry's wait, perhaps inside the batch of a partition this revokes:
+		 * run it from wio_poll, between records (the group waits for the assign call). */
+		io->deferred = rd_kafka_topic_partition_list_copy(parts);
+		io->deferred_err = err;
+		if (io->deferred) {
+			fs_info("kafka: a rebalance during a retry's wait; it is run once the "
+				"retry is over");
+			return;
+		}
+	}
+	rebalance(io, rk, err, parts);
+}
+
+/* The deferred rebalance, if any, now. */
+static void run_deferred(struct wio *io)
+{
+	if (!io->deferred)
+		return;
+	rd_kafka_topic_partition_list_t *l = io->deferred;
+	io->deferred = NULL;
+	rebalance(io, io->consumer, io->deferred_err, l);
+	rd_kafka_topic_partition_list_destroy(l);
 }
 
 /* ---- opening and closing ------------------------------------------------------------------ */
@@ -288,6 +411,7 @@ int wio_open(struct worker *w, struct wio **out)
 		return -ENOMEM;
 	}
 	io->w = w;
+	io->main_thread = pthread_self();
 	pthread_mutex_init(&io->mu, NULL);
 	pthread_cond_init(&io->cv, NULL);
 	int rc = open_producer(io, &w->cfg);
@@ -305,6 +429,7 @@ int wio_subscribe(struct wio *io)
 		fs_error("subscribe %s: %s", topic, rd_kafka_err2str(kerr));
 		return -EINVAL;
 	}
+	io->subscribed = true;
 	return 0;
 }
 
@@ -313,6 +438,10 @@ void wio_close(struct wio *io)
 	if (!io)
 		return;
 	if (io->consumer) {
+		run_deferred(io);
+		held_drop(io, -1);
+		free(io->held);
+		io->held = NULL;
 		rd_kafka_consumer_close(io->consumer); /* runs the revoke callback */
 		if (io->intents_rkt)
 			rd_kafka_topic_destroy(io->intents_rkt);
@@ -362,7 +491,18 @@ static int consumer_error(const rd_kafka_message_t *m)
 
 int wio_poll(struct wio *io, int64_t timeout_ms, struct fs_msg *out)
 {
-	rd_kafka_message_t *m = rd_kafka_consumer_poll(io->consumer, (int)timeout_ms);
+	run_deferred(io);
+	rd_kafka_message_t *m = NULL;
+	if (io->held_at < io->held_len) { /* what a retry's wait polled, first, in order */
+		m = io->held[io->held_at++];
+		if (io->held_at == io->held_len) {
+			io->held_at = io->held_len = 0;
+			if (io->paused)
+				pause_all(io, false);
+		}
+	} else {
+		m = rd_kafka_consumer_poll(io->consumer, (int)timeout_ms);
+	}
 	if (!m)
 		return 0;
 	crash_at("after_poll");
@@ -395,11 +535,15 @@ void wio_release(struct wio *io)
 
 size_t wio_backlog(struct wio *io)
 {
-	return io->consumer_queue ? rd_kafka_queue_length(io->consumer_queue) : 0;
+	return (io->held_len - io->held_at) +
+	       (io->consumer_queue ? rd_kafka_queue_length(io->consumer_queue) : 0);
 }
 
 void wio_seek(struct wio *io, int32_t partition, int64_t offset)
 {
+	held_drop(io, partition); /* fetched before the seek, as librdkafka drops its own */
+	if (io->paused)		  /* a seek, then the resume's own position, would lose it */
+		pause_all(io, false);
 	rd_kafka_resp_err_t err = rd_kafka_seek(io->intents_rkt, partition, offset, 0);
 	if (err)
 		fs_warn("partition %" PRId32 ": seek: %s", partition, rd_kafka_err2str(err));

@@ -53,6 +53,9 @@ const char *wio_error(const struct wio *io);
 int64_t wio_now_ms(struct wio *io);
 int64_t wio_now_us(struct wio *io);
 int64_t wio_wall_ms(struct wio *io);
+/* A retry's wait. On the main thread of a subscribed worker it keeps polling the consumer
+ * (issue 28, item 1: the group keeps the worker, max.poll.interval.ms), holding what it
+ * returns for wio_poll and deferring a rebalance to it; elsewhere a plain sleep. */
 void wio_sleep_ms(struct wio *io, int64_t ms);
 /* Asked to stop (a signal, a fatal Kafka error), and whether it was an error. */
 bool wio_stopping(struct wio *io);
