@@ -31,6 +31,6 @@ start_worker w2
 other=$(sed -n 3p "$IT_DIR/ids")
 out=$(fs confirm "$other" --sku H --wait 30)
 case "$out" in *' confirmed_late '*) say "ok: after a restart, a late payment: $out" ;; *) fail "late confirm after restart: $out" ;; esac
+stop_worker w2 # idle for the audit: its live hold would expire and tick meanwhile
 audit_ok
-stop_worker w2
 it_done
