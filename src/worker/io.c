@@ -45,7 +45,7 @@ struct wio {
 	bool waiting;	   /* inside a polling wait: a rebalance is deferred */
 	bool paused;	   /* the held queue filled: every partition paused until it drains */
 	rd_kafka_message_t **held;
-	uint32_t held_len, held_at;
+	uint32_t held_len, held_at, held_cap;
 	rd_kafka_resp_err_t deferred_err;
 	rd_kafka_topic_partition_list_t *deferred; /* a copy, until wio_poll runs it */
 };
@@ -122,28 +122,31 @@ static void held_drop(struct wio *io, int32_t partition)
 /* One poll of a wait: its record (or error) held for wio_poll. */
 static void wait_poll(struct wio *io, int64_t ms)
 {
-	if (!io->held) {
-		io->held = calloc(HELD_MAX, sizeof *io->held);
-		if (!io->held) {
-			struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-			nanosleep(&ts, NULL);
-			return;
-		}
-	}
-	if (io->held_len == HELD_MAX && !io->paused)
+	if (io->held_len - io->held_at >= HELD_MAX && !io->paused)
 		pause_all(io, true); /* polls go on: paused partitions deliver nothing */
 	rd_kafka_message_t *m = rd_kafka_consumer_poll(io->consumer, (int)ms);
 	if (!m)
 		return;
-	if (io->held_len == HELD_MAX) { /* fetched before the pause took: keep it anyway */
-		rd_kafka_message_t **h = realloc(io->held, (io->held_len + 1) * sizeof *h);
+	if (io->held_len == io->held_cap) { /* (past HELD_MAX: fetched before the pause took) */
+		uint32_t cap = io->held_cap ? io->held_cap * 2 : 256;
+		rd_kafka_message_t **h = realloc(io->held, cap * sizeof *h);
 		if (!h) {
-			fs_error("kafka: out of memory holding a record polled during a wait; it "
-				 "is read again after a restart");
+			/* Not held: its partition is read again from its first record held (or
+			 * from it), as after a seek. */
+			int32_t part = m->partition;
+			int64_t from = m->offset;
+			for (uint32_t i = io->held_len; i-- > io->held_at;)
+				if (io->held[i]->partition == part)
+					from = io->held[i]->offset;
+			fs_warn("kafka: out of memory holding a record polled during a wait; "
+				"partition %" PRId32 " is read again from %" PRId64,
+				part, from);
 			rd_kafka_message_destroy(m);
+			wio_seek(io, part, from);
 			return;
 		}
 		io->held = h;
+		io->held_cap = cap;
 	}
 	io->held[io->held_len++] = m;
 }
@@ -442,6 +445,7 @@ void wio_close(struct wio *io)
 		held_drop(io, -1);
 		free(io->held);
 		io->held = NULL;
+		io->held_cap = 0;
 		rd_kafka_consumer_close(io->consumer); /* runs the revoke callback */
 		if (io->intents_rkt)
 			rd_kafka_topic_destroy(io->intents_rkt);
