@@ -626,7 +626,11 @@ static int put_copy(struct fs_store *s, const struct fs_buf *d, const char *what
 {
 	bool sent = PQputCopyData(s->conn, d->data, (int)d->len) == 1;
 	/* The rows are on the wire, the COPY still open: the backend is busy inside the
-	 * statement (not idle in transaction), with the batch's locks held. */
+	 * statement (not idle in transaction), with the batch's locks held. Under fault
+	 * injection they are flushed first: libpq may still hold the tail of them, and a stop
+	 * there held no lock of the rows' (seen in CI: the new owner never waited). */
+	if (sent && s->crash && PQflush(s->conn) != 0)
+		sent = false;
 	if (sent)
 		crash_point(s, "in_copy");
 	if (sent && last_of_commit)

@@ -257,7 +257,9 @@ bool wio_crash_at(struct wio *io, const char *point)
 void wio_store_hook(struct wio *io, struct fs_store *s)
 {
 	(void)io;
-	fs_store_set_crash_hook(s, crash_at);
+	/* Only when a point is armed (FLASHSALE_CRASH): the store then also flushes what a
+	 * point says is on the wire before reaching it. */
+	fs_store_set_crash_hook(s, crash_name[0] ? crash_at : NULL);
 }
 
 void wio_init(void)
