@@ -77,6 +77,37 @@ static const struct key keys[] = {
 	    "Postgres lookup (about 160 bytes each; when full it starts again)."),
 	INT(flush_timeout_ms, 100, 600000, "30000",
 	    "How long shutdown and revoke wait for results to be delivered."),
+	STR(listen, "127.0.0.1:58080",
+	    "(gateway) ADDR:PORT the HTTP front door listens on: an IPv4 address, or [IPv6]; "
+	    "loopback by default (put a TLS proxy in front to serve the public). Port 0: any "
+	    "free port, logged at start."),
+	STR(admin_token, "",
+	    "(gateway) Bearer token of the sale administration endpoints (open, restock, "
+	    "close); empty: those endpoints are off (403)."),
+	INT(http_threads, 1, 64, "1",
+	    "(gateway) Threads serving HTTP connections (each an epoll loop; a waiting "
+	    "connection costs none)."),
+	INT(http_connections_max, 16, 1000000, "16000",
+	    "(gateway) Open connections served; above it a request is answered 503 with "
+	    "Retry-After and its connection closed (64 more are accepted for that answer, the "
+	    "rest refused at accept)."),
+	INT(http_body_max, 256, 65536, "4096",
+	    "(gateway) Largest request body, in bytes; a larger one is answered 413."),
+	INT(http_timeout_s, 1, 3600, "30",
+	    "(gateway) A connection with no traffic for this long is closed (a slow or stuck "
+	    "client; a long-poll or an event stream waiting for a result is not idle)."),
+	INT(http_wait_max_ms, 0, 600000, "60000",
+	    "(gateway) Longest long-poll (?wait=SECONDS, Prefer: wait=N); longer asks are cut "
+	    "to it."),
+	INT(http_heartbeat_ms, 100, 600000, "15000",
+	    "(gateway) How often an idle event stream gets a comment line, so that proxies keep "
+	    "it open."),
+	INT(results_cache_max, 1000, 10000000, "500000",
+	    "(gateway) Results kept in memory (about 600 bytes each); older ones are read from "
+	    "Postgres when asked for."),
+	INT(publish_timeout_ms, 100, 600000, "5000",
+	    "(gateway) How long a request waits for its record to be on the log (acks=all) "
+	    "before it is answered 503: nothing is answered 202 that is not on the log."),
 };
 
 enum { KEYS_LEN = sizeof keys / sizeof keys[0] };
@@ -178,6 +209,19 @@ int fs_config_set(struct fs_config *c, const char *key, const char *value, const
 	}
 	snprintf(err, FS_CONF_ERR_MAX, "%s: unknown key '%s' (see --help-config)", source, key);
 	return -EINVAL;
+}
+
+int fs_config_set_kv(struct fs_config *c, const char *kv, char err[FS_CONF_ERR_MAX])
+{
+	char buf[1024];
+	const char *eq = strchr(kv, '=');
+	if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof buf) {
+		snprintf(err, FS_CONF_ERR_MAX, "--set %s: expected KEY=VALUE", kv);
+		return -EINVAL;
+	}
+	memcpy(buf, kv, (size_t)(eq - kv));
+	buf[eq - kv] = '\0';
+	return fs_config_set(c, buf, eq + 1, "--set", err);
 }
 
 static char *trim(char *s)

@@ -36,6 +36,18 @@ struct fs_config {
 	int64_t tick_interval_ms;
 	int64_t dedupe_cache_max;
 
+	/* flashsale-gateway only (src/gateway/) */
+	char listen[128];
+	char admin_token[FS_CONF_STR_MAX];
+	int64_t http_threads;
+	int64_t http_connections_max;
+	int64_t http_body_max;
+	int64_t http_timeout_s;
+	int64_t http_wait_max_ms;
+	int64_t http_heartbeat_ms;
+	int64_t results_cache_max;
+	int64_t publish_timeout_ms;
+
 	/* kafka.* keys, in file order, without the prefix */
 	struct {
 		char key[128];
@@ -53,6 +65,8 @@ int fs_config_apply_env(struct fs_config *c, char err[FS_CONF_ERR_MAX]);
 /* Sets one key (from --set or a file line); source names where it came from for errors. */
 int fs_config_set(struct fs_config *c, const char *key, const char *value, const char *source,
 		  char err[FS_CONF_ERR_MAX]);
+/* Sets one key from --set's "KEY=VALUE". */
+int fs_config_set_kv(struct fs_config *c, const char *kv, char err[FS_CONF_ERR_MAX]);
 /* Prints every key with its type, bounds, default and doc (for --help and the docs). */
 void fs_config_describe(FILE *out);
 /* The same as a markdown table (docs/reference/configuration.md is generated from it). */

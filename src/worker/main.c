@@ -219,16 +219,7 @@ static int parse_args(struct worker *w, int argc, char **argv)
 		return 2;
 	}
 	for (int i = 0; i < nsets; i++) {
-		char kv[1024];
-		snprintf(kv, sizeof kv, "%s", sets[i]);
-		char *eq = strchr(kv, '=');
-		if (!eq) {
-			fprintf(stderr, "flashsale-worker: --set %s: expected KEY=VALUE\n",
-				sets[i]);
-			return 2;
-		}
-		*eq = '\0';
-		if (fs_config_set(&w->cfg, kv, eq + 1, "--set", err) < 0) {
+		if (fs_config_set_kv(&w->cfg, sets[i], err) < 0) {
 			fprintf(stderr, "flashsale-worker: %s\n", err);
 			return 2;
 		}

@@ -1,0 +1,393 @@
+/* api.c: routes, bodies, records and stream syntax of the gateway's API (see api.h). */
+#include "gateway/api.h"
+
+#include "core/map.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Copies the segment [s, e) into the path's parameter; false if it is empty. */
+static bool take(struct gw_path *out, const char *s, const char *e)
+{
+	size_t n = (size_t)(e - s);
+	if (n == 0)
+		return false;
+	out->too_long = n >= sizeof out->param;
+	if (out->too_long)
+		n = sizeof out->param - 1;
+	memcpy(out->param, s, n);
+	out->param[n] = '\0';
+	return true;
+}
+
+static enum gw_route pick(const char *method, const char *want, enum gw_route r, const char *allow,
+			  const char **allow_out)
+{
+	if (strcmp(method, want) == 0)
+		return r;
+	/* HEAD is GET without the body: libmicrohttpd drops the body itself. */
+	if (strcmp(want, "GET") == 0 && strcmp(method, "HEAD") == 0)
+		return r;
+	*allow_out = allow;
+	return GW_BAD_METHOD;
+}
+
+enum gw_route gw_route(const char *method, const char *url, struct gw_path *out, const char **allow)
+{
+	memset(out, 0, sizeof *out);
+	*allow = NULL;
+	if (strcmp(url, "/healthz") == 0)
+		return pick(method, "GET", GW_HEALTHZ, "GET, HEAD", allow);
+	if (strcmp(url, "/readyz") == 0)
+		return pick(method, "GET", GW_READYZ, "GET, HEAD", allow);
+	const char *rest;
+	bool skus;
+	if (strncmp(url, "/v1/skus/", 9) == 0) {
+		rest = url + 9;
+		skus = true;
+	} else if (strncmp(url, "/v1/intents/", 12) == 0) {
+		rest = url + 12;
+		skus = false;
+	} else {
+		return GW_NOT_FOUND;
+	}
+	const char *slash = strchr(rest, '/');
+	const char *end = slash ? slash : rest + strlen(rest);
+	if (!take(out, rest, end))
+		return GW_NOT_FOUND;
+	const char *tail = slash ? slash + 1 : NULL;
+	if (!tail)
+		return skus ? pick(method, "GET", GW_SKU, "GET, HEAD", allow)
+			    : pick(method, "GET", GW_INTENT, "GET, HEAD", allow);
+	if (strcmp(tail, "events") == 0)
+		return pick(method, "GET", skus ? GW_SKU_EVENTS : GW_INTENT_EVENTS, "GET, HEAD",
+			    allow);
+	if (skus) {
+		if (strcmp(tail, "buys") == 0)
+			return pick(method, "POST", GW_BUY, "POST", allow);
+		if (strcmp(tail, "open") == 0)
+			return pick(method, "POST", GW_ADMIN_OPEN, "POST", allow);
+		if (strcmp(tail, "restock") == 0)
+			return pick(method, "POST", GW_ADMIN_RESTOCK, "POST", allow);
+		if (strcmp(tail, "close") == 0)
+			return pick(method, "POST", GW_ADMIN_CLOSE, "POST", allow);
+		return GW_NOT_FOUND;
+	}
+	bool confirm = strcmp(tail, "confirm") == 0;
+	if (!confirm && strcmp(tail, "cancel") != 0)
+		return GW_NOT_FOUND;
+	if (strcmp(method, "POST") == 0)
+		return confirm ? GW_CONFIRM : GW_CANCEL;
+	if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+		return confirm ? GW_CONFIRM_GET : GW_CANCEL_GET;
+	*allow = "GET, HEAD, POST";
+	return GW_BAD_METHOD;
+}
+
+bool gw_route_has_body(enum gw_route r)
+{
+	return r == GW_BUY || r == GW_ADMIN_OPEN || r == GW_ADMIN_RESTOCK || r == GW_ADMIN_CLOSE ||
+	       r == GW_CONFIRM || r == GW_CANCEL;
+}
+
+bool gw_content_type_json(const char *ct)
+{
+	if (!ct)
+		return false;
+	while (*ct == ' ')
+		ct++;
+	if (strncasecmp(ct, "application/json", 16) != 0)
+		return false;
+	ct += 16;
+	while (*ct == ' ')
+		ct++;
+	return *ct == '\0' || *ct == ';';
+}
+
+/* The body as a JSON object (NULL and *why otherwise); the caller decrefs. */
+static json_t *object_of(const char *body, size_t len, const char **why)
+{
+	json_error_t e;
+	json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &e);
+	if (!o) {
+		*why = strstr(e.text, "duplicate") ? "duplicate_key" : "bad_json";
+		return NULL;
+	}
+	if (!json_is_object(o)) {
+		json_decref(o);
+		*why = "not_object";
+		return NULL;
+	}
+	return o;
+}
+
+/* An integer member in [lo, hi]: 1 found, 0 absent (or null), -1 present and bad. */
+static int int_member(json_t *o, const char *name, int64_t lo, int64_t hi, int64_t *out)
+{
+	json_t *v = json_object_get(o, name);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v))
+		return -1;
+	json_int_t x = json_integer_value(v);
+	if (x < lo || x > hi)
+		return -1;
+	*out = x;
+	return 1;
+}
+
+int gw_parse_buy(const char *body, size_t len, struct gw_buy *out, const char **why)
+{
+	memset(out, 0, sizeof *out);
+	json_t *o = object_of(body, len, why);
+	if (!o)
+		return -EINVAL;
+	int rc = -EINVAL;
+	json_t *b = json_object_get(o, "buyer_id");
+	json_t *t = json_object_get(o, "token");
+	int q = int_member(o, "qty", 1, FS_QTY_MAX, &out->qty);
+	if (!b)
+		*why = "missing_buyer_id";
+	else if (!json_is_string(b) || !fs_buyer_valid(json_string_value(b)))
+		*why = "bad_buyer_id";
+	else if (q == 0)
+		*why = "missing_qty";
+	else if (q < 0)
+		*why = "bad_qty";
+	else if (t && !json_is_null(t) &&
+		 (!json_is_string(t) || json_string_length(t) > FS_TOKEN_LEN_MAX ||
+		  strlen(json_string_value(t)) != json_string_length(t)))
+		*why = "bad_token";
+	else
+		rc = 0;
+	if (rc == 0) {
+		snprintf(out->buyer_id, sizeof out->buyer_id, "%s", json_string_value(b));
+		if (t && json_is_string(t)) {
+			snprintf(out->token, sizeof out->token, "%s", json_string_value(t));
+			out->has_token = true;
+		}
+	}
+	json_decref(o);
+	return rc;
+}
+
+int gw_parse_sale(enum gw_route r, const char *body, size_t len, struct gw_sale *out,
+		  const char **why)
+{
+	memset(out, 0, sizeof *out);
+	bool optional = r == GW_CONFIRM || r == GW_CANCEL || r == GW_ADMIN_CLOSE;
+	if (len == 0) {
+		if (optional)
+			return 0;
+		*why = "missing_body";
+		return -EINVAL;
+	}
+	json_t *o = object_of(body, len, why);
+	if (!o)
+		return -EINVAL;
+	int rc = 0;
+	if (r == GW_ADMIN_OPEN) {
+		int s = int_member(o, "stock", 0, FS_STOCK_MAX, &out->stock);
+		if (s <= 0) {
+			*why = s == 0 ? "missing_stock" : "bad_stock";
+			rc = -EINVAL;
+		} else if (int_member(o, "per_buyer_limit", 1, FS_QTY_MAX, &out->per_buyer_limit) <
+				   0 ||
+			   int_member(o, "max_qty", 1, FS_QTY_MAX, &out->max_qty) < 0) {
+			*why = "bad_limit";
+			rc = -EINVAL;
+		} else if (int_member(o, "hold_seconds", 1, 86400 * 30, &out->hold_seconds) < 0) {
+			*why = "bad_hold";
+			rc = -EINVAL;
+		} else if (int_member(o, "opens_at", 1, INT64_MAX / 2, &out->opens_at) < 0 ||
+			   int_member(o, "closes_at", 1, INT64_MAX / 2, &out->closes_at) < 0) {
+			*why = "bad_window";
+			rc = -EINVAL;
+		}
+	} else if (r == GW_ADMIN_RESTOCK) {
+		int a = int_member(o, "add", 1, FS_STOCK_MAX, &out->add);
+		if (a <= 0) {
+			*why = a == 0 ? "missing_add" : "bad_add";
+			rc = -EINVAL;
+		}
+	} else if (r == GW_CONFIRM || r == GW_CANCEL) {
+		json_t *s = json_object_get(o, "sku");
+		if (s && !json_is_null(s)) {
+			if (!json_is_string(s) || !fs_sku_valid(json_string_value(s))) {
+				*why = "bad_sku";
+				rc = -EINVAL;
+			} else {
+				snprintf(out->sku, sizeof out->sku, "%s", json_string_value(s));
+			}
+		}
+	}
+	json_decref(o);
+	return rc;
+}
+
+int gw_wait_ms(const char *query_wait, const char *prefer, int64_t max_ms, int64_t *out)
+{
+	*out = 0;
+	double secs = 0;
+	if (query_wait) {
+		char *end = NULL;
+		secs = strtod(query_wait, &end);
+		if (end == query_wait || *end != '\0' || !isfinite(secs) || secs < 0 ||
+		    !isdigit((unsigned char)query_wait[0]))
+			return -EINVAL;
+	} else if (prefer) {
+		/* Prefer: respond-async, wait=10 (tokens separated by commas or semicolons). */
+		for (const char *p = prefer; (p = strcasestr(p, "wait")) != NULL; p += 4) {
+			bool start = p == prefer || p[-1] == ' ' || p[-1] == ',' || p[-1] == ';';
+			const char *v = p + 4;
+			while (*v == ' ')
+				v++;
+			if (!start || *v != '=')
+				continue;
+			v++;
+			while (*v == ' ')
+				v++;
+			if (!isdigit((unsigned char)*v))
+				return 0;
+			secs = strtod(v, NULL);
+			break;
+		}
+	}
+	double ms = secs * 1000.0;
+	*out = ms >= (double)max_ms ? max_ms : (int64_t)ms;
+	return 0;
+}
+
+uint64_t gw_fingerprint(const char *kind, const char *sku, const char *buyer_id, int64_t qty)
+{
+	char text[256];
+	int n = snprintf(text, sizeof text, "%s\n%s\n%s\n%" PRId64, kind, sku,
+			 buyer_id ? buyer_id : "", qty);
+	return fs_hash_bytes(text, (size_t)n, 0x6777);
+}
+
+/* Appends a JSON object's compact text. */
+static int append_json(struct fs_buf *out, json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!s)
+		return -ENOMEM;
+	fs_buf_str(out, s);
+	free(s);
+	return fs_buf_ok(out) ? 0 : -ENOMEM;
+}
+
+int gw_record_buy(struct fs_buf *out, const char *id, const char *sku, const struct gw_buy *b)
+{
+	json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:I}", "v", 1, "type", "buy", "intent_id",
+			      id, "sku", sku, "buyer_id", b->buyer_id, "qty", (json_int_t)b->qty);
+	if (o && b->has_token)
+		json_object_set_new(o, "token", json_string(b->token));
+	return append_json(out, o);
+}
+
+int gw_record_followup(struct fs_buf *out, const char *type, const char *id, const char *sku)
+{
+	return append_json(out, json_pack("{s:i, s:s, s:s, s:s}", "v", 1, "type", type, "intent_id",
+					  id, "sku", sku));
+}
+
+int gw_record_sale(struct fs_buf *out, enum gw_route r, const char *sku, const struct gw_sale *s)
+{
+	json_t *o = NULL;
+	if (r == GW_ADMIN_OPEN) {
+		o = json_pack("{s:i, s:s, s:s, s:I}", "v", 1, "type", "open", "sku", sku, "stock",
+			      (json_int_t)s->stock);
+		const char *names[] = {"per_buyer_limit", "max_qty", "hold_seconds", "opens_at",
+				       "closes_at"};
+		const int64_t vals[] = {s->per_buyer_limit, s->max_qty, s->hold_seconds,
+					s->opens_at, s->closes_at};
+		for (int i = 0; o && i < 5; i++)
+			if (vals[i] > 0)
+				json_object_set_new(o, names[i], json_integer(vals[i]));
+	} else if (r == GW_ADMIN_RESTOCK) {
+		o = json_pack("{s:i, s:s, s:s, s:I}", "v", 1, "type", "restock", "sku", sku, "add",
+			      (json_int_t)s->add);
+	} else {
+		o = json_pack("{s:i, s:s, s:s}", "v", 1, "type", "close", "sku", sku);
+	}
+	return append_json(out, o);
+}
+
+void gw_sse_event(struct fs_buf *out, const char *name, int32_t part, int64_t off, const char *data)
+{
+	fs_buf_printf(out, "event: %s\nid: %" PRId32 ":%" PRId64 "\ndata: %s\n\n", name, part, off,
+		      data);
+}
+
+bool gw_parse_event_id(const char *s, int32_t *part, int64_t *off)
+{
+	if (!s || !isdigit((unsigned char)*s))
+		return false;
+	char *end = NULL;
+	errno = 0;
+	long p = strtol(s, &end, 10);
+	if (errno || *end != ':' || p > INT32_MAX || !isdigit((unsigned char)end[1]))
+		return false;
+	const char *o = end + 1;
+	long long v = strtoll(o, &end, 10);
+	if (errno || *end != '\0')
+		return false;
+	*part = (int32_t)p;
+	*off = v;
+	return true;
+}
+
+bool gw_bearer_ok(const char *authorization, const char *token)
+{
+	if (!authorization || !token || !*token)
+		return false;
+	if (strncmp(authorization, "Bearer ", 7) != 0)
+		return false;
+	const unsigned char *a = (const unsigned char *)authorization + 7;
+	const unsigned char *t = (const unsigned char *)token;
+	size_t la = strlen((const char *)a), lt = strlen((const char *)t);
+	/* Every byte of the token is compared (a shorter presented value reads as zeros past
+	 * its end), and the lengths too: the time says nothing about where they differ. */
+	unsigned diff = la != lt;
+	for (size_t i = 0; i < lt; i++)
+		diff |= (unsigned)(t[i] ^ (i < la ? a[i] : 0));
+	return diff == 0;
+}
+
+int gw_parse_listen(const char *s, char *addr, size_t addr_len, int *port, bool *ipv6)
+{
+	const char *colon;
+	*ipv6 = s[0] == '[';
+	if (*ipv6) {
+		const char *close = strchr(s, ']');
+		if (!close || close[1] != ':')
+			return -EINVAL;
+		size_t n = (size_t)(close - s - 1);
+		if (n == 0 || n >= addr_len)
+			return -EINVAL;
+		memcpy(addr, s + 1, n);
+		addr[n] = '\0';
+		colon = close + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || colon == s || (size_t)(colon - s) >= addr_len)
+			return -EINVAL;
+		memcpy(addr, s, (size_t)(colon - s));
+		addr[colon - s] = '\0';
+	}
+	char *end = NULL;
+	long p = strtol(colon + 1, &end, 10);
+	if (end == colon + 1 || *end != '\0' || p < 0 || p > 65535)
+		return -EINVAL;
+	*port = (int)p;
+	return 0;
+}

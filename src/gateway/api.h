@@ -1,0 +1,106 @@
+/* api.h: the gateway's HTTP API as data: routes, request bodies, the records it publishes,
+ * the long-poll and event-stream syntax. Pure (no I/O, no clock, no locks): the unit suite
+ * tests it (tests/unit/test_gateway_api.c). The API is in docs/reference/http.md. */
+#ifndef GW_API_H
+#define GW_API_H
+
+#include "core/buf.h"
+#include "core/record.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum gw_route {
+	GW_NOT_FOUND = 0, /* no such path: 404 */
+	GW_BAD_METHOD,	  /* the path exists, the method does not: 405 with Allow */
+	GW_HEALTHZ,
+	GW_READYZ,
+	GW_BUY,		  /* POST /v1/skus/{sku}/buys */
+	GW_SKU,		  /* GET /v1/skus/{sku} */
+	GW_SKU_EVENTS,	  /* GET /v1/skus/{sku}/events */
+	GW_ADMIN_OPEN,	  /* POST /v1/skus/{sku}/open */
+	GW_ADMIN_RESTOCK, /* POST /v1/skus/{sku}/restock */
+	GW_ADMIN_CLOSE,	  /* POST /v1/skus/{sku}/close */
+	GW_INTENT,	  /* GET /v1/intents/{id} */
+	GW_INTENT_EVENTS, /* GET /v1/intents/{id}/events */
+	GW_CONFIRM,	  /* POST /v1/intents/{id}/confirm */
+	GW_CANCEL,	  /* POST /v1/intents/{id}/cancel */
+	GW_CONFIRM_GET,	  /* GET /v1/intents/{id}/confirm: the confirm's decision */
+	GW_CANCEL_GET,	  /* GET /v1/intents/{id}/cancel */
+};
+
+/* The path's parameter, as given (not validated: the handler answers 400 for a bad one, so
+ * that a bad SKU is told apart from an unknown path). Longer than any valid one: cut, and
+ * flagged too_long. */
+struct gw_path {
+	char param[80];
+	bool too_long;
+};
+
+/* Routes method + path (no query string). For GW_BAD_METHOD, *allow is the Allow header's
+ * value (static). */
+enum gw_route gw_route(const char *method, const char *url, struct gw_path *out,
+		       const char **allow);
+
+/* True if a request's route carries a JSON body (POST). */
+bool gw_route_has_body(enum gw_route r);
+
+/* A Content-Type that is application/json (parameters such as charset allowed). */
+bool gw_content_type_json(const char *ct);
+
+struct gw_buy {
+	char buyer_id[FS_BUYER_LEN_MAX + 1];
+	int64_t qty;
+	char token[FS_TOKEN_LEN_MAX + 1];
+	bool has_token;
+};
+
+struct gw_sale {
+	int64_t stock;		      /* open */
+	int64_t per_buyer_limit;      /* open, 0: absent */
+	int64_t max_qty;	      /* open, 0: absent */
+	int64_t hold_seconds;	      /* open, 0: absent */
+	int64_t opens_at, closes_at;  /* open, 0: absent */
+	int64_t add;		      /* restock */
+	char sku[FS_SKU_LEN_MAX + 1]; /* confirm/cancel: optional "sku" */
+};
+
+/* Parses a request body; 0, or -EINVAL with *why a stable error code (static: bad_json,
+ * not_object, missing_buyer_id, bad_buyer_id, missing_qty, bad_qty, bad_token, ...). An
+ * empty body is allowed only where every field is optional (confirm, cancel, close). */
+int gw_parse_buy(const char *body, size_t len, struct gw_buy *out, const char **why);
+int gw_parse_sale(enum gw_route r, const char *body, size_t len, struct gw_sale *out,
+		  const char **why);
+
+/* The long-poll's wait from ?wait=SECONDS (decimal, may have a fraction) or, if that is
+ * absent, from a Prefer header's wait=N (RFC 7240, seconds), cut to max_ms. 0 when neither
+ * asks; -EINVAL when ?wait is not a number >= 0 (a bad Prefer is ignored, as the RFC says). */
+int gw_wait_ms(const char *query_wait, const char *prefer, int64_t max_ms, int64_t *out);
+
+/* A fingerprint of what defines an intent (as the worker's body hash: the SKU, the buyer,
+ * the qty; not the token): the same key with another fingerprint is a 422. */
+uint64_t gw_fingerprint(const char *kind, const char *sku, const char *buyer_id, int64_t qty);
+
+/* The records published to the intents topic (DESIGN.md section 2), appended to out. 0, or
+ * -ENOMEM. */
+int gw_record_buy(struct fs_buf *out, const char *id, const char *sku, const struct gw_buy *b);
+int gw_record_followup(struct fs_buf *out, const char *type, const char *id, const char *sku);
+int gw_record_sale(struct fs_buf *out, enum gw_route r, const char *sku, const struct gw_sale *s);
+
+/* One Server-Sent Event: "event: NAME\nid: PART:OFF\ndata: DATA\n\n" (DATA is one line of
+ * JSON: it holds no newline). */
+void gw_sse_event(struct fs_buf *out, const char *name, int32_t part, int64_t off,
+		  const char *data);
+/* A Last-Event-ID as gw_sse_event writes it: true and its parts, or false. */
+bool gw_parse_event_id(const char *s, int32_t *part, int64_t *off);
+
+/* Compares a presented Authorization header with "Bearer TOKEN" in time that depends only
+ * on the lengths of the two (never on where they differ). False when token is empty. */
+bool gw_bearer_ok(const char *authorization, const char *token);
+
+/* Parses "ADDR:PORT" (IPv4 a.b.c.d, or [IPv6]): 0 with the address text and the port, or
+ * -EINVAL. */
+int gw_parse_listen(const char *s, char *addr, size_t addr_len, int *port, bool *ipv6);
+
+#endif

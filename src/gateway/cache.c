@@ -1,0 +1,286 @@
+/* cache.c: the gateway's intents and SKUs (see cache.h). */
+#include "gateway/cache.h"
+
+#include "core/map.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t pow2_at_least(size_t n)
+{
+	size_t p = 64;
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+int gw_cache_init(struct gw_cache *c, size_t max, size_t stock_max)
+{
+	memset(c, 0, sizeof *c);
+	c->max = max;
+	c->smax = stock_max;
+	c->nbuckets = pow2_at_least(max);
+	c->nsbuckets = pow2_at_least(stock_max);
+	c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
+	c->sbuckets = calloc(c->nsbuckets, sizeof *c->sbuckets);
+	if (!c->buckets || !c->sbuckets) {
+		gw_cache_free(c);
+		return -1;
+	}
+	return 0;
+}
+
+static void entry_free(struct gw_entry *e)
+{
+	free(e->decision);
+	for (int i = 0; i < e->n_ev; i++)
+		free(e->ev[i].data);
+	free(e);
+}
+
+void gw_cache_free(struct gw_cache *c)
+{
+	for (struct gw_entry *e = c->oldest, *n; e; e = n) {
+		n = e->qnext;
+		entry_free(e);
+	}
+	for (size_t i = 0; c->sbuckets && i < c->nsbuckets; i++)
+		for (struct gw_stock *s = c->sbuckets[i], *n; s; s = n) {
+			n = s->hnext;
+			free(s->json);
+			free(s);
+		}
+	free(c->buckets);
+	free(c->sbuckets);
+	memset(c, 0, sizeof *c);
+}
+
+static uint64_t id_hash(const char *id, enum gw_kind kind)
+{
+	return fs_hash_bytes(id, strlen(id), 0x6700 + (uint64_t)kind);
+}
+
+struct gw_entry *gw_cache_get(struct gw_cache *c, const char *id, enum gw_kind kind)
+{
+	uint64_t h = id_hash(id, kind);
+	for (struct gw_entry *e = c->buckets[h & (c->nbuckets - 1)]; e; e = e->hnext)
+		if (e->hash == h && e->kind == kind && strcmp(e->id, id) == 0)
+			return e;
+	return NULL;
+}
+
+static void append_age(struct gw_cache *c, struct gw_entry *e)
+{
+	e->qnext = NULL;
+	e->qprev = c->newest;
+	if (c->newest)
+		c->newest->qnext = e;
+	else
+		c->oldest = e;
+	c->newest = e;
+}
+
+static void unlink_age(struct gw_cache *c, struct gw_entry *e)
+{
+	if (e->qprev)
+		e->qprev->qnext = e->qnext;
+	else
+		c->oldest = e->qnext;
+	if (e->qnext)
+		e->qnext->qprev = e->qprev;
+	else
+		c->newest = e->qprev;
+}
+
+static void unlink_entry(struct gw_cache *c, struct gw_entry *e)
+{
+	struct gw_entry **pp = &c->buckets[e->hash & (c->nbuckets - 1)];
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	unlink_age(c, e);
+	c->len--;
+}
+
+void gw_cache_drop(struct gw_cache *c, struct gw_entry *e)
+{
+	unlink_entry(c, e);
+	entry_free(e);
+}
+
+/* In use: a request holds it or waits on it, or its record is being published. */
+static bool in_use(const struct gw_entry *e)
+{
+	return e->pins > 0 || e->waiters.next != &e->waiters || e->state == GW_S_PUBLISHING;
+}
+
+/* Makes room for one more: drops the oldest entry not in use. Ones in use met on the way
+ * move to the young end. False if every entry is in use. */
+static bool make_room(struct gw_cache *c)
+{
+	for (size_t tries = c->len; c->len >= c->max && tries > 0; tries--) {
+		struct gw_entry *e = c->oldest;
+		if (in_use(e)) {
+			unlink_age(c, e);
+			append_age(c, e);
+			continue;
+		}
+		gw_cache_drop(c, e);
+		c->evicted++;
+	}
+	return c->len < c->max;
+}
+
+struct gw_entry *gw_cache_put(struct gw_cache *c, const char *id, enum gw_kind kind)
+{
+	struct gw_entry *e = gw_cache_get(c, id, kind);
+	if (e)
+		return e;
+	if (!make_room(c))
+		return NULL;
+	e = calloc(1, sizeof *e);
+	if (!e)
+		return NULL;
+	snprintf(e->id, sizeof e->id, "%s", id);
+	e->kind = kind;
+	e->part = -1;
+	e->off = -1;
+	e->hash = id_hash(id, kind);
+	gw_waiter_init(&e->waiters);
+	size_t b = e->hash & (c->nbuckets - 1);
+	e->hnext = c->buckets[b];
+	c->buckets[b] = e;
+	append_age(c, e);
+	c->len++;
+	return e;
+}
+
+bool gw_entry_decide(struct gw_entry *e, const char *json, const char *sku, int32_t part,
+		     int64_t off, bool provisional)
+{
+	if (e->state == GW_S_DECIDED && !(e->provisional && part == e->part && off > e->off))
+		return false;
+	char *copy = strdup(json);
+	if (!copy)
+		return false;
+	free(e->decision);
+	e->decision = copy;
+	e->provisional = provisional;
+	e->state = GW_S_DECIDED;
+	e->part = part;
+	e->off = off;
+	if (sku && *sku)
+		snprintf(e->sku, sizeof e->sku, "%s", sku);
+	return true;
+}
+
+bool gw_entry_event(struct gw_entry *e, const char *name, int32_t part, int64_t off,
+		    const char *json)
+{
+	for (int i = 0; i < e->n_ev; i++)
+		if (e->ev[i].off == off && e->ev[i].part == part &&
+		    strcmp(e->ev[i].name, name) == 0)
+			return false;
+	if (e->n_ev == GW_EVENTS_MAX)
+		return false;
+	char *copy = strdup(json);
+	if (!copy)
+		return false;
+	struct gw_event *v = &e->ev[e->n_ev];
+	snprintf(v->name, sizeof v->name, "%s", name);
+	v->part = part;
+	v->off = off;
+	v->data = copy;
+	/* In log order (a Postgres answer and a live one can come either way round). */
+	int i = e->n_ev++;
+	while (i > 0 && e->ev[i - 1].off > off) {
+		struct gw_event t = e->ev[i - 1];
+		e->ev[i - 1] = e->ev[i];
+		e->ev[i] = t;
+		i--;
+	}
+	return true;
+}
+
+static uint64_t sku_hash(const char *sku)
+{
+	return fs_hash_bytes(sku, strlen(sku), 0x5354);
+}
+
+struct gw_stock *gw_stock_get(struct gw_cache *c, const char *sku)
+{
+	uint64_t h = sku_hash(sku);
+	for (struct gw_stock *s = c->sbuckets[h & (c->nsbuckets - 1)]; s; s = s->hnext)
+		if (s->hash == h && strcmp(s->sku, sku) == 0)
+			return s;
+	return NULL;
+}
+
+struct gw_stock *gw_stock_put(struct gw_cache *c, const char *sku)
+{
+	struct gw_stock *s = gw_stock_get(c, sku);
+	if (s)
+		return s;
+	if (c->slen >= c->smax)
+		return NULL;
+	s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	snprintf(s->sku, sizeof s->sku, "%s", sku);
+	s->part = -1;
+	s->off = -1;
+	s->hash = sku_hash(sku);
+	gw_waiter_init(&s->waiters);
+	size_t b = s->hash & (c->nsbuckets - 1);
+	s->hnext = c->sbuckets[b];
+	c->sbuckets[b] = s;
+	c->slen++;
+	return s;
+}
+
+bool gw_stock_update(struct gw_stock *s, const char *json, const char *status, int32_t part,
+		     int64_t off)
+{
+	if (s->json && part == s->part && off < s->off)
+		return false;
+	char *copy = strdup(json);
+	if (!copy)
+		return false;
+	free(s->json);
+	s->json = copy;
+	snprintf(s->status, sizeof s->status, "%s", status);
+	s->part = part;
+	s->off = off;
+	s->version++;
+	return true;
+}
+
+void gw_waiter_init(struct gw_waiter *head)
+{
+	head->prev = head->next = head;
+	head->owner = NULL;
+}
+
+void gw_waiter_add(struct gw_waiter *head, struct gw_waiter *w, void *owner)
+{
+	w->owner = owner;
+	w->next = head;
+	w->prev = head->prev;
+	head->prev->next = w;
+	head->prev = w;
+}
+
+void gw_waiter_remove(struct gw_waiter *w)
+{
+	if (!gw_waiter_linked(w))
+		return;
+	w->prev->next = w->next;
+	w->next->prev = w->prev;
+	w->prev = w->next = NULL;
+}
+
+bool gw_waiter_linked(const struct gw_waiter *w)
+{
+	return w && w->next != NULL;
+}

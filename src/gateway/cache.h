@@ -1,0 +1,114 @@
+/* cache.h: what the gateway knows of intents and SKUs: per (intent id, type) what it
+ * published and the decision that came back, with the intent's events (decided, then what
+ * became of the hold); per SKU the latest stock record. Bounded: the oldest entries that no
+ * request waits on go first (they are in Postgres). No I/O, no locks: the caller holds the
+ * gateway's lock around every call. */
+#ifndef GW_CACHE_H
+#define GW_CACHE_H
+
+#include "core/record.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum gw_kind { GW_K_BUY = 0, GW_K_CONFIRM = 1, GW_K_CANCEL = 2 };
+
+enum gw_state {
+	GW_S_STUB = 0,	 /* only waited on: nothing published here, nothing known yet */
+	GW_S_PUBLISHING, /* its record is being published: a retry is a 409 */
+	GW_S_QUEUED,	 /* its record is on the log: the decision will come */
+	GW_S_DECIDED,	 /* the decision is here */
+};
+
+enum { GW_EVENTS_MAX = 8 };
+
+struct gw_event {
+	char name[24]; /* decided, expired, confirmed, cancelled, ... */
+	int32_t part;
+	int64_t off;
+	char *data; /* the result record's JSON */
+};
+
+/* A request that waits for an entry or a SKU to change (the gateway's own struct embeds it). */
+struct gw_waiter {
+	struct gw_waiter *prev, *next;
+	void *owner;
+};
+
+struct gw_entry {
+	char id[FS_UUID_LEN + 1];
+	enum gw_kind kind;
+	enum gw_state state;
+	uint64_t fp; /* gw_fingerprint of the published request, 0: none published here */
+	char sku[FS_SKU_LEN_MAX + 1];
+	char *decision; /* the result's JSON, when decided */
+	int32_t part;	/* where it was decided */
+	int64_t off;
+	struct gw_event ev[GW_EVENTS_MAX]; /* buys only */
+	int n_ev;
+	bool provisional; /* decided unknown_intent: a later decision of the id replaces it */
+	bool looked_up;	  /* Postgres was asked (a stub stays one after a miss) */
+	int pins;	  /* requests that hold a pointer to it: never evicted then */
+	struct gw_waiter waiters;	/* list head: requests to wake on a change */
+	struct gw_entry *hnext;		/* hash chain */
+	struct gw_entry *qprev, *qnext; /* age order */
+	uint64_t hash;
+};
+
+struct gw_stock {
+	char sku[FS_SKU_LEN_MAX + 1];
+	char *json; /* the latest stock record, NULL while unknown */
+	char status[16];
+	int32_t part;
+	int64_t off;
+	uint64_t version; /* bumped on every change */
+	struct gw_waiter waiters;
+	struct gw_stock *hnext;
+	uint64_t hash;
+};
+
+struct gw_cache {
+	struct gw_entry **buckets;
+	size_t nbuckets; /* a power of two */
+	size_t len, max;
+	struct gw_entry *oldest, *newest;
+	struct gw_stock **sbuckets;
+	size_t nsbuckets;
+	size_t slen, smax;
+	int64_t evicted;
+};
+
+int gw_cache_init(struct gw_cache *c, size_t max, size_t stock_max);
+void gw_cache_free(struct gw_cache *c);
+
+struct gw_entry *gw_cache_get(struct gw_cache *c, const char *id, enum gw_kind kind);
+/* Gets or adds (as a stub) the entry; NULL when out of memory or full of pinned entries. */
+struct gw_entry *gw_cache_put(struct gw_cache *c, const char *id, enum gw_kind kind);
+/* Drops an entry (its publication failed): it must have no pins. */
+void gw_cache_drop(struct gw_cache *c, struct gw_entry *e);
+
+/* Records a decision (the first one wins: repeats carry the same decision; a provisional
+ * one, a follow-up answered unknown_intent, gives way to a later one of the log). Returns
+ * true if it was taken. */
+bool gw_entry_decide(struct gw_entry *e, const char *json, const char *sku, int32_t part,
+		     int64_t off, bool provisional);
+/* Adds an event unless one of that name and offset is there: true if it was new. */
+bool gw_entry_event(struct gw_entry *e, const char *name, int32_t part, int64_t off,
+		    const char *json);
+
+struct gw_stock *gw_stock_get(struct gw_cache *c, const char *sku);
+/* Gets or adds (unknown yet) the SKU; NULL when full. */
+struct gw_stock *gw_stock_put(struct gw_cache *c, const char *sku);
+/* Takes a stock record unless it is older than the one held (same partition, lower
+ * offset: a late copy from a worker that lost the partition). True if taken. */
+bool gw_stock_update(struct gw_stock *s, const char *json, const char *status, int32_t part,
+		     int64_t off);
+
+/* Waiter lists. */
+void gw_waiter_init(struct gw_waiter *head);
+void gw_waiter_add(struct gw_waiter *head, struct gw_waiter *w, void *owner);
+void gw_waiter_remove(struct gw_waiter *w);
+bool gw_waiter_linked(const struct gw_waiter *w);
+
+#endif

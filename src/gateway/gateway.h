@@ -1,0 +1,156 @@
+/* gateway.h: the gateway's shared state, between its HTTP side (http.c: libmicrohttpd's
+ * threads), its Kafka side (kafka.c: the producer's delivery reports, the one consumer of the
+ * results and stock topics) and its Postgres side (lookup.c: the decisions asked for that are
+ * no longer, or not yet, in memory). One lock guards the cache and the lists of waiting
+ * requests; a request waits suspended (libmicrohttpd's suspend/resume), costing no thread.
+ * Whoever changes what a request waits for collects it under the lock and resumes it after
+ * (gw_wake_*), so that no thread calls into libmicrohttpd holding the lock while another
+ * may be calling out of it. */
+#ifndef GW_GATEWAY_H
+#define GW_GATEWAY_H
+
+#include "core/buf.h"
+#include "gateway/api.h"
+#include "gateway/cache.h"
+#include "io/config.h"
+
+#include <librdkafka/rdkafka.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum { GW_LOOKUP_QUEUE_MAX = 10000 };
+
+enum gw_phase {
+	GW_PH_NEW = 0,
+	GW_PH_PUBLISHING, /* suspended until its delivery report */
+	GW_PH_LOOKUP,	  /* suspended until Postgres answered */
+	GW_PH_WAITING,	  /* a long-poll, suspended until its entry changes or its time is up */
+	GW_PH_STREAM,	  /* an event stream */
+	GW_PH_DONE,
+};
+
+/* One HTTP request (libmicrohttpd's per-request pointer). */
+struct gw_req {
+	struct gw *g;
+	struct MHD_Connection *conn;
+	enum gw_route route;
+	struct gw_path path;
+	const char *allow;
+	char *body;
+	size_t body_len;
+	bool too_large;
+	enum gw_phase phase;
+	bool suspended;
+
+	/* What it is about. */
+	char id[FS_UUID_LEN + 1];
+	enum gw_kind kind;
+	char sku[FS_SKU_LEN_MAX + 1];
+	struct gw_entry *entry; /* pinned while set */
+	struct gw_stock *stock;
+
+	/* Publishing: the delivery report's outcome. */
+	bool pub_done;
+	int pub_err; /* rd_kafka_resp_err_t */
+	int32_t pub_part;
+	int64_t pub_off;
+
+	/* Long-poll and streams. */
+	int64_t wait_ms;
+	int64_t deadline_ms;
+	bool timed_out;
+	struct gw_waiter w;  /* on the entry's or SKU's list */
+	struct gw_waiter tw; /* on the gateway's list of polls or streams */
+
+	/* Postgres lookup. */
+	struct gw_req *lnext;
+	enum gw_kind lookup_kind;
+	int lookup_rc; /* 0 found, -ENOENT none, -EIO unavailable */
+
+	/* Streams: where the client is. */
+	int sent_ev;
+	int32_t last_part; /* Last-Event-ID, -1: none */
+	int64_t last_off;
+	uint64_t sent_version;
+	bool hb_due;
+	int64_t last_write_ms;
+	struct fs_buf out;
+	size_t out_pos;
+};
+
+struct gw_stats {
+	atomic_llong requests, published, publish_failed, edge_answers, results, stock_records,
+		lookups, overloaded;
+};
+
+struct gw {
+	struct fs_config cfg;
+	pthread_mutex_t lock;
+	struct gw_cache cache;
+	struct gw_waiter polls;	  /* long-polls waiting (their tw) */
+	struct gw_waiter streams; /* event streams (their tw) */
+
+	struct MHD_Daemon *daemon;
+	int port; /* the bound port */
+	atomic_long connections;
+	atomic_bool stopping;
+
+	/* Kafka (kafka.c). */
+	rd_kafka_t *producer, *consumer;
+	pthread_t producer_thread, consumer_thread;
+	atomic_bool producer_up;      /* the last metadata probe reached a broker */
+	atomic_bool results_assigned; /* the consumer follows every results partition */
+	atomic_bool stock_caught_up;  /* it has read the stock topic to its end once */
+	atomic_int kafka_clients;     /* librdkafka handles made: one producer, one consumer */
+
+	/* Postgres (lookup.c). */
+	pthread_t lookup_thread;
+	pthread_cond_t lookup_cv;
+	struct gw_req *lookup_head, *lookup_tail;
+	size_t lookup_len; /* bounded: a request past GW_LOOKUP_QUEUE_MAX is answered 503 */
+
+	pthread_t timer_thread;
+	struct gw_stats stats;
+};
+
+/* Requests to resume, collected under the lock and resumed after it. */
+struct gw_wakes {
+	struct MHD_Connection *small[32];
+	struct MHD_Connection **v;
+	size_t n, cap;
+};
+void gw_wakes_init(struct gw_wakes *w);
+/* Collects r if it is suspended (and marks it not suspended). Under the lock. */
+void gw_wake_req(struct gw_wakes *w, struct gw_req *r);
+/* Collects every request on a waiter list. Under the lock. */
+void gw_wake_list(struct gw_wakes *w, struct gw_waiter *head);
+/* Resumes what was collected. Without the lock. */
+void gw_wakes_run(struct gw_wakes *w);
+/* Suspends r (under the lock, on libmicrohttpd's thread). */
+void gw_park(struct gw_req *r);
+
+int64_t gw_now_ms(void);
+
+/* kafka.c */
+int gw_kafka_start(struct gw *g, char *err, size_t err_len);
+void gw_kafka_stop(struct gw *g);
+/* Publishes a record for r (delivery report resumes r): 0, or -EIO (r is not suspended).
+ * Under the lock, on libmicrohttpd's thread; r is parked on success. */
+int gw_publish(struct gw *g, struct gw_req *r, const char *key, const struct fs_buf *payload);
+
+/* lookup.c */
+int gw_lookup_start(struct gw *g);
+void gw_lookup_stop(struct gw *g);
+/* Queues r for a Postgres lookup of (r->id, kind) into r->entry and parks it. Under the
+ * lock. */
+void gw_lookup(struct gw *g, struct gw_req *r, enum gw_kind kind);
+
+/* http.c */
+int gw_http_start(struct gw *g, char *err, size_t err_len);
+void gw_http_stop(struct gw *g);
+void *gw_timer_main(void *arg);
+
+#endif

@@ -1,0 +1,881 @@
+/* http.c: the gateway's HTTP side on libmicrohttpd (see gateway.h; the API is
+ * docs/reference/http.md). Every request is answered on the access handler's second or later
+ * call (answering on the first makes libmicrohttpd close the connection: PITFALLS); one that
+ * must wait (for its delivery report, for Postgres, for its result) is suspended and resumed
+ * by whoever has what it waits for, and then answered from the state it finds. */
+#include "gateway/gateway.h"
+
+#include "io/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uuid/uuid.h>
+
+/* libmicrohttpd's memory per connection (its default is 32 KiB): the headers of a request and
+ * its body in passing (bodies are copied out, and capped by http.body.max). */
+enum { CONN_MEMORY = 16384, OVERLOAD_RESERVE = 64, STREAM_BLOCK = 4096, TIMER_MS = 100 };
+
+int64_t gw_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- suspending and resuming ---------------------------------------------------------------- */
+
+void gw_wakes_init(struct gw_wakes *w)
+{
+	w->v = w->small;
+	w->n = 0;
+	w->cap = sizeof w->small / sizeof w->small[0];
+}
+
+void gw_wake_req(struct gw_wakes *w, struct gw_req *r)
+{
+	if (!r->suspended)
+		return;
+	if (w->n == w->cap) {
+		size_t cap = w->cap * 2;
+		struct MHD_Connection **v = malloc(cap * sizeof *v);
+		if (!v) /* no memory: resume it now (rare; holding the lock is then allowed) */
+		{
+			r->suspended = false;
+			MHD_resume_connection(r->conn);
+			return;
+		}
+		memcpy(v, w->v, w->n * sizeof *v);
+		if (w->v != w->small)
+			free(w->v);
+		w->v = v;
+		w->cap = cap;
+	}
+	r->suspended = false;
+	w->v[w->n++] = r->conn;
+}
+
+void gw_wake_list(struct gw_wakes *w, struct gw_waiter *head)
+{
+	for (struct gw_waiter *x = head->next; x != head; x = x->next)
+		gw_wake_req(w, x->owner);
+}
+
+void gw_wakes_run(struct gw_wakes *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		MHD_resume_connection(w->v[i]);
+	if (w->v != w->small)
+		free(w->v);
+	gw_wakes_init(w);
+}
+
+void gw_park(struct gw_req *r)
+{
+	r->suspended = true;
+	MHD_suspend_connection(r->conn);
+}
+
+/* ---- answers ----------------------------------------------------------------------------------
+ */
+
+static enum MHD_Result send_text(struct gw_req *r, unsigned status, const char *type,
+				 const char *body, const char *h1, const char *v1, const char *h2,
+				 const char *v2)
+{
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", type);
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	if (h1)
+		MHD_add_response_header(resp, h1, v1);
+	if (h2)
+		MHD_add_response_header(resp, h2, v2);
+	enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
+	MHD_destroy_response(resp);
+	r->phase = GW_PH_DONE;
+	return rc;
+}
+
+static enum MHD_Result send_json(struct gw_req *r, unsigned status, json_t *o, const char *h1,
+				 const char *v1, const char *h2, const char *v2)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!s)
+		return MHD_NO;
+	enum MHD_Result rc = send_text(r, status, "application/json", s, h1, v1, h2, v2);
+	free(s);
+	return rc;
+}
+
+/* {"error": code, "message": text}: code is stable (docs/reference/http.md). */
+static enum MHD_Result send_error(struct gw_req *r, unsigned status, const char *code,
+				  const char *message, const char *h1, const char *v1)
+{
+	return send_json(
+		r, status,
+		json_pack("{s:s, s:s}", "error", code, "message", message ? message : code), h1, v1,
+		NULL, NULL);
+}
+
+static enum MHD_Result send_unavailable(struct gw_req *r, const char *code, const char *message)
+{
+	return send_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, code, message, "Retry-After", "1");
+}
+
+static const char *const kind_paths[] = {"", "/confirm", "/cancel"};
+
+/* The answer for an entry: its decision (200), or queued (202) while it is on the log and
+ * undecided, or unknown (404). */
+static enum MHD_Result send_entry(struct gw_req *r, struct gw_entry *e)
+{
+	char location[128];
+	snprintf(location, sizeof location, "/v1/intents/%s%s", r->id, kind_paths[r->kind]);
+	if (e && e->state == GW_S_DECIDED) {
+		json_error_t err;
+		json_t *o = json_loads(e->decision, 0, &err);
+		if (!json_is_object(o)) {
+			json_decref(o);
+			return send_error(r, 500, "internal", "stored result unreadable", NULL,
+					  NULL);
+		}
+		json_object_del(o, "duplicate");
+		json_object_set_new(o, "status", json_string("decided"));
+		if (e->kind == GW_K_BUY && e->n_ev > 1)
+			json_object_set_new(o, "hold", json_string(e->ev[e->n_ev - 1].name));
+		return send_json(r, MHD_HTTP_OK, o, "Content-Location", location, NULL, NULL);
+	}
+	if (e && (e->state == GW_S_QUEUED || e->state == GW_S_PUBLISHING))
+		return send_json(r, MHD_HTTP_ACCEPTED,
+				 json_pack("{s:s, s:s}", "intent_id", r->id, "status", "queued"),
+				 "Location", location, "Retry-After", "1");
+	return send_error(r, MHD_HTTP_NOT_FOUND, "unknown_intent",
+			  "no record of this intent here or in Postgres (not decided, and not "
+			  "published through this gateway since it started)",
+			  NULL, NULL);
+}
+
+/* ---- pinning ----------------------------------------------------------------------------------
+ */
+
+static void pin(struct gw_req *r, struct gw_entry *e)
+{
+	if (r->entry == e)
+		return;
+	if (r->entry)
+		r->entry->pins--;
+	r->entry = e;
+	if (e)
+		e->pins++;
+}
+
+/* ---- the requests ---------------------------------------------------------------------------- */
+
+static const char *header(struct gw_req *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+static bool overloaded(struct gw *g)
+{
+	return atomic_load(&g->connections) > g->cfg.http_connections_max;
+}
+
+/* Waits (long-poll) or answers: with time left, r waits on e. Under the lock. */
+static enum MHD_Result wait_or_answer(struct gw *g, struct gw_req *r, struct gw_entry *e)
+{
+	gw_waiter_remove(&r->w);
+	gw_waiter_remove(&r->tw);
+	bool decided = e && e->state == GW_S_DECIDED;
+	if (decided || r->wait_ms <= 0 || r->timed_out || atomic_load(&g->stopping))
+		return send_entry(r, e);
+	if (!e) {
+		e = gw_cache_put(&g->cache, r->id, r->kind);
+		if (!e)
+			return send_unavailable(r, "busy", "too many intents in memory");
+		e->looked_up = true;
+	}
+	pin(r, e);
+	if (r->deadline_ms == 0)
+		r->deadline_ms = gw_now_ms() + r->wait_ms;
+	gw_waiter_add(&e->waiters, &r->w, r);
+	gw_waiter_add(&g->polls, &r->tw, r);
+	r->phase = GW_PH_WAITING;
+	gw_park(r);
+	return MHD_YES;
+}
+
+/* GET /v1/intents/{id}[/confirm|/cancel]: memory, then Postgres, then a wait if asked. */
+static enum MHD_Result get_intent(struct gw *g, struct gw_req *r)
+{
+	struct gw_entry *e = r->entry ? r->entry : gw_cache_get(&g->cache, r->id, r->kind);
+	if (r->phase == GW_PH_NEW) {
+		if (!e || (e->state == GW_S_STUB && !e->looked_up)) {
+			if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
+				return send_unavailable(r, "busy", "too many lookups waiting");
+			e = gw_cache_put(&g->cache, r->id, r->kind);
+			if (!e)
+				return send_unavailable(r, "busy", "too many intents in memory");
+			pin(r, e);
+			gw_lookup(g, r, r->kind);
+			return MHD_YES;
+		}
+	} else if (r->phase == GW_PH_LOOKUP && r->lookup_rc == -EIO && e->state != GW_S_DECIDED &&
+		   e->state != GW_S_QUEUED) {
+		return send_unavailable(r, "store_unavailable",
+					"the result is not in memory and Postgres did not answer");
+	}
+	return wait_or_answer(g, r, e);
+}
+
+static enum MHD_Result start_stream(struct gw *g, struct gw_req *r);
+
+/* GET /v1/intents/{id}/events: the stream starts once memory or Postgres was asked. */
+static enum MHD_Result intent_events(struct gw *g, struct gw_req *r)
+{
+	struct gw_entry *e = r->entry ? r->entry : gw_cache_get(&g->cache, r->id, GW_K_BUY);
+	if (r->phase == GW_PH_NEW && (!e || (e->state == GW_S_STUB && !e->looked_up))) {
+		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
+			return send_unavailable(r, "busy", "too many lookups waiting");
+		e = gw_cache_put(&g->cache, r->id, GW_K_BUY);
+		if (!e)
+			return send_unavailable(r, "busy", "too many intents in memory");
+		pin(r, e);
+		gw_lookup(g, r, GW_K_BUY);
+		return MHD_YES;
+	}
+	if (!e) {
+		e = gw_cache_put(&g->cache, r->id, GW_K_BUY);
+		if (!e)
+			return send_unavailable(r, "busy", "too many intents in memory");
+	}
+	pin(r, e);
+	gw_waiter_add(&e->waiters, &r->w, r);
+	return start_stream(g, r);
+}
+
+/* POST /v1/skus/{sku}/buys and /v1/intents/{id}/confirm|cancel: the record is published
+ * once; a retry with the same key and body gets what the first got. */
+static enum MHD_Result publish_intent(struct gw *g, struct gw_req *r, const struct fs_buf *rec,
+				      uint64_t fp)
+{
+	struct gw_entry *e = gw_cache_get(&g->cache, r->id, r->kind);
+	if (e && e->fp != 0 && e->fp != fp)
+		return send_error(r, 422, "idempotency_key_reused",
+				  "this Idempotency-Key was used with another request body", NULL,
+				  NULL);
+	if (e && e->state == GW_S_PUBLISHING)
+		return send_error(r, MHD_HTTP_CONFLICT, "in_flight",
+				  "a request with this Idempotency-Key is being published", NULL,
+				  NULL);
+	if (e && e->state == GW_S_DECIDED && e->fp == 0)
+		e->fp = fp; /* decided through another door: this request gets that decision */
+	if (e && (e->state == GW_S_DECIDED || e->state == GW_S_QUEUED) && e->fp == fp)
+		return send_entry(r, e);
+	if (!atomic_load(&g->producer_up))
+		return send_unavailable(r, "log_unavailable",
+					"no Kafka broker answers: nothing was published");
+	e = gw_cache_put(&g->cache, r->id, r->kind);
+	if (!e)
+		return send_unavailable(r, "busy", "too many intents in memory");
+	/* A decision may already be here (decided through another door): it stays; this
+	 * publication is then a repeat the worker answers with it. */
+	if (e->state != GW_S_DECIDED)
+		e->state = GW_S_PUBLISHING;
+	e->fp = fp;
+	snprintf(e->sku, sizeof e->sku, "%s", r->sku);
+	pin(r, e);
+	if (gw_publish(g, r, r->sku, rec) < 0) {
+		if (e->state == GW_S_PUBLISHING) {
+			e->state = GW_S_STUB;
+			e->fp = 0;
+		}
+		return send_unavailable(r, "log_unavailable", "the record could not be queued");
+	}
+	return MHD_YES;
+}
+
+/* After the delivery report. */
+static enum MHD_Result published(struct gw_req *r)
+{
+	if (r->pub_err)
+		return send_unavailable(r, "not_published", rd_kafka_err2str(r->pub_err));
+	if (!r->entry) { /* a sale record */
+		return send_json(r, MHD_HTTP_ACCEPTED,
+				 json_pack("{s:s, s:s, s:i, s:I}", "sku", r->sku, "status",
+					   "queued", "partition", (int)r->pub_part, "offset",
+					   (json_int_t)r->pub_off),
+				 NULL, NULL, NULL, NULL);
+	}
+	return send_entry(r, r->entry);
+}
+
+static void mint_id(char out[FS_UUID_LEN + 1])
+{
+	uuid_t u;
+	uuid_generate_random(u);
+	uint64_t r1, r2;
+	memcpy(&r1, u, 8);
+	memcpy(&r2, u + 8, 8);
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	fs_uuid_v7((int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000, r1, r2, out);
+}
+
+/* The Idempotency-Key (the intent id), or a fresh one when there is none: false if bad. */
+static bool intent_key(struct gw_req *r)
+{
+	const char *key = header(r, "Idempotency-Key");
+	if (!key) {
+		mint_id(r->id);
+		return true;
+	}
+	/* The draft's keys are quoted strings: "uuid" and uuid are both taken. */
+	char bare[64];
+	size_t n = strlen(key);
+	if (n >= 2 && n < sizeof bare && key[0] == '"' && key[n - 1] == '"') {
+		memcpy(bare, key + 1, n - 2);
+		bare[n - 2] = '\0';
+		key = bare;
+	}
+	return fs_uuid_canon(key, r->id);
+}
+
+static enum MHD_Result post_buy(struct gw *g, struct gw_req *r)
+{
+	struct gw_buy b;
+	const char *why = NULL;
+	if (!intent_key(r))
+		return send_error(r, MHD_HTTP_BAD_REQUEST, "bad_idempotency_key",
+				  "Idempotency-Key must be a UUID (the intent id)", NULL, NULL);
+	if (gw_parse_buy(r->body, r->body_len, &b, &why) < 0)
+		return send_error(r, MHD_HTTP_BAD_REQUEST, why, NULL, NULL, NULL);
+	r->kind = GW_K_BUY;
+	uint64_t fp = gw_fingerprint("buy", r->sku, b.buyer_id, b.qty);
+	struct gw_entry *e = gw_cache_get(&g->cache, r->id, GW_K_BUY);
+	if (!e || e->state == GW_S_STUB) {
+		/* The sold-out flag at the edge: the worker's latest word on the SKU. */
+		struct gw_stock *s = gw_stock_get(&g->cache, r->sku);
+		if (s && s->json &&
+		    (strcmp(s->status, "sold_out") == 0 || strcmp(s->status, "closed") == 0)) {
+			atomic_fetch_add(&g->stats.edge_answers, 1);
+			return send_json(r, MHD_HTTP_OK,
+					 json_pack("{s:s, s:s, s:s, s:s, s:s}", "intent_id", r->id,
+						   "sku", r->sku, "outcome", s->status, "status",
+						   "decided", "source", "edge"),
+					 NULL, NULL, NULL, NULL);
+		}
+	}
+	struct fs_buf rec = {0};
+	if (gw_record_buy(&rec, r->id, r->sku, &b) < 0) {
+		fs_buf_free(&rec);
+		return MHD_NO;
+	}
+	enum MHD_Result rc = publish_intent(g, r, &rec, fp);
+	fs_buf_free(&rec);
+	return rc;
+}
+
+static enum MHD_Result post_followup(struct gw *g, struct gw_req *r)
+{
+	struct gw_sale s;
+	const char *why = NULL;
+	if (gw_parse_sale(r->route, r->body, r->body_len, &s, &why) < 0)
+		return send_error(r, MHD_HTTP_BAD_REQUEST, why, NULL, NULL, NULL);
+	r->kind = r->route == GW_CONFIRM ? GW_K_CONFIRM : GW_K_CANCEL;
+	/* The key is the buy's SKU (the buy's partition): given, or known here, or from
+	 * Postgres (the lookup fills the buy's entry). */
+	struct gw_entry *b = gw_cache_get(&g->cache, r->id, GW_K_BUY);
+	if (s.sku[0]) {
+		snprintf(r->sku, sizeof r->sku, "%s", s.sku);
+	} else if (b && b->sku[0]) {
+		snprintf(r->sku, sizeof r->sku, "%s", b->sku);
+	} else if (r->phase == GW_PH_NEW) {
+		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
+			return send_unavailable(r, "busy", "too many lookups waiting");
+		b = gw_cache_put(&g->cache, r->id, GW_K_BUY);
+		if (!b)
+			return send_unavailable(r, "busy", "too many intents in memory");
+		pin(r, b);
+		gw_lookup(g, r, GW_K_BUY);
+		return MHD_YES;
+	} else if (r->lookup_rc == -EIO) {
+		return send_unavailable(
+			r, "store_unavailable",
+			"the buy's SKU is not known here and Postgres did not answer");
+	} else {
+		return send_error(r, MHD_HTTP_NOT_FOUND, "unknown_intent",
+				  "no decided buy with this id: give its \"sku\" in the body", NULL,
+				  NULL);
+	}
+	pin(r, NULL);
+	uint64_t fp =
+		gw_fingerprint(r->route == GW_CONFIRM ? "confirm" : "cancel", r->sku, NULL, 0);
+	struct fs_buf rec = {0};
+	if (gw_record_followup(&rec, r->route == GW_CONFIRM ? "confirm" : "cancel", r->id, r->sku) <
+	    0) {
+		fs_buf_free(&rec);
+		return MHD_NO;
+	}
+	enum MHD_Result rc = publish_intent(g, r, &rec, fp);
+	fs_buf_free(&rec);
+	return rc;
+}
+
+static enum MHD_Result post_admin(struct gw *g, struct gw_req *r)
+{
+	if (!g->cfg.admin_token[0])
+		return send_error(r, MHD_HTTP_FORBIDDEN, "admin_disabled",
+				  "sale administration is off (set admin.token)", NULL, NULL);
+	if (!gw_bearer_ok(header(r, "Authorization"), g->cfg.admin_token))
+		return send_error(r, MHD_HTTP_UNAUTHORIZED, "unauthorized",
+				  "a valid admin bearer token is required", "WWW-Authenticate",
+				  "Bearer");
+	struct gw_sale s;
+	const char *why = NULL;
+	if (gw_parse_sale(r->route, r->body, r->body_len, &s, &why) < 0)
+		return send_error(r, MHD_HTTP_BAD_REQUEST, why, NULL, NULL, NULL);
+	if (!atomic_load(&g->producer_up))
+		return send_unavailable(r, "log_unavailable",
+					"no Kafka broker answers: nothing was published");
+	struct fs_buf rec = {0};
+	int rc = gw_record_sale(&rec, r->route, r->sku, &s);
+	if (rc == 0)
+		rc = gw_publish(g, r, r->sku, &rec);
+	fs_buf_free(&rec);
+	if (rc < 0)
+		return send_unavailable(r, "log_unavailable", "the record could not be queued");
+	return MHD_YES;
+}
+
+static enum MHD_Result get_sku(struct gw *g, struct gw_req *r)
+{
+	struct gw_stock *s = gw_stock_get(&g->cache, r->sku);
+	if (!s || !s->json)
+		return send_error(r, MHD_HTTP_NOT_FOUND, "unknown_sku",
+				  "no stock record for this SKU on the stock topic", NULL, NULL);
+	return send_text(r, MHD_HTTP_OK, "application/json", s->json, NULL, NULL, NULL, NULL);
+}
+
+static enum MHD_Result sku_events(struct gw *g, struct gw_req *r)
+{
+	struct gw_stock *s = gw_stock_put(&g->cache, r->sku);
+	if (!s)
+		return send_unavailable(r, "busy", "too many SKUs followed");
+	r->stock = s;
+	gw_waiter_add(&s->waiters, &r->w, r);
+	return start_stream(g, r);
+}
+
+static enum MHD_Result readyz(struct gw *g, struct gw_req *r)
+{
+	bool up = atomic_load(&g->producer_up), assigned = atomic_load(&g->results_assigned),
+	     stock = atomic_load(&g->stock_caught_up);
+	bool ready = up && assigned && stock && !atomic_load(&g->stopping);
+	return send_json(r, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+			 json_pack("{s:b, s:b, s:b, s:b, s:i, s:I, s:I}", "ready", ready,
+				   "producer_connected", up, "results_followed", assigned,
+				   "stock_caught_up", stock, "kafka_clients",
+				   atomic_load(&g->kafka_clients), "connections",
+				   (json_int_t)atomic_load(&g->connections), "cached",
+				   (json_int_t)g->cache.len),
+			 NULL, NULL, NULL, NULL);
+}
+
+/* The path's parameter, checked: the SKU, or the intent id into r->id. */
+static enum MHD_Result bad_param(struct gw_req *r)
+{
+	bool sku = r->route == GW_BUY || r->route == GW_SKU || r->route == GW_SKU_EVENTS ||
+		   r->route == GW_ADMIN_OPEN || r->route == GW_ADMIN_RESTOCK ||
+		   r->route == GW_ADMIN_CLOSE;
+	if (sku)
+		return send_error(r, MHD_HTTP_BAD_REQUEST, "bad_sku",
+				  "a SKU is 1-64 of A-Z a-z 0-9 . _ : -", NULL, NULL);
+	return send_error(r, MHD_HTTP_BAD_REQUEST, "bad_intent_id", "an intent id is a UUID", NULL,
+			  NULL);
+}
+
+static bool param_ok(struct gw_req *r)
+{
+	if (r->path.too_long)
+		return false;
+	switch (r->route) {
+	case GW_BUY:
+	case GW_SKU:
+	case GW_SKU_EVENTS:
+	case GW_ADMIN_OPEN:
+	case GW_ADMIN_RESTOCK:
+	case GW_ADMIN_CLOSE:
+		if (strlen(r->path.param) >= sizeof r->sku)
+			return false;
+		memcpy(r->sku, r->path.param, strlen(r->path.param) + 1);
+		return fs_sku_valid(r->sku);
+	case GW_INTENT:
+	case GW_INTENT_EVENTS:
+	case GW_CONFIRM:
+	case GW_CANCEL:
+	case GW_CONFIRM_GET:
+	case GW_CANCEL_GET:
+		return fs_uuid_canon(r->path.param, r->id);
+	default:
+		return true;
+	}
+}
+
+/* The first look at a request whose body is in: the checks every route shares. True to go
+ * on; false when it was answered (*rc). */
+static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
+{
+	*rc = MHD_YES;
+	if (overloaded(g)) {
+		atomic_fetch_add(&g->stats.overloaded, 1);
+		*rc = send_json(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+				json_pack("{s:s, s:s}", "error", "overloaded", "message",
+					  "too many connections"),
+				"Retry-After", "1", "Connection", "close");
+		return false;
+	}
+	if (atomic_load(&g->stopping) && gw_route_has_body(r->route)) {
+		*rc = send_unavailable(r, "shutting_down", "the gateway is stopping");
+		return false;
+	}
+	if (r->route == GW_NOT_FOUND) {
+		*rc = send_error(r, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint", NULL,
+				 NULL);
+		return false;
+	}
+	if (r->route == GW_BAD_METHOD) {
+		*rc = send_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed", NULL,
+				 "Allow", r->allow);
+		return false;
+	}
+	if (r->too_large) {
+		*rc = send_error(r, 413, "too_large", "the request body is over http.body.max",
+				 "Connection", "close");
+		return false;
+	}
+	if (gw_route_has_body(r->route) &&
+	    (r->body_len > 0 || r->route == GW_BUY || r->route == GW_ADMIN_OPEN ||
+	     r->route == GW_ADMIN_RESTOCK) &&
+	    !gw_content_type_json(header(r, "Content-Type"))) {
+		*rc = send_error(r, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "not_json",
+				 "Content-Type must be application/json", NULL, NULL);
+		return false;
+	}
+	if (!param_ok(r)) {
+		*rc = bad_param(r);
+		return false;
+	}
+	if (r->route == GW_INTENT || r->route == GW_CONFIRM_GET || r->route == GW_CANCEL_GET) {
+		if (gw_wait_ms(MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait"),
+			       header(r, "Prefer"), g->cfg.http_wait_max_ms, &r->wait_ms) < 0) {
+			*rc = send_error(r, MHD_HTTP_BAD_REQUEST, "bad_wait",
+					 "wait is a number of seconds >= 0", NULL, NULL);
+			return false;
+		}
+		r->kind = r->route == GW_INTENT	       ? GW_K_BUY
+			  : r->route == GW_CONFIRM_GET ? GW_K_CONFIRM
+						       : GW_K_CANCEL;
+	}
+	return true;
+}
+
+static enum MHD_Result step(struct gw *g, struct gw_req *r)
+{
+	enum MHD_Result rc;
+	if (r->phase == GW_PH_NEW && !checked(g, r, &rc))
+		return rc;
+	if (r->phase == GW_PH_PUBLISHING) {
+		if (!r->pub_done)
+			return MHD_YES; /* not ours to answer yet (resumed by a list) */
+		return published(r);
+	}
+	switch (r->route) {
+	case GW_HEALTHZ:
+		return send_text(r, MHD_HTTP_OK, "application/json", "{\"status\":\"ok\"}", NULL,
+				 NULL, NULL, NULL);
+	case GW_READYZ:
+		return readyz(g, r);
+	case GW_BUY:
+		return post_buy(g, r);
+	case GW_CONFIRM:
+	case GW_CANCEL:
+		return post_followup(g, r);
+	case GW_ADMIN_OPEN:
+	case GW_ADMIN_RESTOCK:
+	case GW_ADMIN_CLOSE:
+		return post_admin(g, r);
+	case GW_INTENT:
+	case GW_CONFIRM_GET:
+	case GW_CANCEL_GET:
+		return get_intent(g, r);
+	case GW_INTENT_EVENTS:
+		return intent_events(g, r);
+	case GW_SKU:
+		return get_sku(g, r);
+	case GW_SKU_EVENTS:
+		return sku_events(g, r);
+	default:
+		return MHD_NO;
+	}
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	(void)version;
+	struct gw *g = cls;
+	struct gw_req *r = *con_cls;
+	if (!r) {
+		r = calloc(1, sizeof *r);
+		if (!r)
+			return MHD_NO;
+		r->g = g;
+		r->conn = conn;
+		r->last_part = -1;
+		r->route = gw_route(method, url, &r->path, &r->allow);
+		*con_cls = r;
+		atomic_fetch_add(&g->stats.requests, 1);
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		size_t n = *upload_size;
+		*upload_size = 0;
+		if (r->too_large || !gw_route_has_body(r->route))
+			return MHD_YES;
+		if (r->body_len + n > (size_t)g->cfg.http_body_max) {
+			r->too_large = true;
+			free(r->body);
+			r->body = NULL;
+			r->body_len = 0;
+			return MHD_YES;
+		}
+		char *b = realloc(r->body, r->body_len + n + 1);
+		if (!b)
+			return MHD_NO;
+		memcpy(b + r->body_len, upload, n);
+		r->body = b;
+		r->body_len += n;
+		r->body[r->body_len] = '\0';
+		return MHD_YES;
+	}
+	if (r->phase == GW_PH_DONE || r->phase == GW_PH_STREAM)
+		return MHD_YES;
+	pthread_mutex_lock(&g->lock);
+	enum MHD_Result rc = step(g, r);
+	pthread_mutex_unlock(&g->lock);
+	return rc;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)conn;
+	(void)toe;
+	struct gw *g = cls;
+	struct gw_req *r = *con_cls;
+	if (!r)
+		return;
+	pthread_mutex_lock(&g->lock);
+	gw_waiter_remove(&r->w);
+	gw_waiter_remove(&r->tw);
+	pin(r, NULL);
+	pthread_mutex_unlock(&g->lock);
+	fs_buf_free(&r->out);
+	free(r->body);
+	free(r);
+	*con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	(void)conn;
+	(void)socket_ctx;
+	struct gw *g = cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED)
+		atomic_fetch_add(&g->connections, 1);
+	else
+		atomic_fetch_sub(&g->connections, 1);
+}
+
+/* ---- event streams -----------------------------------------------------------------------------
+ */
+
+/* Fills r->out with what the client has not had yet. Under the lock. */
+static void stream_fill(struct gw *g, struct gw_req *r)
+{
+	if (r->entry) {
+		struct gw_entry *e = r->entry;
+		for (; r->sent_ev < e->n_ev; r->sent_ev++) {
+			struct gw_event *v = &e->ev[r->sent_ev];
+			if (v->part == r->last_part && v->off <= r->last_off)
+				continue; /* had before it reconnected */
+			gw_sse_event(&r->out, v->name, v->part, v->off, v->data);
+		}
+	} else if (r->stock && r->stock->json && r->stock->version != r->sent_version) {
+		struct gw_stock *s = r->stock;
+		r->sent_version = s->version;
+		gw_sse_event(&r->out, "stock", s->part, s->off, s->json);
+	}
+	if (r->out.len == r->out_pos && r->hb_due)
+		fs_buf_str(&r->out, ": heartbeat\n\n");
+	r->hb_due = false;
+	(void)g;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct gw_req *r = cls;
+	struct gw *g = r->g;
+	pthread_mutex_lock(&g->lock);
+	if (r->out_pos == r->out.len) {
+		fs_buf_clear(&r->out);
+		r->out_pos = 0;
+		stream_fill(g, r);
+	}
+	size_t n = r->out.len - r->out_pos;
+	if (n == 0) {
+		if (atomic_load(&g->stopping)) {
+			pthread_mutex_unlock(&g->lock);
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		}
+		gw_park(r); /* nothing to say: resumed by a change or the heartbeat */
+		pthread_mutex_unlock(&g->lock);
+		return 0;
+	}
+	if (n > max)
+		n = max;
+	memcpy(buf, r->out.data + r->out_pos, n);
+	r->out_pos += n;
+	r->last_write_ms = gw_now_ms();
+	pthread_mutex_unlock(&g->lock);
+	return (ssize_t)n;
+}
+
+static enum MHD_Result start_stream(struct gw *g, struct gw_req *r)
+{
+	int32_t part;
+	int64_t off;
+	if (gw_parse_event_id(header(r, "Last-Event-ID"), &part, &off)) {
+		r->last_part = part;
+		r->last_off = off;
+	}
+	gw_waiter_add(&g->streams, &r->tw, r);
+	r->last_write_ms = gw_now_ms();
+	/* The first bytes go out at once (a proxy, a browser: the stream is open). */
+	fs_buf_str(&r->out, "retry: 2000\n: open\n\n");
+	struct MHD_Response *resp = MHD_create_response_from_callback(
+		MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, r, NULL);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	r->phase = GW_PH_STREAM;
+	return rc;
+}
+
+/* ---- the timer: long-polls' deadlines and the streams' heartbeats ---------------------------- */
+
+void *gw_timer_main(void *arg)
+{
+	struct gw *g = arg;
+	while (!atomic_load(&g->stopping)) {
+		usleep(TIMER_MS * 1000);
+		int64_t now = gw_now_ms();
+		struct gw_wakes w;
+		gw_wakes_init(&w);
+		pthread_mutex_lock(&g->lock);
+		for (struct gw_waiter *x = g->polls.next; x != &g->polls; x = x->next) {
+			struct gw_req *r = x->owner;
+			if (r->deadline_ms <= now) {
+				r->timed_out = true;
+				gw_wake_req(&w, r);
+			}
+		}
+		for (struct gw_waiter *x = g->streams.next; x != &g->streams; x = x->next) {
+			struct gw_req *r = x->owner;
+			if (now - r->last_write_ms >= g->cfg.http_heartbeat_ms) {
+				r->hb_due = true;
+				r->last_write_ms = now;
+				gw_wake_req(&w, r);
+			}
+		}
+		pthread_mutex_unlock(&g->lock);
+		gw_wakes_run(&w);
+	}
+	return NULL;
+}
+
+/* ---- the daemon --------------------------------------------------------------------------------
+ */
+
+int gw_http_start(struct gw *g, char *err, size_t err_len)
+{
+	char addr[64];
+	int port;
+	bool v6;
+	if (gw_parse_listen(g->cfg.listen, addr, sizeof addr, &port, &v6) < 0) {
+		snprintf(err, err_len, "listen: '%s' is not ADDR:PORT", g->cfg.listen);
+		return -EINVAL;
+	}
+	struct sockaddr_in sa4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port)};
+	if ((v6 ? inet_pton(AF_INET6, addr, &sa6.sin6_addr)
+		: inet_pton(AF_INET, addr, &sa4.sin_addr)) != 1) {
+		snprintf(err, err_len, "listen: '%s' is not an IP address", addr);
+		return -EINVAL;
+	}
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+			 MHD_USE_ERROR_LOG | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
+	g->daemon = MHD_start_daemon(
+		flags, (uint16_t)port, NULL, NULL, on_request, g, MHD_OPTION_SOCK_ADDR,
+		v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa4, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)(g->cfg.http_connections_max + OVERLOAD_RESERVE),
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)g->cfg.http_timeout_s,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, g, MHD_OPTION_NOTIFY_CONNECTION,
+		on_connection, g, MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096U,
+		/* One thread: no pool (libmicrohttpd warns about a pool of one). */
+		g->cfg.http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+		(unsigned)g->cfg.http_threads, MHD_OPTION_END);
+	if (!g->daemon) {
+		snprintf(err, err_len, "cannot listen on %s: %s", g->cfg.listen, strerror(errno));
+		return -EADDRINUSE;
+	}
+	const union MHD_DaemonInfo *info =
+		MHD_get_daemon_info(g->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	g->port = info ? info->port : port;
+	return 0;
+}
+
+void gw_http_stop(struct gw *g)
+{
+	if (!g->daemon)
+		return;
+	/* Every suspended request is resumed: it answers what it has (stopping). */
+	struct gw_wakes w;
+	gw_wakes_init(&w);
+	pthread_mutex_lock(&g->lock);
+	gw_wake_list(&w, &g->polls);
+	gw_wake_list(&w, &g->streams);
+	pthread_mutex_unlock(&g->lock);
+	gw_wakes_run(&w);
+	MHD_stop_daemon(g->daemon);
+	g->daemon = NULL;
+}

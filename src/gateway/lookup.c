@@ -1,0 +1,209 @@
+/* lookup.c: decisions the gateway does not hold in memory (decided before it started, or
+ * pushed out of its cache), read from Postgres on a thread of their own so that libmicrohttpd's
+ * threads never block on the database (see gateway.h). */
+#include "gateway/gateway.h"
+
+#include "io/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct found {
+	char *decision;
+	int32_t part;
+	int64_t off;
+	char sku[FS_SKU_LEN_MAX + 1];
+	char *event; /* what became of the hold, for a buy whose hold ended */
+	char event_name[24];
+	int64_t event_off;
+};
+
+static PGconn *connect_pg(const struct gw *g)
+{
+	/* connect_timeout bounds a lookup while Postgres is away (the conninfo may set its own). */
+	const char *keys[] = {"dbname", "connect_timeout", NULL};
+	const char *vals[] = {g->cfg.pg, "3", NULL};
+	PGconn *c = PQconnectdbParams(keys, vals, 1);
+	if (PQstatus(c) != CONNECTION_OK) {
+		char *msg = PQerrorMessage(c), *nl = strchr(msg, '\n');
+		if (nl)
+			*nl = '\0';
+		fs_warn("lookup: postgres: %s", msg);
+		PQfinish(c);
+		return NULL;
+	}
+	return c;
+}
+
+static const char *const type_names[] = {"buy", "confirm", "cancel"};
+
+static char *dump(json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s;
+}
+
+/* 0 found (f filled), -ENOENT, -EIO. */
+static int query(PGconn *c, const char *id, enum gw_kind kind, struct found *f)
+{
+	char k[16];
+	snprintf(k, sizeof k, "%d", (int)kind + 1);
+	const char *p[] = {id, k};
+	/* As flashsale_decision_get: the decision (a follow-up that found no hold is kept
+	 * under its kind + 10), with the hold's end for a buy. */
+	PGresult *r = PQexecParams(
+		c,
+		"SELECT d.sku, d.outcome, coalesce(d.reason, ''), d.qty, "
+		"coalesce(d.expires_at_ms, 0), d.decided_at_ms, d.part, d.off, "
+		"coalesce(r.status, ''), coalesce(r.ended_off, -1), coalesce(r.late, false) "
+		"FROM decisions d LEFT JOIN reservations r ON r.intent_id = d.intent_id AND "
+		"r.part = d.part AND d.kind = 1 WHERE d.intent_id = $1::uuid AND "
+		"d.kind IN ($2::int, $2::int + 10) ORDER BY d.kind, d.part LIMIT 1",
+		2, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fs_warn("lookup: %s", PQerrorMessage(c));
+		PQclear(r);
+		return -EIO;
+	}
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		return -ENOENT;
+	}
+	snprintf(f->sku, sizeof f->sku, "%s", PQgetvalue(r, 0, 0));
+	const char *outcome = PQgetvalue(r, 0, 1), *reason = PQgetvalue(r, 0, 2);
+	int64_t qty = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
+	int64_t expires = strtoll(PQgetvalue(r, 0, 4), NULL, 10);
+	int64_t decided = strtoll(PQgetvalue(r, 0, 5), NULL, 10);
+	f->part = (int32_t)strtol(PQgetvalue(r, 0, 6), NULL, 10);
+	f->off = strtoll(PQgetvalue(r, 0, 7), NULL, 10);
+	const char *status = PQgetvalue(r, 0, 8);
+	f->event_off = strtoll(PQgetvalue(r, 0, 9), NULL, 10);
+	bool late = PQgetvalue(r, 0, 10)[0] == 't';
+	/* The fields of the results topic's record (docs/reference/records.md). */
+	json_t *o =
+		json_pack("{s:i, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:I, s:s}", "v", 1, "type",
+			  type_names[kind], "intent_id", id, "sku", f->sku, "outcome", outcome,
+			  "qty", (json_int_t)qty, "decided_at", (json_int_t)decided, "partition",
+			  (int)f->part, "offset", (json_int_t)f->off, "source", "postgres");
+	if (o && *reason)
+		json_object_set_new(o, "reason", json_string(reason));
+	if (o && expires > 0)
+		json_object_set_new(o, "expires_at", json_integer(expires));
+	f->decision = dump(o);
+	if (kind == GW_K_BUY && f->event_off >= 0 && strcmp(status, "held") != 0 && *status) {
+		const char *name =
+			strcmp(status, "confirmed") == 0 && late ? "confirmed_late" : status;
+		const char *type = status[0] == 'e'   ? "expire"
+				   : status[1] == 'o' ? "confirm"
+						      : "cancel";
+		snprintf(f->event_name, sizeof f->event_name, "%s", name);
+		f->event = dump(json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:I, s:s}", "v", 1,
+					  "type", type, "intent_id", id, "sku", f->sku, "outcome",
+					  name, "partition", (int)f->part, "offset",
+					  (json_int_t)f->event_off, "source", "postgres"));
+	}
+	PQclear(r);
+	return f->decision ? 0 : -EIO;
+}
+
+static void *lookup_main(void *arg)
+{
+	struct gw *g = arg;
+	PGconn *c = NULL;
+	pthread_mutex_lock(&g->lock);
+	for (;;) {
+		while (!g->lookup_head && !atomic_load(&g->stopping))
+			pthread_cond_wait(&g->lookup_cv, &g->lock);
+		struct gw_req *r = g->lookup_head;
+		if (!r)
+			break; /* stopping, nothing queued */
+		g->lookup_head = r->lnext;
+		g->lookup_len--;
+		if (!g->lookup_head)
+			g->lookup_tail = NULL;
+		char id[FS_UUID_LEN + 1];
+		memcpy(id, r->id, sizeof id);
+		enum gw_kind kind = r->lookup_kind;
+		pthread_mutex_unlock(&g->lock);
+
+		struct found f = {0};
+		int rc = -EIO;
+		if (atomic_load(&g->stopping)) {
+			rc = -EIO;
+		} else {
+			if (!c)
+				c = connect_pg(g);
+			if (c) {
+				rc = query(c, id, kind, &f);
+				if (rc == -EIO && PQstatus(c) != CONNECTION_OK) {
+					PQfinish(c);
+					c = NULL;
+				}
+			}
+		}
+		atomic_fetch_add(&g->stats.lookups, 1);
+
+		struct gw_wakes w;
+		gw_wakes_init(&w);
+		pthread_mutex_lock(&g->lock);
+		struct gw_entry *e = r->entry;
+		r->lookup_rc = rc;
+		if (e) {
+			if (rc != -EIO)
+				e->looked_up = true;
+			if (rc == 0 &&
+			    gw_entry_decide(e, f.decision, f.sku, f.part, f.off, false) &&
+			    kind == GW_K_BUY)
+				gw_entry_event(e, "decided", f.part, f.off, f.decision);
+			if (rc == 0 && f.event)
+				gw_entry_event(e, f.event_name, f.part, f.event_off, f.event);
+			gw_wake_list(&w, &e->waiters);
+		}
+		gw_wake_req(&w, r);
+		pthread_mutex_unlock(&g->lock);
+		gw_wakes_run(&w);
+		free(f.decision);
+		free(f.event);
+		pthread_mutex_lock(&g->lock);
+	}
+	pthread_mutex_unlock(&g->lock);
+	if (c)
+		PQfinish(c);
+	return NULL;
+}
+
+void gw_lookup(struct gw *g, struct gw_req *r, enum gw_kind kind)
+{
+	r->lnext = NULL;
+	r->lookup_kind = kind;
+	if (g->lookup_tail)
+		g->lookup_tail->lnext = r;
+	else
+		g->lookup_head = r;
+	g->lookup_tail = r;
+	g->lookup_len++;
+	r->phase = GW_PH_LOOKUP;
+	gw_park(r);
+	pthread_cond_signal(&g->lookup_cv);
+}
+
+int gw_lookup_start(struct gw *g)
+{
+	pthread_cond_init(&g->lookup_cv, NULL);
+	return pthread_create(&g->lookup_thread, NULL, lookup_main, g) == 0 ? 0 : -EIO;
+}
+
+void gw_lookup_stop(struct gw *g)
+{
+	pthread_mutex_lock(&g->lock);
+	pthread_cond_broadcast(&g->lookup_cv);
+	pthread_mutex_unlock(&g->lock);
+	if (g->lookup_thread)
+		pthread_join(g->lookup_thread, NULL);
+}
