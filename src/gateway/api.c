@@ -115,7 +115,7 @@ bool gw_content_type_json(const char *ct)
 static json_t *object_of(const char *body, size_t len, const char **why)
 {
 	json_error_t e;
-	json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &e);
+	json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
 	if (!o) {
 		*why = strstr(e.text, "duplicate") ? "duplicate_key" : "bad_json";
 		return NULL;

@@ -1,0 +1,368 @@
+/* test_gateway.c: the gateway's pure parts: routes, request bodies, the wait syntax, the
+ * records it publishes, event ids, the bearer check, the listen address, and the cache
+ * (decisions, events in log order, eviction that spares what is in use, stock records that
+ * never go back). */
+#include "check.h"
+
+#include "gateway/api.h"
+#include "gateway/cache.h"
+
+#include <errno.h>
+#include <jansson.h>
+
+static void test_routes(void)
+{
+	struct {
+		const char *method, *url;
+		enum gw_route want;
+		const char *param, *allow;
+	} rows[] = {
+		{"GET", "/healthz", GW_HEALTHZ, "", NULL},
+		{"POST", "/healthz", GW_BAD_METHOD, "", "GET, HEAD"},
+		{"GET", "/readyz", GW_READYZ, "", NULL},
+		{"POST", "/v1/skus/HOT/buys", GW_BUY, "HOT", NULL},
+		{"GET", "/v1/skus/HOT/buys", GW_BAD_METHOD, "HOT", "POST"},
+		{"GET", "/v1/skus/HOT", GW_SKU, "HOT", NULL},
+		{"HEAD", "/v1/skus/HOT", GW_SKU, "HOT", NULL},
+		{"DELETE", "/v1/skus/HOT", GW_BAD_METHOD, "HOT", "GET, HEAD"},
+		{"GET", "/v1/skus/HOT/events", GW_SKU_EVENTS, "HOT", NULL},
+		{"POST", "/v1/skus/HOT/open", GW_ADMIN_OPEN, "HOT", NULL},
+		{"POST", "/v1/skus/HOT/restock", GW_ADMIN_RESTOCK, "HOT", NULL},
+		{"POST", "/v1/skus/HOT/close", GW_ADMIN_CLOSE, "HOT", NULL},
+		{"GET", "/v1/intents/abc", GW_INTENT, "abc", NULL},
+		{"GET", "/v1/intents/abc/events", GW_INTENT_EVENTS, "abc", NULL},
+		{"POST", "/v1/intents/abc/confirm", GW_CONFIRM, "abc", NULL},
+		{"POST", "/v1/intents/abc/cancel", GW_CANCEL, "abc", NULL},
+		{"GET", "/v1/intents/abc/confirm", GW_CONFIRM_GET, "abc", NULL},
+		{"GET", "/v1/intents/abc/cancel", GW_CANCEL_GET, "abc", NULL},
+		{"PUT", "/v1/intents/abc/cancel", GW_BAD_METHOD, "abc", "GET, HEAD, POST"},
+		{"GET", "/", GW_NOT_FOUND, "", NULL},
+		{"GET", "/v1/skus/", GW_NOT_FOUND, "", NULL},
+		{"GET", "/v1/skus//buys", GW_NOT_FOUND, "", NULL},
+		{"POST", "/v1/skus/HOT/buys/x", GW_NOT_FOUND, "HOT", NULL},
+		{"GET", "/v1/intents/abc/other", GW_NOT_FOUND, "abc", NULL},
+		{"GET", "/v2/skus/HOT", GW_NOT_FOUND, "", NULL},
+	};
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		CHECK_CTX("%s %s", rows[i].method, rows[i].url);
+		struct gw_path p;
+		const char *allow;
+		CHECK_INT(gw_route(rows[i].method, rows[i].url, &p, &allow), rows[i].want);
+		if (rows[i].want != GW_NOT_FOUND)
+			CHECK_STR(p.param, rows[i].param);
+		if (rows[i].allow)
+			CHECK(allow && strcmp(allow, rows[i].allow) == 0);
+	}
+	/* A parameter longer than any valid one is cut and flagged, never overflows. */
+	char url[512];
+	snprintf(url, sizeof url, "/v1/skus/%0300d/buys", 7);
+	struct gw_path p;
+	const char *allow;
+	CHECK_CTX("long sku");
+	CHECK_INT(gw_route("POST", url, &p, &allow), GW_BUY);
+	CHECK(p.too_long);
+	CHECK(strlen(p.param) < sizeof p.param);
+	CHECK(gw_route_has_body(GW_BUY) && !gw_route_has_body(GW_INTENT));
+}
+
+static void test_content_type(void)
+{
+	CHECK_CTX("content type");
+	CHECK(gw_content_type_json("application/json"));
+	CHECK(gw_content_type_json("application/json; charset=utf-8"));
+	CHECK(gw_content_type_json("Application/JSON"));
+	CHECK(!gw_content_type_json("application/jsonx"));
+	CHECK(!gw_content_type_json("text/plain"));
+	CHECK(!gw_content_type_json(NULL));
+}
+
+static void test_buy_bodies(void)
+{
+	struct {
+		const char *body;
+		const char *why; /* NULL: valid */
+	} rows[] = {
+		{"{\"buyer_id\":\"b1\",\"qty\":1}", NULL},
+		{"{\"buyer_id\":\"b1\",\"qty\":2,\"token\":\"t\",\"extra\":[1]}", NULL},
+		{"{\"buyer_id\":\"b1\",\"qty\":1,\"token\":null}", NULL},
+		{"", "bad_json"},
+		{"{", "bad_json"},
+		{"[1]", "not_object"},
+		{"\"x\"", "not_object"},
+		{"{\"buyer_id\":\"b1\",\"buyer_id\":\"b2\",\"qty\":1}", "duplicate_key"},
+		{"{\"qty\":1}", "missing_buyer_id"},
+		{"{\"buyer_id\":\"has space\",\"qty\":1}", "bad_buyer_id"},
+		{"{\"buyer_id\":7,\"qty\":1}", "bad_buyer_id"},
+		{"{\"buyer_id\":\"\",\"qty\":1}", "bad_buyer_id"},
+		{"{\"buyer_id\":\"b1\"}", "missing_qty"},
+		{"{\"buyer_id\":\"b1\",\"qty\":0}", "bad_qty"},
+		{"{\"buyer_id\":\"b1\",\"qty\":1.0}", "bad_qty"},
+		{"{\"buyer_id\":\"b1\",\"qty\":\"1\"}", "bad_qty"},
+		{"{\"buyer_id\":\"b1\",\"qty\":1000001}", "bad_qty"},
+		{"{\"buyer_id\":\"b1\",\"qty\":1,\"token\":5}", "bad_token"},
+	};
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		CHECK_CTX("buy body %s", rows[i].body);
+		struct gw_buy b;
+		const char *why = NULL;
+		int rc = gw_parse_buy(rows[i].body, strlen(rows[i].body), &b, &why);
+		if (!rows[i].why) {
+			CHECK_INT(rc, 0);
+			CHECK_STR(b.buyer_id, "b1");
+		} else {
+			CHECK_INT(rc, -EINVAL);
+			CHECK(why && strcmp(why, rows[i].why) == 0);
+		}
+	}
+	/* A NUL inside the body is bad JSON, not a shorter string. */
+	CHECK_CTX("nul");
+	const char nul[] = "{\"buyer_id\":\"b\\u0000x\",\"qty\":1}";
+	struct gw_buy b;
+	const char *why = NULL;
+	CHECK_INT(gw_parse_buy(nul, sizeof nul - 1, &b, &why), -EINVAL);
+	char token[400];
+	memset(token, 'a', sizeof token);
+	char body[600];
+	snprintf(body, sizeof body, "{\"buyer_id\":\"b\",\"qty\":1,\"token\":\"%.*s\"}", 257, token);
+	CHECK_CTX("long token");
+	CHECK_INT(gw_parse_buy(body, strlen(body), &b, &why), -EINVAL);
+	CHECK_STR(why, "bad_token");
+}
+
+static void test_sale_bodies(void)
+{
+	struct gw_sale s;
+	const char *why = NULL;
+	CHECK_CTX("open");
+	const char *open = "{\"stock\":500,\"per_buyer_limit\":2,\"hold_seconds\":60}";
+	CHECK_INT(gw_parse_sale(GW_ADMIN_OPEN, open, strlen(open), &s, &why), 0);
+	CHECK_INT(s.stock, 500);
+	CHECK_INT(s.per_buyer_limit, 2);
+	CHECK_INT(s.hold_seconds, 60);
+	CHECK_INT(gw_parse_sale(GW_ADMIN_OPEN, "{}", 2, &s, &why), -EINVAL);
+	CHECK_STR(why, "missing_stock");
+	CHECK_INT(gw_parse_sale(GW_ADMIN_OPEN, "", 0, &s, &why), -EINVAL);
+	CHECK_INT(gw_parse_sale(GW_ADMIN_OPEN, "{\"stock\":-1}", 12, &s, &why), -EINVAL);
+	CHECK_STR(why, "bad_stock");
+	CHECK_CTX("restock");
+	CHECK_INT(gw_parse_sale(GW_ADMIN_RESTOCK, "{\"add\":5}", 9, &s, &why), 0);
+	CHECK_INT(s.add, 5);
+	CHECK_INT(gw_parse_sale(GW_ADMIN_RESTOCK, "{\"add\":0}", 9, &s, &why), -EINVAL);
+	CHECK_CTX("close, confirm: the body is optional");
+	CHECK_INT(gw_parse_sale(GW_ADMIN_CLOSE, "", 0, &s, &why), 0);
+	CHECK_INT(gw_parse_sale(GW_CONFIRM, "", 0, &s, &why), 0);
+	CHECK_INT(gw_parse_sale(GW_CONFIRM, "{\"sku\":\"HOT\"}", 13, &s, &why), 0);
+	CHECK_STR(s.sku, "HOT");
+	CHECK_INT(gw_parse_sale(GW_CANCEL, "{\"sku\":\"a b\"}", 13, &s, &why), -EINVAL);
+	CHECK_STR(why, "bad_sku");
+}
+
+static void test_wait(void)
+{
+	int64_t ms;
+	CHECK_CTX("wait");
+	CHECK_INT(gw_wait_ms(NULL, NULL, 60000, &ms), 0);
+	CHECK_INT(ms, 0);
+	CHECK_INT(gw_wait_ms("5", NULL, 60000, &ms), 0);
+	CHECK_INT(ms, 5000);
+	CHECK_INT(gw_wait_ms("0.25", NULL, 60000, &ms), 0);
+	CHECK_INT(ms, 250);
+	CHECK_INT(gw_wait_ms("600", NULL, 60000, &ms), 0);
+	CHECK_INT(ms, 60000);
+	CHECK_INT(gw_wait_ms("1e400", NULL, 60000, &ms), -EINVAL);
+	CHECK_INT(gw_wait_ms("-1", NULL, 60000, &ms), -EINVAL);
+	CHECK_INT(gw_wait_ms("x", NULL, 60000, &ms), -EINVAL);
+	CHECK_INT(gw_wait_ms("nan", NULL, 60000, &ms), -EINVAL);
+	CHECK_INT(gw_wait_ms(NULL, "respond-async, wait=10", 60000, &ms), 0);
+	CHECK_INT(ms, 10000);
+	CHECK_INT(gw_wait_ms(NULL, "wait=3", 60000, &ms), 0);
+	CHECK_INT(ms, 3000);
+	CHECK_INT(gw_wait_ms(NULL, "handling=lenient; wait = 2", 60000, &ms), 0);
+	CHECK_INT(ms, 2000);
+	CHECK_INT(gw_wait_ms(NULL, "nowait=3", 60000, &ms), 0);
+	CHECK_INT(ms, 0);
+	CHECK_INT(gw_wait_ms(NULL, "wait=abc", 60000, &ms), 0); /* ignored, as RFC 7240 says */
+	CHECK_INT(ms, 0);
+	CHECK_INT(gw_wait_ms("1", "wait=9", 60000, &ms), 0); /* the query wins */
+	CHECK_INT(ms, 1000);
+}
+
+static void test_records(void)
+{
+	struct fs_buf out = {0};
+	struct gw_buy b = {.qty = 2, .has_token = true};
+	snprintf(b.buyer_id, sizeof b.buyer_id, "%s", "b\"q");
+	snprintf(b.token, sizeof b.token, "%s", "tok");
+	CHECK_CTX("buy record");
+	CHECK_INT(gw_record_buy(&out, "0190e000-0000-7000-8000-000000000001", "HOT", &b), 0);
+	/* What the worker reads: the record parses, its fields are the request's. */
+	struct fs_record_limits lim = {.bytes_max = 4096};
+	struct fs_record rec;
+	CHECK_INT(fs_record_parse(&lim, "HOT", 3, out.data, out.len, 0, 0, 0, &rec), 0);
+	CHECK_INT(rec.kind, FS_KIND_BUY);
+	CHECK_STR(rec.buyer_id, "b\"q");
+	CHECK_INT(rec.qty, 2);
+	fs_buf_clear(&out);
+	CHECK_CTX("confirm record");
+	CHECK_INT(gw_record_followup(&out, "confirm", "0190e000-0000-7000-8000-000000000001", "HOT"),
+		  0);
+	CHECK_INT(fs_record_parse(&lim, "HOT", 3, out.data, out.len, 0, 1, 0, &rec), 0);
+	CHECK_INT(rec.kind, FS_KIND_CONFIRM);
+	fs_buf_clear(&out);
+	CHECK_CTX("open record");
+	struct gw_sale s = {.stock = 10, .per_buyer_limit = 2, .hold_seconds = 30};
+	CHECK_INT(gw_record_sale(&out, GW_ADMIN_OPEN, "HOT", &s), 0);
+	CHECK_INT(fs_record_parse(&lim, "HOT", 3, out.data, out.len, 0, 2, 0, &rec), 0);
+	CHECK_INT(rec.kind, FS_KIND_OPEN);
+	CHECK_INT(rec.qty, 10);
+	CHECK_INT(rec.per_buyer_limit, 2);
+	CHECK_INT(rec.hold_ms, 30000);
+	fs_buf_free(&out);
+	CHECK_CTX("fingerprint");
+	CHECK(gw_fingerprint("buy", "HOT", "b1", 1) == gw_fingerprint("buy", "HOT", "b1", 1));
+	CHECK(gw_fingerprint("buy", "HOT", "b1", 1) != gw_fingerprint("buy", "HOT", "b1", 2));
+	CHECK(gw_fingerprint("buy", "HOT", "b1", 1) != gw_fingerprint("buy", "HOT", "b2", 1));
+	CHECK(gw_fingerprint("buy", "HOT", "b1", 1) != gw_fingerprint("buy", "HOTX", "b1", 1));
+}
+
+static void test_events_and_auth(void)
+{
+	struct fs_buf out = {0};
+	gw_sse_event(&out, "decided", 3, 42, "{\"a\":1}");
+	CHECK_CTX("sse");
+	CHECK_STR(fs_buf_cstr(&out), "event: decided\nid: 3:42\ndata: {\"a\":1}\n\n");
+	fs_buf_free(&out);
+	int32_t p;
+	int64_t o;
+	CHECK(gw_parse_event_id("3:42", &p, &o) && p == 3 && o == 42);
+	CHECK(!gw_parse_event_id("3:", &p, &o));
+	CHECK(!gw_parse_event_id(":4", &p, &o));
+	CHECK(!gw_parse_event_id("3:4x", &p, &o));
+	CHECK(!gw_parse_event_id("-3:4", &p, &o));
+	CHECK(!gw_parse_event_id("99999999999:4", &p, &o));
+	CHECK(!gw_parse_event_id(NULL, &p, &o));
+	CHECK_CTX("bearer");
+	CHECK(gw_bearer_ok("Bearer s3cret", "s3cret"));
+	CHECK(!gw_bearer_ok("Bearer s3cre", "s3cret"));
+	CHECK(!gw_bearer_ok("Bearer s3cretx", "s3cret"));
+	CHECK(!gw_bearer_ok("Bearer s3creT", "s3cret"));
+	CHECK(!gw_bearer_ok("Basic s3cret", "s3cret"));
+	CHECK(!gw_bearer_ok("Bearer ", ""));
+	CHECK(!gw_bearer_ok(NULL, "s3cret"));
+	CHECK_CTX("listen");
+	char addr[64];
+	int port;
+	bool v6;
+	CHECK_INT(gw_parse_listen("127.0.0.1:58080", addr, sizeof addr, &port, &v6), 0);
+	CHECK(strcmp(addr, "127.0.0.1") == 0 && port == 58080 && !v6);
+	CHECK_INT(gw_parse_listen("[::1]:0", addr, sizeof addr, &port, &v6), 0);
+	CHECK(strcmp(addr, "::1") == 0 && port == 0 && v6);
+	CHECK_INT(gw_parse_listen("127.0.0.1", addr, sizeof addr, &port, &v6), -EINVAL);
+	CHECK_INT(gw_parse_listen("127.0.0.1:70000", addr, sizeof addr, &port, &v6), -EINVAL);
+	CHECK_INT(gw_parse_listen(":80", addr, sizeof addr, &port, &v6), -EINVAL);
+	CHECK_INT(gw_parse_listen("[::1]80", addr, sizeof addr, &port, &v6), -EINVAL);
+}
+
+static void id_of(int i, char out[FS_UUID_LEN + 1])
+{
+	snprintf(out, FS_UUID_LEN + 1, "0190e000-0000-7000-8000-%012d", i);
+}
+
+static void test_cache(void)
+{
+	struct gw_cache c;
+	CHECK_CTX("cache");
+	CHECK_INT(gw_cache_init(&c, 1000, 10), 0);
+	char id[FS_UUID_LEN + 1];
+	id_of(1, id);
+	struct gw_entry *e = gw_cache_put(&c, id, GW_K_BUY);
+	CHECK(e && e->state == GW_S_STUB);
+	CHECK(gw_cache_put(&c, id, GW_K_BUY) == e);
+	CHECK(gw_cache_get(&c, id, GW_K_CONFIRM) == NULL);
+	CHECK(gw_entry_decide(e, "{\"o\":1}", "HOT", 0, 5, false));
+	CHECK(!gw_entry_decide(e, "{\"o\":2}", "HOT", 0, 9, false)); /* the first one stays */
+	CHECK_STR(e->decision, "{\"o\":1}");
+	CHECK_CTX("provisional");
+	struct gw_entry *f = gw_cache_put(&c, id, GW_K_CONFIRM);
+	CHECK(gw_entry_decide(f, "{\"u\":1}", "HOT", 0, 6, true));
+	CHECK(!gw_entry_decide(f, "{\"u\":0}", "HOT", 0, 4, false)); /* older: not taken */
+	CHECK(gw_entry_decide(f, "{\"c\":1}", "HOT", 0, 8, false));
+	CHECK_STR(f->decision, "{\"c\":1}");
+	CHECK(!gw_entry_decide(f, "{\"c\":2}", "HOT", 0, 10, false));
+	CHECK_CTX("events in log order, once each");
+	CHECK(gw_entry_event(e, "confirmed", 0, 8, "{}"));
+	CHECK(gw_entry_event(e, "decided", 0, 5, "{}"));
+	CHECK(!gw_entry_event(e, "decided", 0, 5, "{}"));
+	CHECK_INT(e->n_ev, 2);
+	CHECK_STR(e->ev[0].name, "decided");
+	CHECK_STR(e->ev[1].name, "confirmed");
+
+	CHECK_CTX("eviction spares entries in use");
+	e->pins = 1;
+	struct gw_waiter w;
+	struct gw_entry *waited = NULL;
+	for (int i = 2; i <= 3000; i++) {
+		id_of(i, id);
+		struct gw_entry *x = gw_cache_put(&c, id, GW_K_BUY);
+		if (!CHECK(x != NULL))
+			break;
+		if (i == 2) {
+			waited = x;
+			gw_waiter_add(&x->waiters, &w, NULL);
+		}
+	}
+	CHECK(c.len <= 1000);
+	CHECK(c.evicted >= 2000);
+	id_of(1, id);
+	CHECK(gw_cache_get(&c, id, GW_K_BUY) == e);
+	id_of(2, id);
+	CHECK(gw_cache_get(&c, id, GW_K_BUY) == waited);
+	id_of(3, id);
+	CHECK(gw_cache_get(&c, id, GW_K_BUY) == NULL);
+	id_of(3000, id);
+	CHECK(gw_cache_get(&c, id, GW_K_BUY) != NULL);
+	gw_waiter_remove(&w);
+	CHECK(!gw_waiter_linked(&w));
+
+	CHECK_CTX("full of entries in use");
+	struct gw_cache small;
+	CHECK_INT(gw_cache_init(&small, 2, 1), 0);
+	id_of(1, id);
+	gw_cache_put(&small, id, GW_K_BUY)->pins = 1;
+	id_of(2, id);
+	gw_cache_put(&small, id, GW_K_BUY)->state = GW_S_PUBLISHING;
+	id_of(3, id);
+	CHECK(gw_cache_put(&small, id, GW_K_BUY) == NULL);
+
+	CHECK_CTX("stock never goes back");
+	struct gw_stock *s = gw_stock_put(&small, "HOT");
+	CHECK(s && !s->json);
+	CHECK(gw_stock_put(&small, "OTHER") == NULL); /* full */
+	CHECK(gw_stock_update(s, "{\"a\":5}", "open", 1, 10));
+	CHECK(!gw_stock_update(s, "{\"a\":6}", "open", 1, 9));
+	CHECK(gw_stock_update(s, "{\"a\":0}", "sold_out", 1, 11));
+	CHECK_STR(s->status, "sold_out");
+	CHECK_INT(s->version, 2);
+	/* Another partition (the SKU's topic was recreated): taken. */
+	CHECK(gw_stock_update(s, "{\"a\":1}", "open", 2, 0));
+	gw_cache_free(&small);
+	gw_cache_free(&c);
+}
+
+int main(int argc, char **argv)
+{
+	struct check_args a = check_parse_args(argc, argv);
+	if (a.known_bug) {
+		CHECK(!"unknown --known-bug name");
+		return check_done("test_gateway");
+	}
+	test_routes();
+	test_content_type();
+	test_buy_bodies();
+	test_sale_bodies();
+	test_wait();
+	test_records();
+	test_events_and_auth();
+	test_cache();
+	return check_done("test_gateway");
+}
