@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -825,6 +826,21 @@ void *gw_timer_main(void *arg)
 /* ---- the daemon --------------------------------------------------------------------------------
  */
 
+/* libmicrohttpd's own messages: a client gone in the middle of an answer is routine. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	char msg[512];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	size_t n = strlen(msg);
+	while (n > 0 && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	if (strncmp(msg, "Failed to send", 14) == 0 || strstr(msg, "closed by remote"))
+		fs_debug("http: %s", msg);
+	else
+		fs_warn("http: %s", msg);
+}
+
 int gw_http_start(struct gw *g, char *err, size_t err_len)
 {
 	char addr[64];
@@ -850,7 +866,8 @@ int gw_http_start(struct gw *g, char *err, size_t err_len)
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)g->cfg.http_timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, g, MHD_OPTION_NOTIFY_CONNECTION,
-		on_connection, g, MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096U,
+		on_connection, g, MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096U, MHD_OPTION_EXTERNAL_LOGGER,
+		on_mhd_log, g,
 		/* One thread: no pool (libmicrohttpd warns about a pool of one). */
 		g->cfg.http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
 		(unsigned)g->cfg.http_threads, MHD_OPTION_END);

@@ -95,6 +95,34 @@ start_worker() {
 
 worker_pid() { eval "echo \${IT_PID_$1}"; }
 
+# start_gateway NAME [ARGS...]: a flashsale-gateway on a free port (listen = 127.0.0.1:0
+# unless ARGS set it), log in $IT_DIR/NAME.log; waits until it listens and sets GW (its
+# base URL) and IT_PID_NAME.
+start_gateway() {
+	local name=$1 port
+	shift
+	"$IT_BUILD/flashsale-gateway" -c "$IT_DIR/flashsale.conf" --set listen=127.0.0.1:0 "$@" \
+		>>"$IT_DIR/$name.log" 2>&1 &
+	eval "IT_PID_$name=$!"
+	IT_PIDS+=($!)
+	wait_until 30 "gateway $name to listen" "grep -q 'listening on' '$IT_DIR/$name.log'"
+	port=$(sed -n 's/.*listening on .* (port \([0-9]*\)).*/\1/p' "$IT_DIR/$name.log" | tail -n 1)
+	GW=http://127.0.0.1:$port
+}
+
+# req METHOD PATH [CURL ARGS...]: one request to $GW; prints the status, leaves the body in
+# $IT_DIR/body and the headers in $IT_DIR/headers.
+req() {
+	local method=$1 path=$2
+	shift 2
+	curl -s -o "$IT_DIR/body" -D "$IT_DIR/headers" -w '%{http_code}' -X "$method" "$@" \
+		"$GW$path" || true
+}
+# body_field NAME: a top-level member of the last body (empty if none).
+body_field() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2]); print("" if v is None else v)' "$IT_DIR/body" "$1" 2>/dev/null || true; }
+# header_value NAME: a header of the last answer.
+header_value() { tr -d '\r' <"$IT_DIR/headers" | awk -v n="$(echo "$1" | tr 'A-Z' 'a-z')" -F': ' 'tolower($1) == n { print $2 }'; }
+
 # alive PID: the process exists and has not exited (a zombie counts as exited).
 alive() {
 	local state
