@@ -860,14 +860,14 @@ int gw_http_start(struct gw *g, char *err, size_t err_len)
 	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
 	g->daemon = MHD_start_daemon(
-		flags, (uint16_t)port, NULL, NULL, on_request, g, MHD_OPTION_SOCK_ADDR,
+		flags, (uint16_t)port, NULL, NULL, on_request, g, MHD_OPTION_EXTERNAL_LOGGER,
+		on_mhd_log, g, MHD_OPTION_SOCK_ADDR,
 		v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa4, MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned)(g->cfg.http_connections_max + OVERLOAD_RESERVE),
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)g->cfg.http_timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, g, MHD_OPTION_NOTIFY_CONNECTION,
-		on_connection, g, MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096U, MHD_OPTION_EXTERNAL_LOGGER,
-		on_mhd_log, g,
+		on_connection, g, MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096U,
 		/* One thread: no pool (libmicrohttpd warns about a pool of one). */
 		g->cfg.http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
 		(unsigned)g->cfg.http_threads, MHD_OPTION_END);

@@ -119,7 +119,7 @@ req() {
 		"$GW$path" || true
 }
 # body_field NAME: a top-level member of the last body (empty if none).
-body_field() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2]); print("" if v is None else v)' "$IT_DIR/body" "$1" 2>/dev/null || true; }
+body_field() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2]); print("" if v is None else json.dumps(v) if isinstance(v, bool) else v)' "$IT_DIR/body" "$1" 2>/dev/null || true; }
 # header_value NAME: a header of the last answer.
 header_value() { tr -d '\r' <"$IT_DIR/headers" | awk -v n="$(echo "$1" | tr 'A-Z' 'a-z')" -F': ' 'tolower($1) == n { print $2 }'; }
 
