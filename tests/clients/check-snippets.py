@@ -1,13 +1,13 @@
 #!/usr/bin/python3
-"""Checks that docs/web-tier.md's snippets are the tested code.
+"""Checks that the pages' snippets are the tested code.
 
-    /usr/bin/python3 tests/clients/check-snippets.py [DOC]
+    /usr/bin/python3 tests/clients/check-snippets.py [DOC...]
 
-A code block of the page (docs/web-tier.md unless DOC is given) whose first line is a comment naming a file of tests/clients
+A code block of a page (docs/web-tier.md and README.md unless DOCs are given) whose first line is a comment naming a file of tests/clients
 (`// tests/clients/WebTierProducer.java`, `# tests/clients/confluent_producer.py`) must be,
 line for line and after removing the common indentation, the part of that file between its
 `snippet:begin` and `snippet:end` marker lines; and every file of tests/clients with markers
-must have its block. Prints one line per snippet; exit 1 naming each difference.
+must have its block on one of the pages. Prints one line per snippet; exit 1 naming each difference.
 """
 import difflib
 import os
@@ -17,7 +17,7 @@ import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-DOC = os.path.join("docs", "web-tier.md")
+DOCS = [os.path.join("docs", "web-tier.md"), "README.md"]
 
 
 def excerpt(path):
@@ -34,11 +34,19 @@ def excerpt(path):
 
 
 def main():
-    doc = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, DOC)
-    with open(doc, encoding="utf-8") as f:
-        body = f.read()
-
+    docs = sys.argv[1:] or [os.path.join(ROOT, d) for d in DOCS]
     bad, named = 0, set()
+    for doc in docs:
+        with open(doc, encoding="utf-8") as f:
+            bad += check_page(doc, f.read(), named)
+    bad += unnamed(named)
+    if bad:
+        sys.exit(1)
+
+
+def check_page(doc, body, named):
+    bad = 0
+    DOC = os.path.relpath(doc, ROOT)
     for block in re.findall(r"^```[a-z]*\n(.*?)^```$", body, re.S | re.M):
         lines = block.rstrip("\n").split("\n")
         m = re.match(r"^(?://|#) (tests/clients/\S+)$", lines[0])
@@ -60,6 +68,11 @@ def main():
             bad += 1
         else:
             print("check-snippets: ok %s (%d lines)" % (rel, len(got)))
+    return bad
+
+
+def unnamed(named):
+    bad = 0
     for dirpath, _, files in os.walk(HERE):
         for name in sorted(files):
             rel = os.path.relpath(os.path.join(dirpath, name), ROOT)
@@ -70,10 +83,9 @@ def main():
             except UnicodeDecodeError:
                 continue
             if has and rel not in named:
-                print("check-snippets: %s has snippet markers but no snippet on the page" % rel)
+                print("check-snippets: %s has snippet markers but no snippet on the pages" % rel)
                 bad += 1
-    if bad:
-        sys.exit(1)
+    return bad
 
 
 if __name__ == "__main__":

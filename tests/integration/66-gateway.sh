@@ -146,6 +146,12 @@ grep -q '"status":"sold_out"' "$IT_DIR/sku-events" && grep -q '"status":"open"' 
 	say "ok: the SKU's stream: $(grep -c '^event: stock' "$IT_DIR/sku-events") stock events, sold_out and open" ||
 	fail "SKU stream: $(head -c 600 "$IT_DIR/sku-events")"
 
+# ---- the README's curl examples, as they are ----
+GW=$GW TOKEN=$TOKEN bash "$IT_ROOT/tests/clients/gateway_curl.sh" >"$IT_DIR/readme.out" 2>&1 || fail "the README's examples failed: $(cat "$IT_DIR/readme.out")"
+for want in '"status":"queued"' '"outcome":"held"' 'event: decided' '"outcome":"confirmed"' '"sku":"PHONE"'; do
+	grep -qF "$want" "$IT_DIR/readme.out" && say "ok: the README's examples print $want" || fail "the README's examples: no $want in $(cat "$IT_DIR/readme.out")"
+done
+
 # ---- bad input ----
 chk() { # chk STATUS ERROR WHAT METHOD PATH [CURL ARGS]
 	local want=$1 err=$2 what=$3

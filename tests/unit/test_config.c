@@ -39,6 +39,16 @@ static void check_defaults(const struct fs_config *c)
 	CHECK_INT(c->stats_interval_ms, 10000);
 	CHECK_INT(c->retry_backoff_max_ms, 2000);
 	CHECK_INT(c->flush_timeout_ms, 30000);
+	CHECK_STR(c->listen, "127.0.0.1:58080");
+	CHECK_STR(c->admin_token, "");
+	CHECK_INT(c->http_threads, 1);
+	CHECK_INT(c->http_connections_max, 16000);
+	CHECK_INT(c->http_body_max, 4096);
+	CHECK_INT(c->http_timeout_s, 30);
+	CHECK_INT(c->http_wait_max_ms, 60000);
+	CHECK_INT(c->http_heartbeat_ms, 15000);
+	CHECK_INT(c->results_cache_max, 500000);
+	CHECK_INT(c->publish_timeout_ms, 5000);
 	CHECK_INT(c->kafka_len, 0);
 }
 
