@@ -2,7 +2,7 @@
 """The benchmark of issue 5: flashsale next to the approaches teams use today, in one run, on this
 machine, against the same local PostgreSQL.
 
-  scripts/bench [--quick] [--clients N] [--only S1..S7] [--no-flashsale] [--s5-seconds N]
+  scripts/bench [--quick] [--clients N] [--only S1..S10] [--no-flashsale] [--s5-seconds N]
                 [--out DIR]
   scripts/bench report [--rows FILE] [--out DIR] [--check]
 
@@ -36,7 +36,17 @@ from a rows file, running nothing (scripts/bench report --help).
      on a partition the rule does not name: each is forwarded. The rate from the first
      publish to the last answer, and the latency from the publish call, against the routed
      run of the same invocation                                    flashsale only
-  (S5 uses this invocation's S1 rate; --only S5 runs S1's flashsale run first.)
+  S8 HTTP end to end: S1's sale through flashsale-gateway, each buyer POSTing its buy and
+     long-polling its result (build/bench/flashsale-httpload: libcurl, 64 connections);
+     buyers/s from the first request to the last result, against the HTTP floor (the same
+     buyers against build/bench/flashsale-http-floor: libmicrohttpd answering constants) and
+     against S1
+  S9 after the sell-out: as many buys again, POST only, answered by the edge flag, against
+     the POST-only floor; nothing may be published
+  S10 10,000 long-polls waiting at once (--quick: 2,000): the gateway's memory per waiting
+     connection; every one answered once a worker runs                flashsale only
+  (S5 and S8 use this invocation's S1 rate; --only S5 and --only S8 run S1's flashsale run
+  first; --only S8, S9 or S10 runs the three and the floor. Issue 29 named them S7-S9.)
 """
 # Before the first flashsale run, one unmeasured S1-sized sale warms the broker up (its JIT),
 # and a full collection empties its heap of what earlier runs left there. Before every measured
@@ -63,7 +73,8 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
-import machine  # noqa: E402 (after the line above)
+import gateway_runs  # noqa: E402 (after the line above)
+import machine  # noqa: E402
 import open_loop  # noqa: E402
 import proc  # noqa: E402
 import report  # noqa: E402
@@ -82,6 +93,7 @@ SIZES = {  # (default, --quick)
     "s1_buyers": (100000, 10000), "s1_stock": (500, 500), "s2_buyers": (20000, 2000),
     "s2_stock": (20000, 2000), "time_limit": (90, 30), "s3_intents": (1000000, 100000),
     "s3_stock": (10000, 1000), "s4_intents": (500000, 50000), "s5_seconds": (15, 5),
+    "s10_waiting": (10000, 2000),
 }
 
 
@@ -128,10 +140,10 @@ def parse_flags(argv):
         usage_error("--clients must be in 1..256")
     if not re.fullmatch(r"|[1-9]|[1-9][0-9]|[1-5][0-9][0-9]|600", opts["s5_seconds"]):
         usage_error("--s5-seconds takes 1..600")
-    if not re.fullmatch(r"|S[1-7]", opts["only"]):
-        usage_error("--only takes S1 .. S7")
+    if not re.fullmatch(r"|S[1-9]|S10", opts["only"]):
+        usage_error("--only takes S1 .. S10")
     if not opts["flashsale"] and opts["only"] not in ("", "S1", "S2"):
-        usage_error("S3 .. S7 are flashsale runs: --no-flashsale leaves nothing to run")
+        usage_error("S3 .. S10 are flashsale runs: --no-flashsale leaves nothing to run")
     return opts
 
 
@@ -268,15 +280,19 @@ def plan(b):
     alone = []
     if b.with_flashsale:
         if not b.only:
-            alone = ["S3", "S4", "S5", "S6", "S7"]
+            alone = ["S3", "S4", "S5", "S6", "S7", "S8"]
         elif b.only == "S5":
             alone = ["S1", "S5"]
+        elif b.only in ("S8", "S9", "S10"):
+            alone = ["S1", "S8"]
         elif b.only in ("S3", "S4", "S6", "S7"):
             alone = [b.only]
     per_scenario = len(b.approaches) + (1 if b.with_flashsale else 0)
     b.runs_total = per_scenario * len(scenarios) + len(alone)
     if "S5" in alone:
         b.runs_total += 3  # S5's floors, disk
+    if "S8" in alone:
+        b.runs_total += 4  # the two HTTP floors, S9, S10
     plus = " + flashsale" if b.with_flashsale else ""
     also = ("and flashsale alone in " + " ".join(alone)) if alone else ""
     say("%d runs: %d peers x %d scenario(s)%s %s, %s clients per peer, at most %d s per peer run"
@@ -303,7 +319,7 @@ def run_all(b, scenarios, alone):
         "S1": [runs.flashsale_s1], "S3": [runs.flashsale_s3], "S4": [runs.flashsale_s4],
         "S5": [open_loop.flashsale_s5, lambda b: open_loop.s5_floor(b, "plain"),
                lambda b: open_loop.s5_floor(b, "durable"), open_loop.s5_disk],
-        "S6": [runs.flashsale_s6], "S7": [runs.flashsale_s7],
+        "S6": [runs.flashsale_s6], "S7": [runs.flashsale_s7], "S8": [gateway_runs.run_all],
     }
     for sc in alone:
         for run in alone_runs[sc]:
@@ -322,6 +338,7 @@ def header_of(b, argv, facts):
         "s2_buyers": str(b.s2_buyers), "s2_stock": str(b.s2_stock),
         "s3_intents": str(b.s3_intents), "s3_stock": str(b.s3_stock),
         "s4_intents": str(b.s4_intents), "s5_seconds": str(b.s5_seconds),
+        "s10_waiting": str(b.s10_waiting),
         "s5_warm_s": str(open_loop.S5_WARM_S),
     }
     return h

@@ -169,7 +169,7 @@ def render(header, rows):
     return (report_text.INTRO.format(**fields) + peer_tables(rows)
             + "What the checks found (every run that did not end with check=ok):\n\n"
             + checks_found(rows, max_retries) + "\n" + report_text.WHY
-            + alone_table(rows))
+            + alone_table(rows) + http_table(rows))
 
 
 ALONE_NAMES = {"S5-floor": "S5 floor", "S5-floor-durable": "S5 floor, durable",
@@ -282,12 +282,77 @@ def alone_table(rows):
     return "".join(line + "\n" for line in out)
 
 
+HTTP_NAMES = {"S8-floor": "S8 HTTP floor", "S9-floor": "S9 HTTP floor, POST only",
+              "S8": "S8 HTTP end to end", "S9": "S9 after the sell-out", "S10": "S10 waiting"}
+
+
+def _http_against(r):
+    """The "against" column of an HTTP row."""
+    sc, v = value(r, "scenario"), lambda k: value(r, k)  # noqa: E731
+    rate = awk_num(v("attempts_per_s"))
+    if sc == "S8":
+        parts = []
+        if is_num(v("floor_per_s")) and awk_num(v("floor_per_s")) > 0:
+            parts.append("%.2fx the HTTP floor (%s/s)" % (rate / awk_num(v("floor_per_s")),
+                                                          commify(v("floor_per_s"))))
+        if is_num(v("s1_per_s")) and awk_num(v("s1_per_s")) > 0:
+            parts.append("%.2fx S1 (%s/s, Kafka direct)" % (rate / awk_num(v("s1_per_s")),
+                                                            commify(v("s1_per_s"))))
+        parts.append("%s published, %s at the edge" % (commify(v("published")),
+                                                       commify(v("edge"))))
+        return "; ".join(parts)
+    if sc == "S9":
+        text = "%s published" % v("published")
+        if is_num(v("floor_per_s")) and awk_num(v("floor_per_s")) > 0:
+            text = "%.2fx the POST-only floor (%s/s); %s" % (
+                rate / awk_num(v("floor_per_s")), commify(v("floor_per_s")), text)
+        return text
+    if sc == "S10":
+        return ("%s long-polls at once: %s KiB each (RSS %.1f MB before, %.1f MB waiting); "
+                "answered once a worker ran" % (
+                    commify(v("waiting")), v("per_conn_kib"), awk_num(v("rss_before_kb")) / 1024,
+                    awk_num(v("rss_waiting_kb")) / 1024))
+    return "the same buyers against libmicrohttpd answering constants"
+
+
+def http_table(rows):
+    """## The HTTP front door: S8 .. S10 and their floors."""
+    found = [r for r in rows if value(r, "scenario") in HTTP_NAMES]
+    if not found:
+        return ""
+    out = ["## The HTTP front door: S8 .. S10\n",
+           "Buyers over HTTP/1.1 keep-alive connections (build/bench/flashsale-httpload: "
+           "libcurl, 2 threads, 64 connections), each POSTing its buy and long-polling its "
+           "result (S9: POST only); buyers/s from the first request to the last answer, "
+           "latency per buyer from its POST to its decision.\n",
+           "| scenario | buyers | seconds | buyers/s | against | p50 ms | p99 ms | p99.9 ms "
+           "| max ms | check |",
+           "|---|--:|--:|--:|---|--:|--:|--:|--:|---|"]
+    for r in found:
+        name = HTTP_NAMES[value(r, "scenario")]
+        if value(r, "check") == "error":
+            out.append("| %s | failed: see the log | | | | | | | | error |" % name)
+            continue
+        fig = lambda k: value(r, k) if is_num(value(r, k)) else "-"  # noqa: E731
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            name, commify(value(r, "buyers")), fig("seconds"),
+            commify(value(r, "attempts_per_s")) if is_num(value(r, "attempts_per_s")) else "-",
+            _http_against(r), fig("p50_ms"), fig("p99_ms"), fig("p999_ms"), fig("max_ms"),
+            value(r, "check")))
+    out += ["", "Targets (issue 29, which calls them S7-S9): S8 >= 0.5x S1 and >= 0.25x the "
+            "HTTP floor; S9 >= 0.8x the POST-only floor, nothing published; S10 <= 16 KiB per "
+            "waiting connection. The buyers' program and the gateway share the machine's 2 "
+            "cores with the broker, Postgres and the worker.", ""]
+    return "".join(line + "\n" for line in out)
+
+
 def chart_data(rows):
     """The chart's data: one line per approach, "NAME S1_ATTEMPTS/S S2_WINNERS/S" ("-" where
     it has no row), in the order the approaches first ran; failed runs and floors left out."""
     names, s1, s2 = [], {}, {}
     for r in rows:
-        if value(r, "check") == "error" or value(r, "kind") == "floor":
+        if (value(r, "check") == "error" or value(r, "kind") == "floor"
+                or value(r, "scenario") not in ("S1", "S2")):
             continue
         a = value(r, "approach")
         if a not in names:

@@ -93,6 +93,10 @@ static const struct key keys[] = {
 	    "rest refused at accept)."),
 	INT(http_body_max, 256, 65536, "4096",
 	    "(gateway) Largest request body, in bytes; a larger one is answered 413."),
+	INT(http_connection_memory, 4096, 1048576, "8192",
+	    "(gateway) libmicrohttpd's memory per connection, in bytes: a request's headers and "
+	    "the answer's must fit in it (a request with more is answered 431); it is most of "
+	    "what a waiting connection costs."),
 	INT(http_timeout_s, 1, 3600, "30",
 	    "(gateway) A connection with no traffic for this long is closed (a slow or stuck "
 	    "client; a long-poll or an event stream waiting for a result is not idle)."),

@@ -42,6 +42,7 @@ struct fs_config {
 	int64_t http_threads;
 	int64_t http_connections_max;
 	int64_t http_body_max;
+	int64_t http_connection_memory;
 	int64_t http_timeout_s;
 	int64_t http_wait_max_ms;
 	int64_t http_heartbeat_ms;

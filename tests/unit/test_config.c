@@ -44,6 +44,7 @@ static void check_defaults(const struct fs_config *c)
 	CHECK_INT(c->http_threads, 1);
 	CHECK_INT(c->http_connections_max, 16000);
 	CHECK_INT(c->http_body_max, 4096);
+	CHECK_INT(c->http_connection_memory, 8192);
 	CHECK_INT(c->http_timeout_s, 30);
 	CHECK_INT(c->http_wait_max_ms, 60000);
 	CHECK_INT(c->http_heartbeat_ms, 15000);
