@@ -114,6 +114,7 @@ def flashsale_demo_row(b, sc, buyers, stock):
     log = b.log("flashsale-%s.log" % sc)
     proc.settle()
     rc, _ = log.run(["timeout", "--kill-after=10", str(FLASHSALE_TIME_LIMIT), "scripts/demo",
+                     "--no-gateway",
                      "--buyers", str(buyers), "--stock", str(stock)])
     line, timing = log.last("RESULT "), log.last("TIMING ")
     log.close()
@@ -326,6 +327,7 @@ def _s6_steps(b, log, pg_replay, db):
     schema_pg = proc.base_pg(admin) + " dbname=" + db
     proc.settle()
     rc, out = log.run(["timeout", "--kill-after=10", str(FLASHSALE_TIME_LIMIT), "scripts/demo",
+                     "--no-gateway",
                        "--buyers", str(b.s1_buyers), "--stock", str(b.s1_stock)], out="capture")
     for line in out.split("\n"):
         if line.startswith(("TIMING ", "RESULT ")):
