@@ -343,7 +343,41 @@ def http_table(rows):
             "HTTP floor; S9 >= 0.8x the POST-only floor, nothing published; S10 <= 16 KiB per "
             "waiting connection. The buyers' program and the gateway share the machine's 2 "
             "cores with the broker, Postgres and the worker.", ""]
+    stands = http_targets(found)
+    if stands:
+        out += ["Where this run stands: " + "; ".join(stands) + ".", ""]
     return "".join(line + "\n" for line in out)
+
+
+def http_targets(found):
+    """Each HTTP target this run measured, met or missed, with its figure. S8 against S1 also
+    names the floor's own ratio to S1: no gateway on the same library and buyers can beat it."""
+    by = {value(r, "scenario"): r for r in found if value(r, "check") != "error"}
+    num = lambda r, k: awk_num(value(r, k)) if is_num(value(r, k)) else 0  # noqa: E731
+    verdict = lambda ok: "met" if ok else "missed"  # noqa: E731
+    out = []
+    s8, s9, s10, floor8 = by.get("S8"), by.get("S9"), by.get("S10"), by.get("S8-floor")
+    if s8 and num(s8, "floor_per_s") > 0:
+        x = num(s8, "attempts_per_s") / num(s8, "floor_per_s")
+        out.append("S8 >= 0.25x the HTTP floor %s (%.2fx)" % (verdict(x >= 0.25), x))
+    if s8 and num(s8, "s1_per_s") > 0:
+        x = num(s8, "attempts_per_s") / num(s8, "s1_per_s")
+        text = "S8 >= 0.5x S1 %s (%.2fx)" % (verdict(x >= 0.5), x)
+        if floor8 and num(floor8, "attempts_per_s") > 0:
+            text += (", where the HTTP floor itself, libmicrohttpd answering constants to the "
+                     "same buyers, is %.2fx S1" % (num(floor8, "attempts_per_s") /
+                                                   num(s8, "s1_per_s")))
+        out.append(text)
+    if s9 and num(s9, "floor_per_s") > 0:
+        x = num(s9, "attempts_per_s") / num(s9, "floor_per_s")
+        ok = x >= 0.8 and num(s9, "published") == 0
+        out.append("S9 >= 0.8x the POST-only floor with nothing published %s (%.2fx, %s "
+                   "published)" % (verdict(ok), x, value(s9, "published")))
+    if s10 and is_num(value(s10, "per_conn_kib")):
+        kib = num(s10, "per_conn_kib")
+        out.append("S10 <= 16 KiB per waiting connection %s (%s KiB)" % (
+            verdict(kib <= 16), value(s10, "per_conn_kib")))
+    return out
 
 
 def chart_data(rows):
