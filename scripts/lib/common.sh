@@ -35,6 +35,11 @@ FS_KAFKA_LIBS="$FS_KAFKA_CACHE/libs"
 # Written after a complete copy; holds the pom's checksum so a changed pom re-copies.
 FS_KAFKA_MARKER="$FS_KAFKA_CACHE/complete"
 FS_KAFKA_POM="$FLASHSALE_HOME/scripts/kafka/pom.xml"
+# Debian 12's prometheus package, unpacked here by scripts/setup (never installed: its
+# maintainer scripts would start a system-wide server on :9090); scripts/services starts it.
+FS_PROM_CACHE="$FS_LOCAL/cache/prometheus"
+FS_PROMETHEUS="$FS_PROM_CACHE/usr/bin/prometheus"
+FS_PROMTOOL="$FS_PROM_CACHE/usr/bin/promtool"
 
 # Program name for messages: "setup", "services".
 FS_PROG="${FS_PROG:-$(basename "$0")}"
