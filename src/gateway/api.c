@@ -39,6 +39,25 @@ static enum gw_route pick(const char *method, const char *want, enum gw_route r,
 	return GW_BAD_METHOD;
 }
 
+/* /sale/{sku} and /assets/{name}: one segment after the prefix, else not found. */
+static enum gw_route page_route(const char *url, struct gw_path *out)
+{
+	static const struct {
+		const char *prefix;
+		enum gw_route route;
+	} pages[] = {{"/sale/", GW_PAGE}, {"/assets/", GW_ASSET}};
+	for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
+		size_t n = strlen(pages[i].prefix);
+		if (strncmp(url, pages[i].prefix, n) != 0)
+			continue;
+		const char *rest = url + n;
+		if (strchr(rest, '/') || !take(out, rest, rest + strlen(rest)))
+			return GW_NOT_FOUND;
+		return pages[i].route;
+	}
+	return GW_NOT_FOUND;
+}
+
 enum gw_route gw_route(const char *method, const char *url, struct gw_path *out, const char **allow)
 {
 	memset(out, 0, sizeof *out);
@@ -47,6 +66,9 @@ enum gw_route gw_route(const char *method, const char *url, struct gw_path *out,
 		return pick(method, "GET", GW_HEALTHZ, "GET, HEAD", allow);
 	if (strcmp(url, "/readyz") == 0)
 		return pick(method, "GET", GW_READYZ, "GET, HEAD", allow);
+	enum gw_route page = page_route(url, out);
+	if (page != GW_NOT_FOUND)
+		return pick(method, "GET", page, "GET, HEAD", allow);
 	const char *rest;
 	bool skus;
 	if (strncmp(url, "/v1/skus/", 9) == 0) {
@@ -361,6 +383,15 @@ bool gw_bearer_ok(const char *authorization, const char *token)
 	for (size_t i = 0; i < lt; i++)
 		diff |= (unsigned)(t[i] ^ (i < la ? a[i] : 0));
 	return diff == 0;
+}
+
+const struct gw_asset *gw_asset_find(const char *name)
+{
+	/* A handful of files: a linear search is as fast as anything else. */
+	for (size_t i = 0; i < gw_assets_len; i++)
+		if (strcmp(gw_assets[i].name, name) == 0)
+			return &gw_assets[i];
+	return NULL;
 }
 
 int gw_parse_listen(const char *s, char *addr, size_t addr_len, int *port, bool *ipv6)

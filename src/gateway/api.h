@@ -28,6 +28,8 @@ enum gw_route {
 	GW_CANCEL,	  /* POST /v1/intents/{id}/cancel */
 	GW_CONFIRM_GET,	  /* GET /v1/intents/{id}/confirm: the confirm's decision */
 	GW_CANCEL_GET,	  /* GET /v1/intents/{id}/cancel */
+	GW_PAGE,	  /* GET /sale/{sku}: the sale page (src/gateway/web) */
+	GW_ASSET,	  /* GET /assets/{name}: the page's files */
 };
 
 /* The path's parameter, as given (not validated: the handler answers 400 for a bad one, so
@@ -98,6 +100,20 @@ bool gw_parse_event_id(const char *s, int32_t *part, int64_t *off);
 /* Compares a presented Authorization header with "Bearer TOKEN" in time that depends only
  * on the lengths of the two (never on where they differ). False when token is empty. */
 bool gw_bearer_ok(const char *authorization, const char *token);
+
+/* A file of the sale page, embedded at build time (src/gateway/web/embed.py writes the
+ * table gw_assets of gw_assets_len entries, sorted by name). */
+struct gw_asset {
+	const char *name; /* as in /assets/{name} */
+	const char *type; /* its Content-Type */
+	const unsigned char *data;
+	size_t len;
+};
+extern const struct gw_asset gw_assets[];
+extern const size_t gw_assets_len;
+
+/* The embedded file of that name, or NULL. */
+const struct gw_asset *gw_asset_find(const char *name);
 
 /* Parses "ADDR:PORT" (IPv4 a.b.c.d, or [IPv6]): 0 with the address text and the port, or
  * -EINVAL. */

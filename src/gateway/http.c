@@ -504,12 +504,42 @@ static enum MHD_Result readyz(struct gw *g, struct gw_req *r)
 			 NULL, NULL, NULL, NULL);
 }
 
+/* GET /sale/{sku} (the page for any valid SKU: its script reads the SKU from the address)
+ * and GET /assets/{name}: files compiled in (gw_assets), served from their static bytes.
+ * Only the gateway's own origin may run, style or connect (the CSP), and the browser may not
+ * guess another type than the one sent (nosniff). */
+static enum MHD_Result get_page(struct gw_req *r)
+{
+	const struct gw_asset *a = gw_asset_find(r->route == GW_PAGE ? "sale.html" : r->path.param);
+	if (!a)
+		return send_error(r, MHD_HTTP_NOT_FOUND, "not_found", "no such file", NULL, NULL);
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", a->type);
+	/* Asked again on every load (no validator is sent): a new gateway's page is used at
+	 * once. */
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(resp, "Content-Security-Policy",
+				"default-src 'self'; base-uri 'none'; form-action 'none'; "
+				"frame-ancestors 'none'");
+	MHD_add_response_header(resp, "Referrer-Policy", "same-origin");
+	enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	r->phase = GW_PH_DONE;
+	return rc;
+}
+
 /* The path's parameter, checked: the SKU, or the intent id into r->id. */
 static enum MHD_Result bad_param(struct gw_req *r)
 {
 	bool sku = r->route == GW_BUY || r->route == GW_SKU || r->route == GW_SKU_EVENTS ||
 		   r->route == GW_ADMIN_OPEN || r->route == GW_ADMIN_RESTOCK ||
-		   r->route == GW_ADMIN_CLOSE;
+		   r->route == GW_ADMIN_CLOSE || r->route == GW_PAGE;
+	if (r->route == GW_ASSET) /* a name longer than any file's */
+		return send_error(r, MHD_HTTP_NOT_FOUND, "not_found", "no such file", NULL, NULL);
 	if (sku)
 		return send_error(r, MHD_HTTP_BAD_REQUEST, "bad_sku",
 				  "a SKU is 1-64 of A-Z a-z 0-9 . _ : -", NULL, NULL);
@@ -528,6 +558,7 @@ static bool param_ok(struct gw_req *r)
 	case GW_ADMIN_OPEN:
 	case GW_ADMIN_RESTOCK:
 	case GW_ADMIN_CLOSE:
+	case GW_PAGE:
 		if (strlen(r->path.param) >= sizeof r->sku)
 			return false;
 		memcpy(r->sku, r->path.param, strlen(r->path.param) + 1);
@@ -637,6 +668,9 @@ static enum MHD_Result step(struct gw *g, struct gw_req *r)
 		return get_sku(g, r);
 	case GW_SKU_EVENTS:
 		return sku_events(g, r);
+	case GW_PAGE:
+	case GW_ASSET:
+		return get_page(r);
 	default:
 		return MHD_NO;
 	}

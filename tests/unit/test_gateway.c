@@ -42,6 +42,18 @@ static void test_routes(void)
 		{"POST", "/v1/skus/HOT/buys/x", GW_NOT_FOUND, "HOT", NULL},
 		{"GET", "/v1/intents/abc/other", GW_NOT_FOUND, "abc", NULL},
 		{"GET", "/v2/skus/HOT", GW_NOT_FOUND, "", NULL},
+		{"GET", "/sale/HOT", GW_PAGE, "HOT", NULL},
+		{"HEAD", "/sale/HOT", GW_PAGE, "HOT", NULL},
+		{"POST", "/sale/HOT", GW_BAD_METHOD, "HOT", "GET, HEAD"},
+		{"GET", "/sale/", GW_NOT_FOUND, "", NULL},
+		{"GET", "/sale/HOT/", GW_NOT_FOUND, "", NULL},
+		{"GET", "/sale/HOT/buys", GW_NOT_FOUND, "", NULL},
+		{"GET", "/sale", GW_NOT_FOUND, "", NULL},
+		{"GET", "/assets/sale.js", GW_ASSET, "sale.js", NULL},
+		{"HEAD", "/assets/sale.css", GW_ASSET, "sale.css", NULL},
+		{"DELETE", "/assets/sale.js", GW_BAD_METHOD, "sale.js", "GET, HEAD"},
+		{"GET", "/assets/", GW_NOT_FOUND, "", NULL},
+		{"GET", "/assets/../sale.js", GW_NOT_FOUND, "", NULL},
 	};
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
 		CHECK_CTX("%s %s", rows[i].method, rows[i].url);
@@ -63,6 +75,44 @@ static void test_routes(void)
 	CHECK(p.too_long);
 	CHECK(strlen(p.param) < sizeof p.param);
 	CHECK(gw_route_has_body(GW_BUY) && !gw_route_has_body(GW_INTENT));
+}
+
+/* The sale page's files are compiled in, each with its type; nothing else is found. */
+static void test_assets(void)
+{
+	struct {
+		const char *name, *type, *starts;
+	} rows[] = {
+		{"sale.html", "text/html; charset=utf-8", "<!doctype html>"},
+		{"sale.css", "text/css; charset=utf-8", NULL},
+		{"sale.js", "text/javascript; charset=utf-8", NULL},
+		{"icon.svg", "image/svg+xml", "<svg"},
+	};
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		CHECK_CTX("asset %s", rows[i].name);
+		const struct gw_asset *a = gw_asset_find(rows[i].name);
+		if (!CHECK(a != NULL))
+			continue;
+		CHECK_STR(a->type, rows[i].type);
+		CHECK(a->len > 0 && a->data[a->len] == '\0' &&
+		      strlen((const char *)a->data) == a->len);
+		if (rows[i].starts)
+			CHECK(strncmp((const char *)a->data, rows[i].starts,
+				      strlen(rows[i].starts)) == 0);
+	}
+	CHECK_CTX("assets");
+	CHECK_INT((long long)gw_assets_len, 4);
+	CHECK(gw_asset_find("nope.js") == NULL);
+	CHECK(gw_asset_find("") == NULL);
+	CHECK(gw_asset_find("sale.JS") == NULL);
+	/* The page names its files by these paths (a rename would break it silently). */
+	const struct gw_asset *html = gw_asset_find("sale.html");
+	if (CHECK(html != NULL)) {
+		const char *t = (const char *)html->data;
+		CHECK(strstr(t, "src=\"/assets/sale.js\"") &&
+		      strstr(t, "href=\"/assets/sale.css\"") &&
+		      strstr(t, "href=\"/assets/icon.svg\""));
+	}
 }
 
 static void test_content_type(void)
@@ -123,7 +173,8 @@ static void test_buy_bodies(void)
 	char token[400];
 	memset(token, 'a', sizeof token);
 	char body[600];
-	snprintf(body, sizeof body, "{\"buyer_id\":\"b\",\"qty\":1,\"token\":\"%.*s\"}", 257, token);
+	snprintf(body, sizeof body, "{\"buyer_id\":\"b\",\"qty\":1,\"token\":\"%.*s\"}", 257,
+		 token);
 	CHECK_CTX("long token");
 	CHECK_INT(gw_parse_buy(body, strlen(body), &b, &why), -EINVAL);
 	CHECK_STR(why, "bad_token");
@@ -204,8 +255,9 @@ static void test_records(void)
 	CHECK_INT(rec.qty, 2);
 	fs_buf_clear(&out);
 	CHECK_CTX("confirm record");
-	CHECK_INT(gw_record_followup(&out, "confirm", "0190e000-0000-7000-8000-000000000001", "HOT"),
-		  0);
+	CHECK_INT(
+		gw_record_followup(&out, "confirm", "0190e000-0000-7000-8000-000000000001", "HOT"),
+		0);
 	CHECK_INT(fs_record_parse(&lim, "HOT", 3, out.data, out.len, 0, 1, 0, &rec), 0);
 	CHECK_INT(rec.kind, FS_KIND_CONFIRM);
 	fs_buf_clear(&out);
@@ -357,6 +409,7 @@ int main(int argc, char **argv)
 		return check_done("test_gateway");
 	}
 	test_routes();
+	test_assets();
 	test_content_type();
 	test_buy_bodies();
 	test_sale_bodies();
