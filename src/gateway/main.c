@@ -23,7 +23,7 @@ static void usage(FILE *out)
 		"topic (answered 202 once on the log), and results come back from one consumer of\n"
 		"the results and stock topics per process, to long-polls and event streams. A buy\n"
 		"for a SKU the stock topic says is sold out or closed is answered at the edge.\n"
-		"API: docs/reference/http.md.\n"
+		"API: docs/reference/http.md. The sale page, for buyers' browsers: GET /sale/SKU.\n"
 		"\n"
 		"  -c, --config FILE   configuration file (key = value; see "
 		"config/flashsale.conf)\n"
