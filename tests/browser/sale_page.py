@@ -4,7 +4,8 @@
     sale_page.py --url GW --sku SKU --stock N --expiry-sku SKU2 --not-open-sku SKU3
                  --closed-sku SKU4 --crowd N --load FILE --out FILE [--pages 5]
 
-Run with Debian's /usr/bin/python3 (python3-selenium 4.8.3), chromium and chromium-driver.
+Run with Debian's /usr/bin/python3 (python3-selenium 4.8.3), chromium and chromium-driver
+(FLASHSALE_CHROMIUM and FLASHSALE_CHROMEDRIVER name others).
 Each page is its own browser (its own profile, so its own localStorage and its own six
 connections), buying as ?buyer=page<i>. The sale of SKU (N units, one per buyer) must be
 open and untouched. What it does, asserting each step in the pages themselves:
@@ -42,6 +43,9 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEP_S = 30  # the longest any one condition is waited for
+# Debian's packages; another Chromium and its driver can be named in the environment.
+CHROMIUM = os.environ.get("FLASHSALE_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("FLASHSALE_CHROMEDRIVER", "/usr/bin/chromedriver")
 
 try:
     from selenium import webdriver
@@ -88,7 +92,7 @@ class Page:
 
     def start(self):
         o = webdriver.ChromeOptions()
-        o.binary_location = "/usr/bin/chromium"
+        o.binary_location = CHROMIUM
         for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
@@ -96,7 +100,7 @@ class Page:
             o.add_argument(a)
         # The network log: every request the page sends, with its headers.
         o.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
-        self.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+        self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=o)
         self.driver.set_page_load_timeout(STEP_S)
 
     def quit(self):
@@ -180,8 +184,8 @@ def start_all(pages):
     for t in threads:
         t.join()
     if errors:
-        raise Fail("cannot start Chromium (/usr/bin/chromium) with chromedriver "
-                   "(/usr/bin/chromedriver): " + errors[0])
+        raise Fail("cannot start Chromium (%s) with chromedriver (%s): %s"
+                   % (CHROMIUM, CHROMEDRIVER, errors[0]))
 
 
 def gateway_knows(page, url, intent):
