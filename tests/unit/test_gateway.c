@@ -123,7 +123,8 @@ static void test_buy_bodies(void)
 	char token[400];
 	memset(token, 'a', sizeof token);
 	char body[600];
-	snprintf(body, sizeof body, "{\"buyer_id\":\"b\",\"qty\":1,\"token\":\"%.*s\"}", 257, token);
+	snprintf(body, sizeof body, "{\"buyer_id\":\"b\",\"qty\":1,\"token\":\"%.*s\"}", 257,
+		 token);
 	CHECK_CTX("long token");
 	CHECK_INT(gw_parse_buy(body, strlen(body), &b, &why), -EINVAL);
 	CHECK_STR(why, "bad_token");
@@ -204,8 +205,9 @@ static void test_records(void)
 	CHECK_INT(rec.qty, 2);
 	fs_buf_clear(&out);
 	CHECK_CTX("confirm record");
-	CHECK_INT(gw_record_followup(&out, "confirm", "0190e000-0000-7000-8000-000000000001", "HOT"),
-		  0);
+	CHECK_INT(
+		gw_record_followup(&out, "confirm", "0190e000-0000-7000-8000-000000000001", "HOT"),
+		0);
 	CHECK_INT(fs_record_parse(&lim, "HOT", 3, out.data, out.len, 0, 1, 0, &rec), 0);
 	CHECK_INT(rec.kind, FS_KIND_CONFIRM);
 	fs_buf_clear(&out);
