@@ -537,6 +537,11 @@ int wio_watermarks(struct wio *io, int32_t partition, int64_t *lo, int64_t *hi)
 	return 0;
 }
 
+int64_t wio_log_end(struct wio *io, int32_t partition)
+{
+	return (int64_t)io->P->W->log[partition].recs.len;
+}
+
 int wio_assign(struct wio *io, const int64_t *offsets, int n)
 {
 	(void)io;
