@@ -505,6 +505,18 @@ int64_t wio_log_end(struct wio *io, int32_t partition)
 	return hi < 0 ? -1 : hi;
 }
 
+int64_t wio_position(struct wio *io, int32_t partition)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_topic_partition_list_add(l, io->w->cfg.topic_intents, partition);
+	int64_t at = -1;
+	if (rd_kafka_position(io->consumer, l) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+	    l->elems[0].err == RD_KAFKA_RESP_ERR_NO_ERROR && l->elems[0].offset >= 0)
+		at = l->elems[0].offset;
+	rd_kafka_topic_partition_list_destroy(l);
+	return at;
+}
+
 int wio_open(struct worker *w, struct wio **out)
 {
 	struct wio *io = calloc(1, sizeof *io);

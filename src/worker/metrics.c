@@ -168,6 +168,11 @@ static void partitions_text(struct worker *w, struct fs_buf *b)
 				if (end < 0)
 					continue; /* not known yet */
 				v = end > next ? end - next : 0;
+				/* Everything read and decided: offsets left before the end hold
+				 * no record (a transaction's marker), not a record waiting. */
+				if (p->batch.len == 0 && p->n_fly == 0 &&
+				    wio_position(w->io, p->id) >= end)
+					v = 0;
 			}
 			fs_prom_int(b, fams[f][0], l, 1, v);
 			if (f == 0) {

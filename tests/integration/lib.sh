@@ -105,8 +105,9 @@ start_gateway() {
 		>>"$IT_DIR/$name.log" 2>&1 &
 	eval "IT_PID_$name=$!"
 	IT_PIDS+=($!)
-	wait_until 30 "gateway $name to listen" "grep -q 'listening on' '$IT_DIR/$name.log'"
-	port=$(sed -n 's/.*listening on .* (port \([0-9]*\)).*/\1/p' "$IT_DIR/$name.log" | tail -n 1)
+	# The HTTP line ("listening on ADDR (port N): brokers ..."), not the metrics' one.
+	wait_until 30 "gateway $name to listen" "grep -q 'listening on .*: brokers' '$IT_DIR/$name.log'"
+	port=$(sed -n 's/.*listening on .* (port \([0-9]*\)): brokers.*/\1/p' "$IT_DIR/$name.log" | tail -n 1)
 	GW=http://127.0.0.1:$port
 }
 
@@ -341,4 +342,17 @@ prom_check_metrics() {
 	else
 		fail "check-metrics $1"
 	fi
+}
+
+# ---- the metrics endpoints (issue 30) -----------------------------------------------------------
+#   metrics_port NAME            the port of NAME's metrics endpoint (waits for its log line)
+#   metric_sum URL PATTERN       the sum of the samples of URL/metrics whose name{labels} part
+#                                matches the extended regular expression PATTERN (0: none)
+metrics_port() {
+	wait_until 30 "$1's metrics endpoint" "grep -q 'metrics: listening on' '$IT_DIR/$1.log'"
+	sed -n 's/.*metrics: listening on .* (port \([0-9]*\)).*/\1/p' "$IT_DIR/$1.log" | tail -n 1
+}
+metric_sum() {
+	curl -s --max-time 5 "$1/metrics" |
+		awk -v re="^($2)\$" '!/^#/ && NF == 2 && $1 ~ re { s += $2 } END { printf "%.0f\n", s }'
 }

@@ -542,6 +542,13 @@ int64_t wio_log_end(struct wio *io, int32_t partition)
 	return (int64_t)io->P->W->log[partition].recs.len;
 }
 
+int64_t wio_position(struct wio *io, int32_t partition)
+{
+	(void)io;
+	(void)partition;
+	return -1; /* the simulator's worker serves no metrics */
+}
+
 int wio_assign(struct wio *io, const int64_t *offsets, int n)
 {
 	(void)io;
