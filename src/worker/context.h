@@ -130,7 +130,8 @@ struct counters {
 	/* the partitioning rule: records forwarded to their partition (and the copies sent,
 	 * again after a restart included), records rejected wrong_partition */
 	int64_t forwarded, forwards_sent, wrong_partition;
-	int64_t refused; /* records the store refused for good, rejected store_refused */
+	int64_t refused;  /* records the store refused for good, rejected store_refused */
+	int64_t redo_sql; /* of redo: rolled back by Postgres itself (a lock timeout ...) */
 	int64_t us_lookup, us_decide, us_commit, us_publish; /* time spent per step */
 	int64_t us_commit_max;	/* the slowest batch transaction (a stalled WAL flush shows) */
 	int64_t lookups_forced; /* batches redone with a lookup: an id was decided elsewhere */

@@ -114,7 +114,8 @@ static void transactions_text(const struct worker *w, struct fs_buf *b, int64_t 
 		const char *cause;
 		int64_t v;
 	} causes[] = {{"fenced", n->fenced},
-		      {"redo", n->redo},
+		      {"redo", n->redo - n->redo_sql},
+		      {"sql_error", n->redo_sql},
 		      {"transient", n->retries},
 		      {"unknown_outcome", n->unknown}};
 	for (size_t i = 0; i < sizeof causes / sizeof causes[0]; i++) {

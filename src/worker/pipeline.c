@@ -219,6 +219,8 @@ static int before_redo(struct worker *w, struct part *p, const struct fs_store *
 {
 	if (rc == FS_COMMIT_REDO) {
 		w->n.redo++;
+		if (fs_store_sql_error(att))
+			w->n.redo_sql++;
 		if (!p->need_lookup)
 			w->n.lookups_forced++;
 		p->need_lookup = true;
