@@ -2,7 +2,7 @@
 """The benchmark of issue 5: flashsale next to the approaches teams use today, in one run, on this
 machine, against the same local PostgreSQL.
 
-  scripts/bench [--quick] [--clients N] [--only S1..S10] [--no-flashsale] [--s5-seconds N]
+  scripts/bench [--quick] [--clients N] [--only S1..S11] [--no-flashsale] [--s5-seconds N]
                 [--out DIR]
   scripts/bench report [--rows FILE] [--out DIR] [--check]
 
@@ -45,6 +45,9 @@ from a rows file, running nothing (scripts/bench report --help).
      the POST-only floor; nothing may be published
   S10 10,000 long-polls waiting at once (--quick: 2,000): the gateway's memory per waiting
      connection; every one answered once a worker runs                flashsale only
+  S11 what the metrics cost: S1's flashsale run with the worker's metrics endpoint on and
+     scraped every 100 ms, against the same run with it off, alternated (off, scraped, off,
+     scraped); the medians and their ratio                           flashsale only
   (S5 and S8 use this invocation's S1 rate; --only S5 and --only S8 run S1's flashsale run
   first; --only S8, S9 or S10 runs the three and the floor. Issue 29 named them S7-S9.)
 """
@@ -75,6 +78,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 import gateway_runs  # noqa: E402 (after the line above)
 import machine  # noqa: E402
+import metrics_runs  # noqa: E402
 import open_loop  # noqa: E402
 import proc  # noqa: E402
 import report  # noqa: E402
@@ -140,10 +144,10 @@ def parse_flags(argv):
         usage_error("--clients must be in 1..256")
     if not re.fullmatch(r"|[1-9]|[1-9][0-9]|[1-5][0-9][0-9]|600", opts["s5_seconds"]):
         usage_error("--s5-seconds takes 1..600")
-    if not re.fullmatch(r"|S[1-9]|S10", opts["only"]):
-        usage_error("--only takes S1 .. S10")
+    if not re.fullmatch(r"|S[1-9]|S1[01]", opts["only"]):
+        usage_error("--only takes S1 .. S11")
     if not opts["flashsale"] and opts["only"] not in ("", "S1", "S2"):
-        usage_error("S3 .. S10 are flashsale runs: --no-flashsale leaves nothing to run")
+        usage_error("S3 .. S11 are flashsale runs: --no-flashsale leaves nothing to run")
     return opts
 
 
@@ -280,12 +284,12 @@ def plan(b):
     alone = []
     if b.with_flashsale:
         if not b.only:
-            alone = ["S3", "S4", "S5", "S6", "S7", "S8"]
+            alone = ["S3", "S4", "S5", "S6", "S7", "S8", "S11"]
         elif b.only == "S5":
             alone = ["S1", "S5"]
         elif b.only in ("S8", "S9", "S10"):
             alone = ["S1", "S8"]
-        elif b.only in ("S3", "S4", "S6", "S7"):
+        elif b.only in ("S3", "S4", "S6", "S7", "S11"):
             alone = [b.only]
     per_scenario = len(b.approaches) + (1 if b.with_flashsale else 0)
     b.runs_total = per_scenario * len(scenarios) + len(alone)
@@ -293,6 +297,8 @@ def plan(b):
         b.runs_total += 3  # S5's floors, disk
     if "S8" in alone:
         b.runs_total += 4  # the two HTTP floors, S9, S10
+    if "S11" in alone:
+        b.runs_total += 1  # its two rows
     plus = " + flashsale" if b.with_flashsale else ""
     also = ("and flashsale alone in " + " ".join(alone)) if alone else ""
     say("%d runs: %d peers x %d scenario(s)%s %s, %s clients per peer, at most %d s per peer run"
@@ -320,6 +326,7 @@ def run_all(b, scenarios, alone):
         "S5": [open_loop.flashsale_s5, lambda b: open_loop.s5_floor(b, "plain"),
                lambda b: open_loop.s5_floor(b, "durable"), open_loop.s5_disk],
         "S6": [runs.flashsale_s6], "S7": [runs.flashsale_s7], "S8": [gateway_runs.run_all],
+        "S11": [metrics_runs.flashsale_s11],
     }
     for sc in alone:
         for run in alone_runs[sc]:

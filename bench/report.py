@@ -169,7 +169,7 @@ def render(header, rows):
     return (report_text.INTRO.format(**fields) + peer_tables(rows)
             + "What the checks found (every run that did not end with check=ok):\n\n"
             + checks_found(rows, max_retries) + "\n" + report_text.WHY
-            + alone_table(rows) + http_table(rows))
+            + alone_table(rows) + http_table(rows) + metrics_table(rows))
 
 
 ALONE_NAMES = {"S5-floor": "S5 floor", "S5-floor-durable": "S5 floor, durable",
@@ -378,6 +378,36 @@ def http_targets(found):
         out.append("S10 <= 16 KiB per waiting connection %s (%s KiB)" % (
             verdict(kib <= 16), value(s10, "per_conn_kib")))
     return out
+
+
+def metrics_table(rows):
+    """## What the metrics cost: S11, the worker's metrics off and scraped, with the ratio."""
+    found = {value(r, "approach"): r for r in rows if value(r, "scenario") == "S11"}
+    off, on = found.get("flashsale-metrics-off"), found.get("flashsale-scraped")
+    if not off and not on:
+        return ""
+    out = ["## What the metrics cost: S11\n",
+           "S1's flashsale run (scripts/demo --no-gateway) with the worker's metrics endpoint "
+           "off, and on with a scrape every %s ms (ten times Prometheus's usual fastest), "
+           "alternated in this invocation; each row is the median of its runs.\n" % (
+               value(on or off, "scrape_ms")),
+           "| worker | runs | intents/s (median) | each run | scrapes | slowest scrape ms "
+           "| check |",
+           "|---|--:|--:|---|--:|--:|---|"]
+    for name, r in (("metrics off", off), ("metrics scraped", on)):
+        if not r:
+            continue
+        v = lambda k: value(r, k) if is_num(value(r, k)) else "-"  # noqa: E731
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            name, v("runs"), commify(value(r, "attempts_per_s")),
+            ", ".join(commify(x) for x in value(r, "rates").split(",")), v("scrapes"),
+            v("scrape_max_ms"), value(r, "check")))
+    if (off and on and value(off, "check") == "ok" and value(on, "check") == "ok"
+            and awk_num(value(off, "attempts_per_s")) > 0):
+        out += ["", "Scraped against off: %.2fx (the medians)." % (
+            awk_num(value(on, "attempts_per_s")) / awk_num(value(off, "attempts_per_s")))]
+    out.append("")
+    return "".join(line + "\n" for line in out)
 
 
 def chart_data(rows):

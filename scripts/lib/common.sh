@@ -6,8 +6,10 @@
 #   .local/cache/kafka-<version>/libs   broker jars, brought by scripts/setup
 #   .local/pg/data                      private PostgreSQL cluster
 #   .local/kafka/                       generated server.properties, cluster.id, data/
-#   .local/log/                         postgres.log, kafka.log
-#   .local/run/                         kafka.pid, postgres socket folder, lock file
+#   .local/cache/prometheus/            Debian's prometheus package, unpacked by scripts/setup
+#   .local/prometheus/                  prometheus.yml, flashsale-rules.yml, targets/, data/
+#   .local/log/                         postgres.log, kafka.log, prometheus.log
+#   .local/run/                         kafka.pid, prometheus.pid, postgres socket folder, lock file
 #   .local/env                          sourceable FLASHSALE_KAFKA / FLASHSALE_PG
 #
 # Environment knobs (all optional):
@@ -15,6 +17,8 @@
 #   FLASHSALE_KAFKA_PORT             (59092)  broker listener on 127.0.0.1
 #   FLASHSALE_KAFKA_CONTROLLER_PORT  (59093)  KRaft controller listener on 127.0.0.1
 #   FLASHSALE_INTENTS_PARTITIONS     (4)      partitions of the intents topic when created
+#   FLASHSALE_PROM_PORT              (59090)  Prometheus (scripts/services prometheus-up) on 127.0.0.1
+#   FLASHSALE_PROM_RULES_FOR         ()       cut the alerts' `for:` to this for tests (e.g. 1s)
 #   FLASHSALE_KAFKA / FLASHSALE_PG            use these services instead of starting our own
 
 # The repository root, from this file's own path (scripts/lib/common.sh), whatever the caller's

@@ -45,8 +45,17 @@ struct tm_part {
 	int32_t *lead; /* by offset: ms from the id's mint time to the broker's stamp, or NO_LEAD */
 };
 
+/* --series: answers per SERIES_MS of the broker's clock from the first record's stamp. */
+enum { SERIES_MS = 50, SERIES_MAX = 72000 /* an hour */ };
+struct series {
+	int64_t *decided, *held; /* per bucket: answers, units held net of those returned */
+	size_t len, cap;
+};
+
 struct timing {
 	int nparts;
+	struct series series;
+	bool want_series;
 	struct tm_part *parts;
 	int64_t records, answered, ticks, forwarded, first_ms, last_in_ms, first_reply_ms,
 		last_reply_ms;
@@ -58,7 +67,7 @@ struct timing {
 };
 
 static const char usage_timing[] =
-	"usage: flashsale timing [--since EPOCH_MS] [--timeout SECONDS] [--json]\n"
+	"usage: flashsale timing [--since EPOCH_MS] [--timeout SECONDS] [--json] [--series FILE]\n"
 	"\n"
 	"Measures a run end to end on the broker's clock: reads the intents topic up to its end\n"
 	"(records stamped at or after --since, ticks left out), then the results topic until\n"
@@ -80,7 +89,11 @@ static const char usage_timing[] =
 	"otherwise the producers' clocks are used and a warning says so. A record on the wrong\n"
 	"partition (the rule recorded for the topic) is counted in forwarded, not timed: its\n"
 	"forwarded copy is, from the copy's own stamp (client_*: from the publish call).\n"
-	"last_answer_ms is when the last answer was stored.\n";
+	"last_answer_ms is when the last answer was stored.\n"
+	"--series FILE also writes the run over time, for a chart (scripts/demo draws it): one\n"
+	"line per 50 ms of the broker's clock from the first record: seconds, decisions per\n"
+	"second (every first answer, expiries too), units held per second (net of those an\n"
+	"expiry or a cancel gave back) and the units held so far.\n";
 
 static int64_t mono_ms(void)
 {
@@ -134,9 +147,78 @@ static void take_intent(struct timing *t, const rd_kafka_message_t *m, int64_t s
 		t->last_in_ms = ts;
 }
 
+/* One answer stamped ts into its bucket: every first answer counts as a decision (expiries
+ * too), and its units move the held total (a hold takes them, an expiry or a cancel gives
+ * them back). Past SERIES_MAX buckets, or before the first record, nothing is counted. */
+static void series_take(struct timing *t, int64_t ts, const json_t *j)
+{
+	struct series *s = &t->series;
+	if (!t->want_series || t->first_ms < 0 || ts < t->first_ms ||
+	    json_is_true(json_object_get(j, "duplicate")))
+		return;
+	size_t k = (size_t)((ts - t->first_ms) / SERIES_MS);
+	if (k >= SERIES_MAX)
+		return;
+	if (k >= s->cap) {
+		size_t cap = s->cap ? s->cap : 64;
+		while (cap <= k)
+			cap *= 2;
+		int64_t *d = realloc(s->decided, cap * sizeof *d);
+		if (d)
+			s->decided = d;
+		int64_t *h = d ? realloc(s->held, cap * sizeof *h) : NULL;
+		if (!h)
+			return; /* out of memory: this answer is left out */
+		s->held = h;
+		memset(s->decided + s->cap, 0, (cap - s->cap) * sizeof *d);
+		memset(s->held + s->cap, 0, (cap - s->cap) * sizeof *h);
+		s->cap = cap;
+	}
+	if (k >= s->len)
+		s->len = k + 1;
+	s->decided[k]++;
+	const char *out = json_string_value(json_object_get(j, "outcome"));
+	int64_t qty = json_integer_value(json_object_get(j, "qty"));
+	if (out && strcmp(out, "held") == 0)
+		s->held[k] += qty;
+	else if (out && (strcmp(out, "expired") == 0 || strcmp(out, "cancelled") == 0))
+		s->held[k] -= qty;
+}
+
+/* The series as a table for gnuplot: seconds from the first record, decisions per second,
+ * units held per second, and the units held so far. */
+static int series_write(const struct timing *t, const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		cli_err("timing: %s: %s", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f,
+		"# seconds decided_per_s held_per_s held_total (buckets of %d ms, broker clock "
+		"from the first record)\n",
+		SERIES_MS);
+	int64_t total = 0;
+	for (size_t k = 0; k < t->series.len; k++) {
+		total += t->series.held[k];
+		fprintf(f, "%.3f %" PRId64 " %" PRId64 " %" PRId64 "\n",
+			(double)(k * SERIES_MS) / 1000.0, t->series.decided[k] * 1000 / SERIES_MS,
+			t->series.held[k] * 1000 / SERIES_MS, total);
+	}
+	if (fclose(f) != 0) {
+		cli_err("timing: %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static void take_answer(struct timing *t, const rd_kafka_message_t *m)
 {
 	json_t *j = json_loadb(m->payload, m->len, 0, NULL);
+	{
+		rd_kafka_timestamp_type_t ty;
+		series_take(t, rd_kafka_message_timestamp(m, &ty), j);
+	}
 	json_t *part = json_object_get(j, "partition"), *off = json_object_get(j, "offset");
 	const char *type = json_string_value(json_object_get(j, "type"));
 	bool skip = !json_is_integer(part) || !json_is_integer(off) ||
@@ -250,6 +332,8 @@ static void timing_free(struct timing *t)
 	free(t->parts);
 	free(t->lat);
 	free(t->clat);
+	free(t->series.decided);
+	free(t->series.held);
 }
 
 /* The TIMING line (or its JSON), from the latencies read. */
@@ -289,10 +373,12 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 {
 	int64_t since = 0, timeout_s = 120;
 	bool json = false;
+	const char *series = NULL;
 	const struct cli_opt spec[] = {
 		{"since", CLI_INT, &since, 0, INT64_MAX / 4},
 		{"timeout", CLI_TIMEOUT, &timeout_s, 1, 86400},
 		{"json", CLI_FLAG, &json},
+		{"series", CLI_STR, &series},
 		{NULL},
 	};
 	int rc = cli_parse(argc, argv, usage_timing, spec, 0, 0);
@@ -304,7 +390,8 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 	struct timing t = {.first_ms = -1,
 			   .first_reply_ms = -1,
 			   .append_time_in = true,
-			   .append_time_out = true};
+			   .append_time_out = true,
+			   .want_series = series != NULL};
 	t.limits.bytes_max = (size_t)cfg->record_max_bytes;
 	PGconn *pg = flashsale_pg(fs);
 	if (pg && cli_topic_rule(pg, cfg->topic_intents, &t.limits) < 0)
@@ -341,6 +428,8 @@ int cli_timing(flashsale_t *fs, int argc, char **argv)
 		cli_err("timing: warning: a topic without LogAppendTime timestamps: the "
 			"producers' clocks are used");
 	timing_print(&t, json);
+	if (series && series_write(&t, series) < 0)
+		goto out;
 	if (t.answered < t.records)
 		cli_err("timing: %" PRId64 " of %" PRId64 " records have no answer after %" PRId64
 			" s",

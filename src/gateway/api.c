@@ -113,6 +113,45 @@ enum gw_route gw_route(const char *method, const char *url, struct gw_path *out,
 	return GW_BAD_METHOD;
 }
 
+enum gw_route_label gw_route_label(enum gw_route r)
+{
+	switch (r) {
+	case GW_BUY:
+		return GW_L_BUY;
+	case GW_INTENT:
+	case GW_CONFIRM_GET:
+	case GW_CANCEL_GET:
+		return GW_L_INTENT;
+	case GW_INTENT_EVENTS:
+		return GW_L_INTENT_EVENTS;
+	case GW_CONFIRM:
+		return GW_L_CONFIRM;
+	case GW_CANCEL:
+		return GW_L_CANCEL;
+	case GW_SKU:
+		return GW_L_SKU;
+	case GW_SKU_EVENTS:
+		return GW_L_SKU_EVENTS;
+	case GW_ADMIN_OPEN:
+	case GW_ADMIN_RESTOCK:
+	case GW_ADMIN_CLOSE:
+		return GW_L_ADMIN;
+	case GW_HEALTHZ:
+	case GW_READYZ:
+		return GW_L_HEALTH;
+	default:
+		return GW_L_OTHER;
+	}
+}
+
+const char *gw_route_label_name(enum gw_route_label l)
+{
+	static const char *const names[GW_L_COUNT] = {
+		"buy",	      "intent", "intent_events", "confirm", "cancel", "sku",
+		"sku_events", "admin",	"page",		 "health",  "other"};
+	return l < GW_L_COUNT ? names[l] : "other";
+}
+
 bool gw_route_has_body(enum gw_route r)
 {
 	return r == GW_BUY || r == GW_ADMIN_OPEN || r == GW_ADMIN_RESTOCK || r == GW_ADMIN_CLOSE ||

@@ -32,6 +32,25 @@ enum gw_route {
 	GW_ASSET,	  /* GET /assets/{name}: the page's files */
 };
 
+/* The metrics' route label of a route (flashsale_gateway_requests_total{route}): a fixed,
+ * small set (docs/reference/metrics.md). */
+enum gw_route_label {
+	GW_L_BUY = 0,
+	GW_L_INTENT, /* GET /v1/intents/{id}, and the confirm's and cancel's decisions */
+	GW_L_INTENT_EVENTS,
+	GW_L_CONFIRM,
+	GW_L_CANCEL,
+	GW_L_SKU,
+	GW_L_SKU_EVENTS,
+	GW_L_ADMIN,
+	GW_L_PAGE,
+	GW_L_HEALTH,
+	GW_L_OTHER, /* an unknown path or method */
+	GW_L_COUNT,
+};
+enum gw_route_label gw_route_label(enum gw_route r);
+const char *gw_route_label_name(enum gw_route_label l);
+
 /* The path's parameter, as given (not validated: the handler answers 400 for a bad one, so
  * that a bad SKU is told apart from an unknown path). Longer than any valid one: cut, and
  * flagged too_long. */

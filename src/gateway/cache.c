@@ -280,6 +280,14 @@ void gw_waiter_remove(struct gw_waiter *w)
 	w->prev = w->next = NULL;
 }
 
+int64_t gw_waiter_count(const struct gw_waiter *head)
+{
+	int64_t n = 0;
+	for (const struct gw_waiter *x = head->next; x != head; x = x->next)
+		n++;
+	return n;
+}
+
 bool gw_waiter_linked(const struct gw_waiter *w)
 {
 	return w && w->next != NULL;

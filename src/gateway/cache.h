@@ -110,5 +110,7 @@ void gw_waiter_init(struct gw_waiter *head);
 void gw_waiter_add(struct gw_waiter *head, struct gw_waiter *w, void *owner);
 void gw_waiter_remove(struct gw_waiter *w);
 bool gw_waiter_linked(const struct gw_waiter *w);
+/* How many are on the list (a walk: for readyz and the metrics, not per request). */
+int64_t gw_waiter_count(const struct gw_waiter *head);
 
 #endif

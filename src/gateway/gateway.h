@@ -13,6 +13,8 @@
 #include "gateway/api.h"
 #include "gateway/cache.h"
 #include "io/config.h"
+#include "io/metrics.h"
+#include "io/prom.h"
 
 #include <librdkafka/rdkafka.h>
 #include <microhttpd.h>
@@ -70,6 +72,9 @@ struct gw_req {
 	enum gw_kind lookup_kind;
 	int lookup_rc; /* 0 found, -ENOENT none, -EIO unavailable */
 
+	/* The metrics: when the request arrived (gw_now_us). */
+	int64_t start_us;
+
 	/* Streams: where the client is. */
 	int sent_ev;
 	int32_t last_part; /* Last-Event-ID, -1: none */
@@ -84,6 +89,18 @@ struct gw_req {
 struct gw_stats {
 	atomic_llong requests, published, publish_failed, edge_answers, results, stock_records,
 		lookups, overloaded;
+	atomic_llong edge_closed; /* of edge_answers, those for a closed sale */
+};
+
+/* The status codes the requests counter names; any other is counted as "other". */
+enum { GW_CODES = 15 };
+
+/* What the metrics endpoint serves besides gw_stats (metrics.c): requests by route and status,
+ * and their durations. Guarded by its own mutex (taken after g->lock, never before). */
+struct gw_requests {
+	pthread_mutex_t mu;
+	int64_t count[GW_L_COUNT][GW_CODES];
+	struct fs_prom_hist seconds[GW_L_COUNT];
 };
 
 struct gw {
@@ -114,6 +131,11 @@ struct gw {
 
 	pthread_t timer_thread;
 	struct gw_stats stats;
+
+	/* The metrics endpoint (metrics.listen; metrics.c). */
+	struct gw_requests reqs;
+	struct fs_metrics *metrics;
+	int64_t start_ms; /* the wall clock at start */
 };
 
 /* Requests to resume, collected under the lock and resumed after it. */
@@ -133,6 +155,7 @@ void gw_wakes_run(struct gw_wakes *w);
 void gw_park(struct gw_req *r);
 
 int64_t gw_now_ms(void);
+int64_t gw_now_us(void);
 
 /* kafka.c */
 int gw_kafka_start(struct gw *g, char *err, size_t err_len);
@@ -148,7 +171,16 @@ void gw_lookup_stop(struct gw *g);
  * lock. */
 void gw_lookup(struct gw *g, struct gw_req *r, enum gw_kind kind);
 
+/* metrics.c: the endpoint on metrics.listen (off when empty). */
+int gw_metrics_start(struct gw *g, char *err, size_t err_len);
+void gw_metrics_stop(struct gw *g);
+/* A request of route was answered with status (its headers queued now). */
+void gw_metrics_answered(struct gw *g, enum gw_route route, unsigned status, int64_t start_us);
+
 /* http.c */
+/* What /readyz says: the producer reaches a broker, the results are followed, the stock topic
+ * was read to its end, and the gateway is not stopping. */
+bool gw_ready(struct gw *g);
 int gw_http_start(struct gw *g, char *err, size_t err_len);
 void gw_http_stop(struct gw *g);
 void *gw_timer_main(void *arg);

@@ -22,11 +22,16 @@
 
 enum { OVERLOAD_RESERVE = 64, STREAM_BLOCK = 4096, TIMER_MS = 100 };
 
-int64_t gw_now_ms(void)
+int64_t gw_now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t gw_now_ms(void)
+{
+	return gw_now_us() / 1000;
 }
 
 /* ---- suspending and resuming ---------------------------------------------------------------- */
@@ -102,6 +107,7 @@ static enum MHD_Result send_text(struct gw_req *r, unsigned status, const char *
 	enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
 	r->phase = GW_PH_DONE;
+	gw_metrics_answered(r->g, r->route, status, r->start_us);
 	return rc;
 }
 
@@ -368,6 +374,8 @@ static enum MHD_Result post_buy(struct gw *g, struct gw_req *r)
 		if (s && s->json &&
 		    (strcmp(s->status, "sold_out") == 0 || strcmp(s->status, "closed") == 0)) {
 			atomic_fetch_add(&g->stats.edge_answers, 1);
+			if (s->status[0] == 'c')
+				atomic_fetch_add(&g->stats.edge_closed, 1);
 			/* The crowd after the sell-out lands here: no JSON library for an
 			 * answer of checked ids (a UUID, a SKU of [A-Za-z0-9._:-], a status). */
 			char text[256];
@@ -480,27 +488,26 @@ static enum MHD_Result sku_events(struct gw *g, struct gw_req *r)
 	return start_stream(g, r);
 }
 
-static json_int_t list_len(const struct gw_waiter *head)
+bool gw_ready(struct gw *g)
 {
-	json_int_t n = 0;
-	for (const struct gw_waiter *x = head->next; x != head; x = x->next)
-		n++;
-	return n;
+	return atomic_load(&g->producer_up) && atomic_load(&g->results_assigned) &&
+	       atomic_load(&g->stock_caught_up) && !atomic_load(&g->stopping);
 }
 
 static enum MHD_Result readyz(struct gw *g, struct gw_req *r)
 {
 	bool up = atomic_load(&g->producer_up), assigned = atomic_load(&g->results_assigned),
 	     stock = atomic_load(&g->stock_caught_up);
-	bool ready = up && assigned && stock && !atomic_load(&g->stopping);
+	bool ready = gw_ready(g);
 	return send_json(r, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
 			 json_pack("{s:b, s:b, s:b, s:b, s:i, s:I, s:I, s:I, s:I}", "ready", ready,
 				   "producer_connected", up, "results_followed", assigned,
 				   "stock_caught_up", stock, "kafka_clients",
 				   atomic_load(&g->kafka_clients), "connections",
 				   (json_int_t)atomic_load(&g->connections), "cached",
-				   (json_int_t)g->cache.len, "long_polls", list_len(&g->polls),
-				   "streams", list_len(&g->streams)),
+				   (json_int_t)g->cache.len, "long_polls",
+				   (json_int_t)gw_waiter_count(&g->polls), "streams",
+				   (json_int_t)gw_waiter_count(&g->streams)),
 			 NULL, NULL, NULL, NULL);
 }
 
@@ -691,6 +698,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->conn = conn;
 		r->last_part = -1;
 		r->route = gw_route(method, url, &r->path, &r->allow);
+		r->start_us = gw_now_us();
 		*con_cls = r;
 		atomic_fetch_add(&g->stats.requests, 1);
 		return MHD_YES;
@@ -833,6 +841,7 @@ static enum MHD_Result start_stream(struct gw *g, struct gw_req *r)
 	enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
 	MHD_destroy_response(resp);
 	r->phase = GW_PH_STREAM;
+	gw_metrics_answered(g, r->route, MHD_HTTP_OK, r->start_us);
 	return rc;
 }
 

@@ -147,6 +147,11 @@ int main(int argc, char **argv)
 	if (rc == 0)
 		rc = pthread_create(&g.timer_thread, NULL, gw_timer_main, &g) == 0 ? 0 : -EIO;
 	if (rc == 0) {
+		rc = gw_metrics_start(&g, err, sizeof err);
+		if (rc < 0)
+			fs_error("%s", err);
+	}
+	if (rc == 0) {
 		rc = gw_http_start(&g, err, sizeof err);
 		if (rc < 0)
 			fs_error("%s", err);
@@ -167,6 +172,7 @@ int main(int argc, char **argv)
 	if (g.timer_thread)
 		pthread_join(g.timer_thread, NULL);
 	gw_http_stop(&g);
+	gw_metrics_stop(&g);
 	fs_info("exit: requests %lld, published %lld (failed %lld), answered at the edge %lld, "
 		"results %lld, stock records %lld, lookups %lld, overloaded %lld",
 		(long long)g.stats.requests, (long long)g.stats.published,

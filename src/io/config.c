@@ -77,6 +77,11 @@ static const struct key keys[] = {
 	    "Postgres lookup (about 160 bytes each; when full it starts again)."),
 	INT(flush_timeout_ms, 100, 600000, "30000",
 	    "How long shutdown and revoke wait for results to be delivered."),
+	STR(metrics_listen, "",
+	    "ADDR:PORT of the metrics endpoint (GET /metrics in Prometheus's text format, GET "
+	    "/healthz; docs/reference/metrics.md), for the worker and the gateway alike: an IPv4 "
+	    "address, or [IPv6]; port 0 takes a free port, logged at start. Empty: off (a "
+	    "listening port is opt-in, and two processes on one host need two ports)."),
 	STR(listen, "127.0.0.1:58080",
 	    "(gateway) ADDR:PORT the HTTP front door listens on: an IPv4 address, or [IPv6]; "
 	    "loopback by default (put a TLS proxy in front to serve the public). Port 0: any "

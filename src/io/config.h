@@ -37,6 +37,7 @@ struct fs_config {
 	int64_t dedupe_cache_max;
 
 	/* flashsale-gateway only (src/gateway/) */
+	char metrics_listen[128];
 	char listen[128];
 	char admin_token[FS_CONF_STR_MAX];
 	int64_t http_threads;

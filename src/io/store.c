@@ -79,6 +79,14 @@ bool fs_store_refused(const struct fs_store *s)
 	return s->refused[0] == '2' && (s->refused[1] == '2' || s->refused[1] == '3');
 }
 
+bool fs_store_sql_error(const struct fs_store *s)
+{
+	/* The guards raise FS* states (fs_assert); class 23 is a constraint (or a decided id):
+	 * both say memory and Postgres disagree. */
+	return s->refused[0] && strncmp(s->refused, "FS", 2) != 0 &&
+	       strncmp(s->refused, "23", 2) != 0;
+}
+
 const char *fs_store_error(const struct fs_store *s)
 {
 	return s->err;

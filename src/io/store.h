@@ -42,6 +42,10 @@ const char *fs_store_error(const struct fs_store *s);
 /* True when the last commit was rolled back by a data or integrity error (SQLSTATE class 22
  * or 23): sent again, the same rows fail the same way. */
 bool fs_store_refused(const struct fs_store *s);
+/* True when the last commit was rolled back by Postgres itself rather than by one of the
+ * batch's guards or constraints: a lock timeout, a deadlock, a serialization failure, a
+ * statement timeout (the metrics' cause sql_error, apart from redo). */
+bool fs_store_sql_error(const struct fs_store *s);
 /* How many sessions of stalled workers this store ended to free their locks. */
 int64_t fs_store_stalled_broken(const struct fs_store *s);
 /* Reconnects if the connection is bad. Returns 0 when usable. */

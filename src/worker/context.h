@@ -9,6 +9,7 @@
 #include "core/core.h"
 #include "core/record.h"
 #include "io/config.h"
+#include "io/prom.h"
 #include "io/store.h"
 
 #include <stdbool.h>
@@ -24,6 +25,11 @@ enum {
 	COMMIT_AGAIN = 100,
 	MISROUTED_WARN_MS = 60000, /* at most one misrouted-records warning a minute */
 	METADATA_TIMEOUT_MS = 5000,
+	/* The metrics' label sets (metrics.c): record kinds, outcomes, reject reasons. */
+	METRIC_KINDS = FS_KIND_TICK + 1,
+	METRIC_OUTCOMES = FS_OUT_APPLIED + 1,
+	METRIC_REASONS_MAX = 64, /* more distinct reasons than this are counted as "other" */
+	METRIC_REASON_LEN = 48,
 };
 
 struct wio; /* the edges (io.h) */
@@ -58,7 +64,8 @@ struct part {
 	 * finished, and the meta as it will be once they are all committed. */
 	int n_fly;
 	struct fs_part_meta ahead;
-	int64_t fences; /* times fenced (its batch dropped, reloaded, sought back) */
+	int64_t fences;	   /* times fenced (its batch dropped, reloaded, sought back) */
+	int64_t n_records; /* records decided here since the worker started (the metrics) */
 	/* The committer slot rendering the statements of this partition's last batch handed
 	 * over, which reads the core meanwhile (-1: none): the core is not changed until it is
 	 * done (core_settle). */
@@ -123,13 +130,25 @@ struct counters {
 	/* the partitioning rule: records forwarded to their partition (and the copies sent,
 	 * again after a restart included), records rejected wrong_partition */
 	int64_t forwarded, forwards_sent, wrong_partition;
-	int64_t refused; /* records the store refused for good, rejected store_refused */
+	int64_t refused;  /* records the store refused for good, rejected store_refused */
+	int64_t redo_sql; /* of redo: rolled back by Postgres itself (a lock timeout ...) */
 	int64_t us_lookup, us_decide, us_commit, us_publish; /* time spent per step */
 	int64_t us_commit_max;	/* the slowest batch transaction (a stalled WAL flush shows) */
 	int64_t lookups_forced; /* batches redone with a lookup: an id was decided elsewhere */
 	int64_t batches_behind; /* batches past batch.max (batch.max.behind: a backlog) */
 	int64_t stacked;	/* batches decided on top of one of theirs in flight */
 	int64_t stacked_redone; /* of those, decided again: the one before did not commit */
+	/* The metrics endpoint's (metrics.c; counted only with metrics.listen set): first
+	 * decisions by record kind and outcome, rejects by reason, batch sizes and transaction
+	 * times. */
+	int64_t decided[METRIC_KINDS][METRIC_OUTCOMES];
+	struct {
+		char reason[METRIC_REASON_LEN];
+		int64_t n;
+	} rejects[METRIC_REASONS_MAX];
+	int n_reasons;
+	int64_t rejects_other;
+	struct fs_prom_hist batch_records, commit_seconds;
 };
 
 /* One result on its way out in a batch produce (publisher.c fills it, io.c sends it). */
@@ -157,6 +176,8 @@ struct worker {
 	struct fs_out *outs;
 	uint32_t outs_cap;
 	struct counters n;
+	bool metrics;	  /* metrics.listen is set: batches are counted for the endpoint */
+	int64_t start_ms; /* the wall clock at start (the metrics) */
 	struct inflight *orphans;
 	int64_t last_stats_ms;
 	/* The misrouted records' warning: at most one a minute, with the count since the last. */

@@ -4,13 +4,16 @@
 
 #include "io/kafka.h"
 #include "io/log.h"
+#include "io/metrics.h"
 #include "worker/loop.h"
+#include "worker/metrics.h"
 #include "worker/publisher.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,11 +51,24 @@ struct wio {
 	uint32_t held_len, held_at, held_cap;
 	rd_kafka_resp_err_t deferred_err;
 	rd_kafka_topic_partition_list_t *deferred; /* a copy, until wio_poll runs it */
+
+	/* The metrics endpoint (metrics.listen). A scrape (the endpoint's thread) raises asked
+	 * and waits on metrics_cv for done to reach it; the main thread renders into render_buf
+	 * and swaps it with text under metrics_mu. */
+	struct fs_metrics *metrics;
+	pthread_mutex_t metrics_mu;
+	pthread_cond_t metrics_cv;
+	_Atomic uint64_t metrics_asked;
+	uint64_t metrics_done;	   /* under metrics_mu */
+	uint64_t metrics_rendered; /* the main thread's copy of metrics_done */
+	struct fs_buf metrics_text, render_buf;
 };
 
 /* At most this many records are held from the polls of a wait: past it, the partitions are
  * paused (librdkafka then fetches from after the last one held when they resume). */
 enum { HELD_MAX = 10000, WAIT_POLL_MS = 50 };
+
+static void metrics_serve(struct wio *io);
 
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t fatal_error;
@@ -163,8 +179,10 @@ void wio_sleep_ms(struct wio *io, int64_t ms)
 	}
 	io->waiting = true;
 	int64_t end = wio_now_ms(io) + ms;
-	for (int64_t now = wio_now_ms(io); now < end && !stop_requested; now = wio_now_ms(io))
+	for (int64_t now = wio_now_ms(io); now < end && !stop_requested; now = wio_now_ms(io)) {
+		metrics_serve(io);
 		wait_poll(io, end - now < WAIT_POLL_MS ? end - now : WAIT_POLL_MS);
+	}
 	io->waiting = false;
 }
 
@@ -407,6 +425,98 @@ static int open_consumer(struct wio *io, const struct fs_config *cfg)
 	return 0;
 }
 
+/* ---- the metrics endpoint ------------------------------------------------------------------ */
+
+/* How long a scrape waits for the main thread's text; past it, the last one rendered is
+ * served (the main thread is inside a long call: a commit, a connect). */
+enum { SCRAPE_WAIT_MS = 250 };
+
+/* On the endpoint's thread: asks the main thread for the text, wakes it from its poll, and
+ * waits. */
+static void scrape(void *ctx, struct fs_buf *out)
+{
+	struct wio *io = ctx;
+	pthread_mutex_lock(&io->metrics_mu);
+	uint64_t want = atomic_fetch_add(&io->metrics_asked, 1) + 1;
+	wio_wake(io);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += SCRAPE_WAIT_MS * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (io->metrics_done < want)
+		if (pthread_cond_timedwait(&io->metrics_cv, &io->metrics_mu, &until) == ETIMEDOUT)
+			break;
+	fs_buf_add(out, io->metrics_text.data, io->metrics_text.len);
+	pthread_mutex_unlock(&io->metrics_mu);
+}
+
+static bool healthy(void *ctx, struct fs_buf *out)
+{
+	(void)ctx;
+	fs_buf_str(out, stop_requested ? "{\"status\":\"stopping\"}" : "{\"status\":\"ok\"}");
+	return !stop_requested;
+}
+
+/* On the main thread, between records and during a retry's wait: the text a scrape waits for. */
+static void metrics_serve(struct wio *io)
+{
+	uint64_t asked = atomic_load_explicit(&io->metrics_asked, memory_order_relaxed);
+	if (!io->metrics || asked == io->metrics_rendered)
+		return;
+	fs_buf_clear(&io->render_buf);
+	metrics_render(io->w, &io->render_buf);
+	pthread_mutex_lock(&io->metrics_mu);
+	if (fs_buf_ok(&io->render_buf)) { /* out of memory: the last text stays */
+		struct fs_buf t = io->metrics_text;
+		io->metrics_text = io->render_buf;
+		io->render_buf = t;
+	}
+	io->metrics_done = asked;
+	pthread_cond_broadcast(&io->metrics_cv);
+	pthread_mutex_unlock(&io->metrics_mu);
+	io->metrics_rendered = asked;
+}
+
+static int metrics_start(struct wio *io)
+{
+	char err[256];
+	int port;
+	metrics_init(&io->w->n);
+	io->w->start_ms = wio_wall_ms(io);
+	if (fs_metrics_start(io->w->cfg.metrics_listen, scrape, healthy, io, &io->metrics, &port,
+			     err, sizeof err) < 0) {
+		fs_error("metrics.listen: %s", err);
+		return -EINVAL;
+	}
+	io->w->metrics = true;
+	fs_info("metrics: listening on %s (port %d)", io->w->cfg.metrics_listen, port);
+	return 0;
+}
+
+int64_t wio_log_end(struct wio *io, int32_t partition)
+{
+	int64_t lo = -1, hi = -1;
+	if (rd_kafka_get_watermark_offsets(io->consumer, io->w->cfg.topic_intents, partition, &lo,
+					   &hi) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return -1;
+	return hi < 0 ? -1 : hi;
+}
+
+int64_t wio_position(struct wio *io, int32_t partition)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_topic_partition_list_add(l, io->w->cfg.topic_intents, partition);
+	int64_t at = -1;
+	if (rd_kafka_position(io->consumer, l) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+	    l->elems[0].err == RD_KAFKA_RESP_ERR_NO_ERROR && l->elems[0].offset >= 0)
+		at = l->elems[0].offset;
+	rd_kafka_topic_partition_list_destroy(l);
+	return at;
+}
+
 int wio_open(struct worker *w, struct wio **out)
 {
 	struct wio *io = calloc(1, sizeof *io);
@@ -419,8 +529,12 @@ int wio_open(struct worker *w, struct wio **out)
 	io->main_thread = pthread_self();
 	pthread_mutex_init(&io->mu, NULL);
 	pthread_cond_init(&io->cv, NULL);
+	pthread_mutex_init(&io->metrics_mu, NULL);
+	pthread_cond_init(&io->metrics_cv, NULL);
 	int rc = open_producer(io, &w->cfg);
-	return rc < 0 ? rc : open_consumer(io, &w->cfg);
+	if (rc == 0)
+		rc = open_consumer(io, &w->cfg);
+	return rc < 0 || !w->cfg.metrics_listen[0] ? rc : metrics_start(io);
 }
 
 int wio_subscribe(struct wio *io)
@@ -442,6 +556,9 @@ void wio_close(struct wio *io)
 {
 	if (!io)
 		return;
+	/* First: a scrape wakes the consumer's queue, destroyed below. */
+	fs_metrics_stop(io->metrics);
+	io->metrics = NULL;
 	if (io->consumer) {
 		run_deferred(io);
 		held_drop(io, -1);
@@ -471,6 +588,10 @@ void wio_free(struct wio *io)
 	wio_close(io);
 	pthread_mutex_destroy(&io->mu);
 	pthread_cond_destroy(&io->cv);
+	pthread_mutex_destroy(&io->metrics_mu);
+	pthread_cond_destroy(&io->metrics_cv);
+	fs_buf_free(&io->metrics_text);
+	fs_buf_free(&io->render_buf);
 	free(io->msgs);
 	free(io);
 }
@@ -498,6 +619,7 @@ static int consumer_error(const rd_kafka_message_t *m)
 int wio_poll(struct wio *io, int64_t timeout_ms, struct fs_msg *out)
 {
 	run_deferred(io);
+	metrics_serve(io);
 	rd_kafka_message_t *m = NULL;
 	if (io->held_at < io->held_len) { /* what a retry's wait polled, first, in order */
 		m = io->held[io->held_at++];

@@ -33,6 +33,10 @@ struct fs_msg {
 	int64_t ts_ms;
 };
 
+/* The metrics endpoint (metrics.listen), when set, is the edges' too: wio_open starts it,
+ * a scrape waits for the main thread, which renders the text (metrics_render) in wio_poll and
+ * in a retry's wait, and wio_free stops it. */
+
 /* flashsale-worker's start: the crash points from FLASHSALE_CRASH, SIGTERM and SIGINT asking
  * to stop. */
 void wio_init(void);
@@ -80,6 +84,12 @@ void wio_commit_offset(struct wio *io, int32_t partition, int64_t next);
  * offsets[i] (the rebuild). */
 int wio_partitions(struct wio *io, int64_t timeout_ms, int32_t *n);
 int wio_watermarks(struct wio *io, int32_t partition, int64_t *lo, int64_t *hi);
+/* The end of a partition's log as last seen by the consumer (no request: its fetches' high
+ * watermark), or -1 while unknown. The metrics' lag. */
+int64_t wio_log_end(struct wio *io, int32_t partition);
+/* Where the consumer is on a partition: one past the last record it returned, and past the
+ * transaction markers after it (no request), or -1 while unknown. */
+int64_t wio_position(struct wio *io, int32_t partition);
 /* NULL when the intents topic's timestamps are the broker's (LogAppendTime), else why not;
  * *transient when the broker could not say (worth asking again). */
 const char *wio_log_clock(struct wio *io, int64_t timeout_ms, int *transient);

@@ -96,7 +96,7 @@ static int64_t next_due_ms(const struct worker *w)
 	return wait;
 }
 
-static int64_t stalled_broken(const struct worker *w)
+int64_t loop_stalled_broken(const struct worker *w)
 {
 	int64_t n = w->store ? fs_store_stalled_broken(w->store) : 0;
 	for (int i = 1; i < SLOTS_MAX; i++)
@@ -121,7 +121,7 @@ void log_stats(struct worker *w, const char *when)
 		w->n.sale, w->n.expired, w->n.ticks, w->n.batches, w->n.fenced, w->n.redo,
 		w->n.retries, w->n.unknown, w->n.unknown_committed, w->n.answered_again,
 		w->n.skipped_stale, w->n.gaps, w->n.published, w->n.delivery_failed,
-		stalled_broken(w), w->n.us_lookup / 1000, w->n.us_decide / 1000,
+		loop_stalled_broken(w), w->n.us_lookup / 1000, w->n.us_decide / 1000,
 		w->n.us_commit / 1000, w->n.us_commit_max / 1000, w->n.us_publish / 1000,
 		w->n.lookups_forced, w->n.batches_behind, w->n.stacked, w->n.stacked_redone,
 		w->n.forwarded, w->n.forwards_sent, w->n.wrong_partition, w->n.refused,

@@ -16,6 +16,8 @@ void loop_assigned(struct worker *w, const int32_t *ids, int64_t *offsets, int n
  * forgotten. */
 void loop_revoked(struct worker *w, const int32_t *ids, int n);
 void log_stats(struct worker *w, const char *when);
+/* Sessions of stalled workers this worker's connections ended (the stats, the metrics). */
+int64_t loop_stalled_broken(const struct worker *w);
 /* Frees what the worker holds (partitions, deliveries in flight, committer slots, buffers) and
  * closes its store connections, with no other I/O: teardown's end, after the committers are
  * stopped and the edges closed (and all a simulated crash frees). */

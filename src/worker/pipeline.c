@@ -3,6 +3,7 @@
 
 #include "core/result.h"
 #include "io/log.h"
+#include "worker/metrics.h"
 #include "worker/partition.h"
 #include "worker/publisher.h"
 
@@ -16,6 +17,7 @@ void count_commit(struct counters *n, int64_t us)
 	n->us_commit += us;
 	if (us > n->us_commit_max)
 		n->us_commit_max = us;
+	metrics_count_commit(n, us);
 }
 
 static void count_batch(struct worker *w, const struct fs_batch *b)
@@ -31,6 +33,8 @@ static void count_batch(struct worker *w, const struct fs_batch *b)
 	w->n.batches++;
 	if (b->counts.records - b->counts.invalid > w->cfg.batch_max)
 		w->n.batches_behind++;
+	if (w->metrics)
+		metrics_count_batch(&w->n, b);
 }
 
 /* The floor below which ended holds stay in memory (the simulator builds with 2, so that its
@@ -109,6 +113,7 @@ void batch_done(struct worker *w, struct part *p, struct fs_batch *b, const stru
 	p->meta.first_offset = m->first_offset;
 	p->meta.clock_ms = m->clock_ms;
 	count_batch(w, b);
+	p->n_records += b->counts.records;
 	if (w->replay) {
 		p->replied = next; /* the live run answered these; a replay answers nothing */
 	} else {
@@ -214,6 +219,8 @@ static int before_redo(struct worker *w, struct part *p, const struct fs_store *
 {
 	if (rc == FS_COMMIT_REDO) {
 		w->n.redo++;
+		if (fs_store_sql_error(att))
+			w->n.redo_sql++;
 		if (!p->need_lookup)
 			w->n.lookups_forced++;
 		p->need_lookup = true;

@@ -14,7 +14,9 @@ txn() { /usr/bin/python3 "$IT_ROOT/tests/clients/txn_producer.py" "$brokers" "it
 # With no worker running: its first batch starts after gaps and has gaps inside.
 fs buy T1 --buyer plain-1 >/dev/null
 txn 3 5 3 >"$IT_DIR/ids1" || die "the transactional producer failed"
+echo "metrics.listen = 127.0.0.1:0" >>"$IT_DIR/flashsale.conf"
 start_worker w1
+W1=http://127.0.0.1:$(metrics_port w1)
 fs wait --quiet --timeout 60 || die "flashsale wait: the log ends with a marker, every record decided"
 say "ok: wait returned with the log ending in an abort marker"
 # Live: transactions while the worker runs, the last one committed (the log ends with its marker).
@@ -23,6 +25,10 @@ fs buy T1 --buyer plain-2 >/dev/null
 txn 1 4 0 >>"$IT_DIR/ids2" || die "the transactional producer failed"
 fs wait --quiet --timeout 60 || die "flashsale wait after the live transactions"
 say "ok: wait returned with the log ending in a commit marker"
+# The worker's lag gauge (issue 30): a marker at the log's end is no record waiting.
+wait_until 20 "the worker's lag to be 0 on every partition" \
+	"[ \$(metric_sum $W1 'flashsale_partition_lag_records.*') = 0 ]"
+assert_eq "$(sql "SELECT sum(n_records) FROM partitions")" "$(metric_sum "$W1" 'flashsale_partition_records_total.*')" "records decided (Postgres, the metrics)"
 
 committed=$(cat "$IT_DIR"/ids1 "$IT_DIR"/ids2 | grep -c '^committed ')
 aborted=$(cat "$IT_DIR"/ids1 "$IT_DIR"/ids2 | grep -c '^aborted ')

@@ -105,8 +105,9 @@ start_gateway() {
 		>>"$IT_DIR/$name.log" 2>&1 &
 	eval "IT_PID_$name=$!"
 	IT_PIDS+=($!)
-	wait_until 30 "gateway $name to listen" "grep -q 'listening on' '$IT_DIR/$name.log'"
-	port=$(sed -n 's/.*listening on .* (port \([0-9]*\)).*/\1/p' "$IT_DIR/$name.log" | tail -n 1)
+	# The HTTP line ("listening on ADDR (port N): brokers ..."), not the metrics' one.
+	wait_until 30 "gateway $name to listen" "grep -q 'listening on .*: brokers' '$IT_DIR/$name.log'"
+	port=$(sed -n 's/.*listening on .* (port \([0-9]*\)): brokers.*/\1/p' "$IT_DIR/$name.log" | tail -n 1)
 	GW=http://127.0.0.1:$port
 }
 
@@ -191,6 +192,8 @@ audit_ok() {
 
 it_cleanup() {
 	local rc=$?
+	# A stopped test's targets would keep Prometheus's alerts firing for later tests.
+	[ ${#IT_PROM_FILES[@]} -eq 0 ] || rm -f "${IT_PROM_FILES[@]}"
 	for pid in "${IT_PIDS[@]}"; do
 		kill -KILL "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
@@ -220,4 +223,136 @@ it_done() {
 	fi
 	say "FAIL"
 	exit 1
+}
+
+# ---- Prometheus (issue 30): the local one of scripts/services prometheus-up --------------------
+#
+#   prom_up                          start it (or reload it) with short `for:` durations
+#   prom_targets JOB [HOST:PORT...]  this test's targets of JOB for it (none: remove them)
+#   prom_query PROMQL                print an instant query's answer
+#   prom_wait_value SECONDS PROMQL VALUE   wait until prom_query prints VALUE
+#   prom_wait_alert SECONDS ALERTNAME [MATCHERS]   wait until the alert fires
+#   prom_check_metrics URL           tests/prometheus/check-metrics.sh (a failure fails the test)
+#
+# Prometheus scrapes every second and reads targets files as they change, so a worker or
+# gateway started on a free port is scraped a second or two after prom_targets names it.
+
+IT_PROM=http://127.0.0.1:${FLASHSALE_PROM_PORT:-59090}
+IT_PROM_FILES=()
+
+# prom_up: scripts/services prometheus-up, with every alert's `for:` cut to IT_PROM_RULES_FOR
+# (1s unless set; set it empty for the shipped durations), so that an alert fires within
+# seconds of its condition (its windows, 10-30 s, stay: docs/reference/operations.md).
+prom_up() {
+	FLASHSALE_PROM_RULES_FOR=${IT_PROM_RULES_FOR-1s} "$IT_ROOT/scripts/services" prometheus-up ||
+		die "scripts/services prometheus-up failed"
+}
+
+# prom_targets JOB [HOST:PORT...]: JOB (flashsale-worker or flashsale-gateway) scrapes these
+# addresses for this test, with the label it=IT_ID (it_setup's id; the test's name and pid
+# before it_setup); a second call replaces them, none removes them. The file,
+# .local/prometheus/targets/JOB-ID.json, is removed when the test ends.
+prom_targets() {
+	local job=$1 id=${IT_ID:-${IT_NAME}_$$} dir=$IT_ROOT/.local/prometheus/targets file
+	shift
+	case "$job" in
+	flashsale-worker | flashsale-gateway) ;;
+	*) die "prom_targets: the job must be flashsale-worker or flashsale-gateway, not '$job'" ;;
+	esac
+	file=$dir/$job-$id.json
+	if [ $# -eq 0 ]; then
+		rm -f "$file"
+		return 0
+	fi
+	mkdir -p "$dir"
+	# Renamed into place: Prometheus never reads a half-written file (a name not ending .json).
+	python3 -c 'import json, sys; json.dump([{"targets": sys.argv[2:], "labels": {"it": sys.argv[1]}}], sys.stdout)' \
+		"$id" "$@" >"$dir/.$job-$id.tmp"
+	mv "$dir/.$job-$id.tmp" "$file"
+	IT_PROM_FILES+=("$file")
+	say "prometheus: $job scrapes $* (it=$id)"
+}
+
+# prom_query PROMQL: the answer of $IT_PROM/api/v1/query at this moment. One sample (or a
+# scalar): its value alone (1, 0.25, +Inf, NaN); several: one line each, NAME{LABEL="VALUE",...}
+# VALUE, sorted; none: nothing. A range vector prints each series' values on its line. Exit 1
+# with the reason on stderr when Prometheus does not answer or refuses the query.
+prom_query() {
+	python3 - "$IT_PROM" "$1" <<'PY'
+import json, sys, urllib.error, urllib.parse, urllib.request
+url = sys.argv[1] + "/api/v1/query?" + urllib.parse.urlencode({"query": sys.argv[2]})
+try:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        body = json.load(r)
+except urllib.error.HTTPError as e:
+    try:
+        body = json.load(e)
+    except ValueError:
+        sys.exit(f"prom_query: {url}: HTTP {e.code}")
+except (urllib.error.URLError, OSError) as e:
+    sys.exit(f"prom_query: {url}: {getattr(e, 'reason', e)}")
+if body.get("status") != "success":
+    sys.exit(f"prom_query: {sys.argv[2]}: {body.get('error', body)}")
+kind, result = body["data"]["resultType"], body["data"]["result"]
+if kind in ("scalar", "string"):
+    print(result[1])
+    sys.exit(0)
+def name(m):
+    labels = ",".join(f'{k}="{v}"' for k, v in sorted(m.items()) if k != "__name__")
+    return m.get("__name__", "") + "{" + labels + "}"
+if kind == "vector" and len(result) == 1:
+    print(result[0]["value"][1])
+elif kind == "vector":
+    for line in sorted(f"{name(s['metric'])} {s['value'][1]}" for s in result):
+        print(line)
+else:
+    for line in sorted(name(s["metric"]) + " " + " ".join(v for _, v in s["values"]) for s in result):
+        print(line)
+PY
+}
+
+# prom_wait_value SECONDS PROMQL VALUE: waits until prom_query PROMQL prints VALUE (exactly:
+# e.g. 1 for `up{it="$IT_ID",job="flashsale-worker"}`); dies after SECONDS naming what it
+# printed last.
+prom_wait_value() {
+	local deadline=$((SECONDS + $1)) got
+	while :; do
+		got=$(prom_query "$2" 2>&1) || true
+		if [ "$got" = "$3" ]; then
+			say "ok: prometheus: $2 = $3"
+			return 0
+		fi
+		[ $SECONDS -lt $deadline ] || die "timed out after $1 s waiting for prometheus: $2 = $3 (last: ${got:-no sample})"
+		sleep 0.5
+	done
+}
+
+# prom_wait_alert SECONDS ALERTNAME [MATCHERS]: waits until ALERTNAME fires (pending is not
+# firing), with MATCHERS (e.g. 'instance="127.0.0.1:41234"' or 'it="'$IT_ID'"'; the alerts that
+# sum over a group carry group= instead) narrowing it to this test's.
+prom_wait_alert() {
+	prom_wait_value "$1" "min(ALERTS{alertname=\"$2\",alertstate=\"firing\"${3:+,$3}})" 1
+}
+
+# prom_check_metrics URL: tests/prometheus/check-metrics.sh URL (promtool check metrics, then
+# the families against docs/reference/metrics.md); a failure fails the test.
+prom_check_metrics() {
+	if "$IT_ROOT/tests/prometheus/check-metrics.sh" "$1"; then
+		say "ok: check-metrics $1"
+	else
+		fail "check-metrics $1"
+	fi
+}
+
+# ---- the metrics endpoints (issue 30) -----------------------------------------------------------
+#   metrics_port NAME            the port of NAME's metrics endpoint (waits for its log line)
+#   metric_sum URL PATTERN       the sum of the samples of URL/metrics whose name{labels} part
+#                                matches the extended regular expression PATTERN (0: none)
+metrics_port() {
+	wait_until 30 "$1's metrics endpoint" "grep -q 'metrics: listening on' '$IT_DIR/$1.log'"
+	sed -n 's/.*metrics: listening on .* (port \([0-9]*\)).*/\1/p' "$IT_DIR/$1.log" | tail -n 1
+}
+metric_sum() {
+	curl -s --max-time 5 "$1/metrics" |
+		awk -v re="^($2)\$" '!/^#/ && NF == 2 && $1 ~ re { s += $2 } END { printf "%.0f\n", s }'
 }

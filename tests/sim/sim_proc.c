@@ -537,6 +537,18 @@ int wio_watermarks(struct wio *io, int32_t partition, int64_t *lo, int64_t *hi)
 	return 0;
 }
 
+int64_t wio_log_end(struct wio *io, int32_t partition)
+{
+	return (int64_t)io->P->W->log[partition].recs.len;
+}
+
+int64_t wio_position(struct wio *io, int32_t partition)
+{
+	(void)io;
+	(void)partition;
+	return -1; /* the simulator's worker serves no metrics */
+}
+
 int wio_assign(struct wio *io, const int64_t *offsets, int n)
 {
 	(void)io;
@@ -889,6 +901,12 @@ int fs_store_refused_at(struct fs_store *s, int32_t partition, int64_t offset)
 bool fs_store_refused(const struct fs_store *s)
 {
 	return s->refused;
+}
+
+bool fs_store_sql_error(const struct fs_store *s)
+{
+	(void)s;
+	return false; /* the simulated store's rollbacks are its guards' */
 }
 
 const char *fs_store_error(const struct fs_store *s)

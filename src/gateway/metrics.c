@@ -1,0 +1,155 @@
+/* metrics.c: the gateway's metrics endpoint (metrics.listen): requests by route and status and
+ * their durations, counted as each answer is queued, and the counters and gauges the gateway
+ * keeps anyway (see gateway.h; the names are docs/reference/metrics.md's). */
+#include "gateway/gateway.h"
+
+#include "io/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static const unsigned codes[GW_CODES - 1] = {200, 202, 400, 401, 403, 404, 405,
+					     409, 413, 415, 422, 431, 500, 503};
+
+static int code_index(unsigned status)
+{
+	for (int i = 0; i < GW_CODES - 1; i++)
+		if (codes[i] == status)
+			return i;
+	return GW_CODES - 1; /* "other" */
+}
+
+void gw_metrics_answered(struct gw *g, enum gw_route route, unsigned status, int64_t start_us)
+{
+	if (!g->metrics)
+		return;
+	enum gw_route_label l = gw_route_label(route);
+	double seconds = (double)(gw_now_us() - start_us) / 1e6;
+	pthread_mutex_lock(&g->reqs.mu);
+	g->reqs.count[l][code_index(status)]++;
+	fs_prom_hist_observe(&g->reqs.seconds[l], seconds);
+	pthread_mutex_unlock(&g->reqs.mu);
+}
+
+static void requests_text(struct gw *g, struct fs_buf *b)
+{
+	/* A copy, so that requests wait on the lock for a memcpy, not for the text. */
+	static struct gw_requests r; /* one scrape at a time (the endpoint's one thread) */
+	pthread_mutex_lock(&g->reqs.mu);
+	memcpy(r.count, g->reqs.count, sizeof r.count);
+	memcpy(r.seconds, g->reqs.seconds, sizeof r.seconds);
+	pthread_mutex_unlock(&g->reqs.mu);
+	fs_prom_family(b, "flashsale_gateway_requests_total", "counter",
+		       "Requests answered, by route and HTTP status code.");
+	for (int l = 0; l < GW_L_COUNT; l++)
+		for (int c = 0; c < GW_CODES; c++) {
+			if (!r.count[l][c])
+				continue;
+			char code[16];
+			snprintf(code, sizeof code, "%u", codes[c < GW_CODES - 1 ? c : 0]);
+			struct fs_prom_label lab[] = {
+				{"route", gw_route_label_name((enum gw_route_label)l)},
+				{"code", c < GW_CODES - 1 ? code : "other"}};
+			fs_prom_int(b, "flashsale_gateway_requests_total", lab, 2, r.count[l][c]);
+		}
+	fs_prom_family(b, "flashsale_gateway_request_duration_seconds", "histogram",
+		       "From a request's arrival to its answer's headers (a long-poll's wait "
+		       "included).");
+	for (int l = 0; l < GW_L_COUNT; l++) {
+		if (!r.seconds[l].count)
+			continue;
+		struct fs_prom_label lab[] = {
+			{"route", gw_route_label_name((enum gw_route_label)l)}};
+		fs_prom_hist_write(b, "flashsale_gateway_request_duration_seconds", lab, 1,
+				   &r.seconds[l]);
+	}
+}
+
+static void counters_text(struct gw *g, struct fs_buf *b)
+{
+	const struct gw_stats *s = &g->stats;
+	int64_t edge = atomic_load(&s->edge_answers), closed = atomic_load(&s->edge_closed);
+	fs_prom_family(b, "flashsale_gateway_edge_answers_total", "counter",
+		       "Buys answered at the edge without publishing, by outcome.");
+	struct fs_prom_label sold[] = {{"outcome", "sold_out"}}, cl[] = {{"outcome", "closed"}};
+	fs_prom_int(b, "flashsale_gateway_edge_answers_total", sold, 1, edge - closed);
+	fs_prom_int(b, "flashsale_gateway_edge_answers_total", cl, 1, closed);
+	fs_prom_one(b, "flashsale_gateway_published_total", "counter",
+		    "Records published to the intents topic and acknowledged (acks=all).",
+		    atomic_load(&s->published));
+	fs_prom_one(b, "flashsale_gateway_publish_failures_total", "counter",
+		    "Publications the broker did not acknowledge in time (answered 503).",
+		    atomic_load(&s->publish_failed));
+	fs_prom_one(b, "flashsale_gateway_results_total", "counter",
+		    "Results read from the results topic.", atomic_load(&s->results));
+	fs_prom_one(b, "flashsale_gateway_stock_records_total", "counter",
+		    "Stock records read from the stock topic.", atomic_load(&s->stock_records));
+	fs_prom_one(b, "flashsale_gateway_lookups_total", "counter",
+		    "Decisions looked up in Postgres (not in memory).", atomic_load(&s->lookups));
+	fs_prom_one(b, "flashsale_gateway_overloaded_total", "counter",
+		    "Requests refused 503 for too many connections.", atomic_load(&s->overloaded));
+}
+
+static void render(void *ctx, struct fs_buf *b)
+{
+	struct gw *g = ctx;
+	pthread_mutex_lock(&g->lock);
+	int64_t polls = gw_waiter_count(&g->polls), streams = gw_waiter_count(&g->streams);
+	pthread_mutex_unlock(&g->lock);
+	fs_prom_family(b, "flashsale_gateway_info", "gauge",
+		       "1; the intents topic the gateway publishes to.");
+	struct fs_prom_label topic[] = {{"topic", g->cfg.topic_intents}};
+	fs_prom_int(b, "flashsale_gateway_info", topic, 1, 1);
+	fs_prom_family(b, "flashsale_gateway_start_time_seconds", "gauge",
+		       "When the process started, seconds since the epoch.");
+	fs_prom_double(b, "flashsale_gateway_start_time_seconds", NULL, 0,
+		       (double)g->start_ms / 1000.0);
+	fs_prom_one(b, "flashsale_gateway_ready", "gauge", "1 when /readyz would answer 200.",
+		    gw_ready(g));
+	fs_prom_one(b, "flashsale_gateway_connections", "gauge", "Open HTTP connections.",
+		    atomic_load(&g->connections));
+	fs_prom_family(b, "flashsale_gateway_waiting_requests", "gauge",
+		       "Requests waiting for a result: long-polls and event streams.");
+	struct fs_prom_label lp[] = {{"kind", "long_poll"}}, st[] = {{"kind", "stream"}};
+	fs_prom_int(b, "flashsale_gateway_waiting_requests", lp, 1, polls);
+	fs_prom_int(b, "flashsale_gateway_waiting_requests", st, 1, streams);
+	counters_text(g, b);
+	requests_text(g, b);
+}
+
+static bool healthy(void *ctx, struct fs_buf *out)
+{
+	struct gw *g = ctx;
+	bool stopping = atomic_load(&g->stopping);
+	fs_buf_str(out, stopping ? "{\"status\":\"stopping\"}" : "{\"status\":\"ok\"}");
+	return !stopping;
+}
+
+int gw_metrics_start(struct gw *g, char *err, size_t err_len)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	g->start_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	pthread_mutex_init(&g->reqs.mu, NULL);
+	for (int l = 0; l < GW_L_COUNT; l++)
+		fs_prom_hist_init(&g->reqs.seconds[l], fs_prom_seconds_bounds, fs_prom_seconds_n);
+	if (!g->cfg.metrics_listen[0])
+		return 0;
+	int port;
+	char why[256];
+	if (fs_metrics_start(g->cfg.metrics_listen, render, healthy, g, &g->metrics, &port, why,
+			     sizeof why) < 0) {
+		snprintf(err, err_len, "metrics.listen: %s", why);
+		return -EINVAL;
+	}
+	fs_info("metrics: listening on %s (port %d)", g->cfg.metrics_listen, port);
+	return 0;
+}
+
+void gw_metrics_stop(struct gw *g)
+{
+	fs_metrics_stop(g->metrics);
+	g->metrics = NULL;
+}
