@@ -139,6 +139,9 @@ enum gw_route_label gw_route_label(enum gw_route r)
 	case GW_HEALTHZ:
 	case GW_READYZ:
 		return GW_L_HEALTH;
+	case GW_PAGE:
+	case GW_ASSET:
+		return GW_L_PAGE;
 	default:
 		return GW_L_OTHER;
 	}

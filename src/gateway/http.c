@@ -536,6 +536,7 @@ static enum MHD_Result get_page(struct gw_req *r)
 	enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
 	MHD_destroy_response(resp);
 	r->phase = GW_PH_DONE;
+	gw_metrics_answered(r->g, r->route, MHD_HTTP_OK, r->start_us);
 	return rc;
 }
 

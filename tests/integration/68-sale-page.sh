@@ -18,7 +18,8 @@ done
 it_setup 2
 start_worker w1
 TOKEN=admin-$RANDOM$RANDOM
-start_gateway gw --set admin.token="$TOKEN"
+start_gateway gw --set admin.token="$TOKEN" --set metrics.listen=127.0.0.1:0
+GWM=http://127.0.0.1:$(metrics_port gw)
 J='Content-Type: application/json'
 A="Authorization: Bearer $TOKEN"
 wait_until 30 "readyz" "[ \$(req GET /readyz) = 200 ]"
@@ -49,6 +50,8 @@ chk 400 bad_sku "the page of a SKU of 65 characters" GET "/sale/$(printf 'S%.0s'
 chk 404 not_found "a path below the page" GET /sale/PAGE/x
 chk 405 method_not_allowed "POST to the page" POST /sale/PAGE
 assert_eq "GET, HEAD" "$(header_value Allow)" "its Allow"
+page_metric() { metric_sum "$GWM" "flashsale_gateway_requests_total.route=\"page\",code=\"$1\"."; }
+assert_eq "5 2 2" "$(page_metric 200) $(page_metric 404) $(page_metric 400)" "the gateway's metrics: requests of route=\"page\" answered 200, 404, 400"
 
 # ---- the sale: 3 units, one per buyer; one unit held for 1 s; one not open, one closed ----
 assert_eq 202 "$(req POST /v1/skus/PAGE/open -H "$J" -H "$A" -d '{"stock":3,"per_buyer_limit":1}')" "open PAGE"
@@ -67,6 +70,10 @@ t0=$(date +%s%3N)
 	--expiry-sku PAGE-EXP --not-open-sku PAGE-SOON --closed-sku PAGE-SHUT --crowd 4000 --load "$IT_DIR/crowd.jsonl" --out "$IT_DIR/pages.json" |
 	tee "$IT_DIR/browser.out" || die "the browsers: $(sed -n 's/^FAIL: //p' "$IT_DIR/browser.out" | head -n 1 | grep . || echo 'see above')"
 say "ok: the browsers' part took $(($(date +%s%3N) - t0)) ms"
+# Eleven page loads (five pages, three reloads, three other sales), each the page and its
+# script and style at least.
+n=$(page_metric 200)
+[ "$n" -ge $((5 + 11 * 3)) ] && say "ok: the gateway's metrics: $n page requests answered 200" || fail "page requests answered 200: $n, fewer than $((5 + 11 * 3))"
 fs wait --timeout 60 --quiet || die "records not decided"
 
 # ---- what the pages showed, against Postgres ----

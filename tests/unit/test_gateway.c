@@ -102,6 +102,10 @@ static void test_assets(void)
 	}
 	CHECK_CTX("assets");
 	CHECK_INT((long long)gw_assets_len, 4);
+	/* Counted in the metrics as route="page". */
+	CHECK_INT(gw_route_label(GW_PAGE), GW_L_PAGE);
+	CHECK_INT(gw_route_label(GW_ASSET), GW_L_PAGE);
+	CHECK_STR(gw_route_label_name(GW_L_PAGE), "page");
 	CHECK(gw_asset_find("nope.js") == NULL);
 	CHECK(gw_asset_find("") == NULL);
 	CHECK(gw_asset_find("sale.JS") == NULL);
