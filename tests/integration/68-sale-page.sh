@@ -2,7 +2,7 @@
 # The sale page (GET /sale/{sku}) in real headless Chromium browsers, on the real services.
 # Over HTTP: the page and its files (types, nosniff, CSP, HEAD, 400/404/405). In five
 # browsers (tests/browser/sale_page.py: each its own profile and buyer) against 3 units
-# while a crowd of 4,000 buyers POSTs through tests/clients/gateway_load.py: a double click
+# while a crowd of 8,000 buyers POSTs through tests/clients/gateway_load.py: a double click
 # and a reload during the buy each buy once; the pages show held or sold out; one pays, one
 # cancels, and a page told sold out wins the returned unit with a new click-through; the
 # live counters reach 0, 1 and 0; a hold of 1 s expires on a page; a sale not open yet and a
@@ -67,7 +67,8 @@ done
 
 t0=$(date +%s%3N)
 /usr/bin/python3 "$IT_ROOT/tests/browser/sale_page.py" --url "$GW" --sku PAGE --stock 3 \
-	--expiry-sku PAGE-EXP --not-open-sku PAGE-SOON --closed-sku PAGE-SHUT --crowd 4000 --load "$IT_DIR/crowd.jsonl" --out "$IT_DIR/pages.json" |
+	--expiry-sku PAGE-EXP --not-open-sku PAGE-SOON --closed-sku PAGE-SHUT --crowd 8000 \
+	--load "$IT_DIR/crowd.jsonl" --out "$IT_DIR/pages.json" |
 	tee "$IT_DIR/browser.out" || die "the browsers: $(sed -n 's/^FAIL: //p' "$IT_DIR/browser.out" | head -n 1 | grep . || echo 'see above')"
 say "ok: the browsers' part took $(($(date +%s%3N) - t0)) ms"
 # Eleven page loads (five pages, three reloads, three other sales), each the page and its
