@@ -205,6 +205,8 @@ static int series_write(const struct timing *t, const char *path)
 			(double)(k * SERIES_MS) / 1000.0, t->series.decided[k] * 1000 / SERIES_MS,
 			t->series.held[k] * 1000 / SERIES_MS, total);
 	}
+	/* The end of the last bucket, so that a chart's steps draw it whole. */
+	fprintf(f, "%.3f 0 0 %" PRId64 "\n", (double)(t->series.len * SERIES_MS) / 1000.0, total);
 	if (fclose(f) != 0) {
 		cli_err("timing: %s: %s", path, strerror(errno));
 		return -1;
