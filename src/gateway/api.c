@@ -435,32 +435,3 @@ const struct gw_asset *gw_asset_find(const char *name)
 			return &gw_assets[i];
 	return NULL;
 }
-
-int gw_parse_listen(const char *s, char *addr, size_t addr_len, int *port, bool *ipv6)
-{
-	const char *colon;
-	*ipv6 = s[0] == '[';
-	if (*ipv6) {
-		const char *close = strchr(s, ']');
-		if (!close || close[1] != ':')
-			return -EINVAL;
-		size_t n = (size_t)(close - s - 1);
-		if (n == 0 || n >= addr_len)
-			return -EINVAL;
-		memcpy(addr, s + 1, n);
-		addr[n] = '\0';
-		colon = close + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon || colon == s || (size_t)(colon - s) >= addr_len)
-			return -EINVAL;
-		memcpy(addr, s, (size_t)(colon - s));
-		addr[colon - s] = '\0';
-	}
-	char *end = NULL;
-	long p = strtol(colon + 1, &end, 10);
-	if (end == colon + 1 || *end != '\0' || p < 0 || p > 65535)
-		return -EINVAL;
-	*port = (int)p;
-	return 0;
-}

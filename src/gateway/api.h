@@ -134,8 +134,4 @@ extern const size_t gw_assets_len;
 /* The embedded file of that name, or NULL. */
 const struct gw_asset *gw_asset_find(const char *name);
 
-/* Parses "ADDR:PORT" (IPv4 a.b.c.d, or [IPv6]): 0 with the address text and the port, or
- * -EINVAL. */
-int gw_parse_listen(const char *s, char *addr, size_t addr_len, int *port, bool *ipv6);
-
 #endif

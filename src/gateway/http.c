@@ -881,43 +881,22 @@ void *gw_timer_main(void *arg)
 /* ---- the daemon --------------------------------------------------------------------------------
  */
 
-/* libmicrohttpd's own messages: a client gone in the middle of an answer is routine. */
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	(void)cls;
-	char msg[512];
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	size_t n = strlen(msg);
-	while (n > 0 && msg[n - 1] == '\n')
-		msg[--n] = '\0';
-	if (strncmp(msg, "Failed to send", 14) == 0 || strstr(msg, "closed by remote"))
-		fs_debug("http: %s", msg);
-	else
-		fs_warn("http: %s", msg);
-}
-
 int gw_http_start(struct gw *g, char *err, size_t err_len)
 {
-	char addr[64];
-	int port;
+	struct sockaddr_storage sa;
 	bool v6;
-	if (gw_parse_listen(g->cfg.listen, addr, sizeof addr, &port, &v6) < 0) {
-		snprintf(err, err_len, "listen: '%s' is not ADDR:PORT", g->cfg.listen);
+	char why[128];
+	if (fs_listen_parse(g->cfg.listen, &sa, &v6, why, sizeof why) < 0) {
+		snprintf(err, err_len, "listen: %s", why);
 		return -EINVAL;
 	}
-	struct sockaddr_in sa4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port)};
-	if ((v6 ? inet_pton(AF_INET6, addr, &sa6.sin6_addr)
-		: inet_pton(AF_INET, addr, &sa4.sin_addr)) != 1) {
-		snprintf(err, err_len, "listen: '%s' is not an IP address", addr);
-		return -EINVAL;
-	}
+	uint16_t port = ntohs(v6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+				 : ((struct sockaddr_in *)&sa)->sin_port);
 	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
 	g->daemon = MHD_start_daemon(
-		flags, (uint16_t)port, NULL, NULL, on_request, g, MHD_OPTION_EXTERNAL_LOGGER,
-		on_mhd_log, g, MHD_OPTION_SOCK_ADDR,
-		v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa4, MHD_OPTION_CONNECTION_LIMIT,
+		flags, port, NULL, NULL, on_request, g, MHD_OPTION_EXTERNAL_LOGGER, fs_mhd_log,
+		"http", MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned)(g->cfg.http_connections_max + OVERLOAD_RESERVE),
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)g->cfg.http_timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)g->cfg.http_connection_memory,

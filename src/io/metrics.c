@@ -128,15 +128,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		      &m->out, NULL);
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+void fs_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	(void)cls;
+	const char *prefix = cls;
 	char msg[512];
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	size_t n = strlen(msg);
 	while (n > 0 && msg[n - 1] == '\n')
 		msg[--n] = '\0';
-	fs_debug("metrics: %s", msg);
+	if (strncmp(msg, "Failed to send", 14) == 0 || strstr(msg, "closed by remote"))
+		fs_debug("%s: %s", prefix, msg);
+	else
+		fs_warn("%s: %s", prefix, msg);
 }
 
 int fs_metrics_start(const char *listen, fs_metrics_render_fn render, fs_metrics_health_fn health,
@@ -159,7 +162,7 @@ int fs_metrics_start(const char *listen, fs_metrics_render_fn render, fs_metrics
 				 : ((struct sockaddr_in *)&sa)->sin_port);
 	m->daemon = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), want,
-		NULL, NULL, on_request, m, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, m,
+		NULL, NULL, on_request, m, MHD_OPTION_EXTERNAL_LOGGER, fs_mhd_log, "metrics",
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned)CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)TIMEOUT_S,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT, MHD_OPTION_END);

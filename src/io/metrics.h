@@ -11,6 +11,7 @@
 
 #include "core/buf.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -19,6 +20,10 @@
  * why in err. */
 int fs_listen_parse(const char *listen, struct sockaddr_storage *sa, bool *ipv6, char *err,
 		    size_t err_len);
+
+/* libmicrohttpd's messages into the log (MHD_OPTION_EXTERNAL_LOGGER, its cls a static prefix
+ * such as "http"): a client gone in the middle of an answer is routine (debug), the rest warn. */
+void fs_mhd_log(void *cls, const char *fmt, va_list ap);
 
 /* Appends the /metrics text to out. */
 typedef void (*fs_metrics_render_fn)(void *ctx, struct fs_buf *out);

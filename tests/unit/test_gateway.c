@@ -305,18 +305,6 @@ static void test_events_and_auth(void)
 	CHECK(!gw_bearer_ok("Basic s3cret", "s3cret"));
 	CHECK(!gw_bearer_ok("Bearer ", ""));
 	CHECK(!gw_bearer_ok(NULL, "s3cret"));
-	CHECK_CTX("listen");
-	char addr[64];
-	int port;
-	bool v6;
-	CHECK_INT(gw_parse_listen("127.0.0.1:58080", addr, sizeof addr, &port, &v6), 0);
-	CHECK(strcmp(addr, "127.0.0.1") == 0 && port == 58080 && !v6);
-	CHECK_INT(gw_parse_listen("[::1]:0", addr, sizeof addr, &port, &v6), 0);
-	CHECK(strcmp(addr, "::1") == 0 && port == 0 && v6);
-	CHECK_INT(gw_parse_listen("127.0.0.1", addr, sizeof addr, &port, &v6), -EINVAL);
-	CHECK_INT(gw_parse_listen("127.0.0.1:70000", addr, sizeof addr, &port, &v6), -EINVAL);
-	CHECK_INT(gw_parse_listen(":80", addr, sizeof addr, &port, &v6), -EINVAL);
-	CHECK_INT(gw_parse_listen("[::1]80", addr, sizeof addr, &port, &v6), -EINVAL);
 }
 
 static void id_of(int i, char out[FS_UUID_LEN + 1])
