@@ -48,12 +48,20 @@ static void labels_open(struct fs_buf *b, const struct fs_prom_label *labels, in
 		fs_buf_add(b, "}", 1);
 }
 
+/* name{labels} and the space before the value. */
+static void sample_open(struct fs_buf *b, const char *name, const char *suffix,
+			const struct fs_prom_label *labels, int n)
+{
+	fs_buf_str(b, name);
+	fs_buf_str(b, suffix);
+	labels_open(b, labels, n, false);
+	fs_buf_add(b, " ", 1);
+}
+
 void fs_prom_int(struct fs_buf *b, const char *name, const struct fs_prom_label *labels, int n,
 		 int64_t value)
 {
-	fs_buf_str(b, name);
-	labels_open(b, labels, n, false);
-	fs_buf_add(b, " ", 1);
+	sample_open(b, name, "", labels, n);
 	fs_buf_int(b, value);
 	fs_buf_add(b, "\n", 1);
 }
@@ -71,9 +79,7 @@ static void number(struct fs_buf *b, double v)
 void fs_prom_double(struct fs_buf *b, const char *name, const struct fs_prom_label *labels, int n,
 		    double value)
 {
-	fs_buf_str(b, name);
-	labels_open(b, labels, n, false);
-	fs_buf_add(b, " ", 1);
+	sample_open(b, name, "", labels, n);
 	number(b, value);
 	fs_buf_add(b, "\n", 1);
 }
@@ -121,16 +127,10 @@ void fs_prom_hist_write(struct fs_buf *b, const char *name, const struct fs_prom
 		fs_buf_int(b, (int64_t)cum);
 		fs_buf_add(b, "\n", 1);
 	}
-	fs_buf_str(b, name);
-	fs_buf_add(b, "_sum", 4);
-	labels_open(b, labels, n, false);
-	fs_buf_add(b, " ", 1);
+	sample_open(b, name, "_sum", labels, n);
 	number(b, h->sum);
 	fs_buf_add(b, "\n", 1);
-	fs_buf_str(b, name);
-	fs_buf_add(b, "_count", 6);
-	labels_open(b, labels, n, false);
-	fs_buf_add(b, " ", 1);
+	sample_open(b, name, "_count", labels, n);
 	fs_buf_int(b, (int64_t)h->count);
 	fs_buf_add(b, "\n", 1);
 }
