@@ -4,10 +4,12 @@
  * several workers and gateways (each partition from the worker that has it, a foreign or
  * down endpoint left out), and the stock table (src/cli/skutable.c): the latest record per
  * SKU, an older copy dropped, bad records counted, its bound, the rows picked and the rest
- * summed. */
+ * summed; and what is shown of it all (src/cli/topshow.c): a screen that fits its size whatever
+ * the counts, with nothing from outside that moves the cursor, and the JSON. */
 #include "check.h"
 #include "cli/scrape.h"
 #include "cli/skutable.h"
+#include "cli/top.h"
 
 #include <errno.h>
 #include <math.h>
@@ -380,6 +382,88 @@ static void test_skutable_bound(void)
 	skutable_free(&t);
 }
 
+/* The escape sequences the screen writes itself: cursor home, clear to the end of the line and
+ * of the screen. Anything else starting with ESC came from outside. */
+static bool only_own_escapes(const char *text)
+{
+	for (const char *p = strchr(text, '\033'); p; p = strchr(p + 1, '\033'))
+		if (strncmp(p, "\033[H", 3) != 0 && strncmp(p, "\033[K", 3) != 0 &&
+		    strncmp(p, "\033[J", 3) != 0)
+			return false;
+	return true;
+}
+
+/* 30 SKUs and 40 partitions on a screen of 80 x 20; an endpoint whose text has an escape. */
+static void test_screen(void)
+{
+	static struct top t;
+	static struct scrape cur[2];
+	t = (struct top){.n_urls = 2,
+			 .interval_ms = 1000,
+			 .stock_topic = "stock",
+			 .group = "g",
+			 .intents_topic = "intents",
+			 .cur = cur,
+			 .stock_parts = 2,
+			 .stock_eof = 2};
+	snprintf(t.urls[0], TOP_URL_MAX, "%s", "http://127.0.0.1:9464/metrics");
+	snprintf(t.urls[1], TOP_URL_MAX, "%s", "http://127.0.0.1:9465/metrics");
+	skutable_init(&t.table);
+	char sku[16], parts[2048] = "";
+	for (int i = 0; i < 30; i++) {
+		snprintf(sku, sizeof sku, "SKU-%d", i);
+		apply(&t.table, sku, i % 2 ? "open" : "sold_out", i % 2, i % 40, i);
+	}
+	for (int i = 0, at = 0; i < 40; i++)
+		at += snprintf(parts + at, sizeof parts - (size_t)at, "%d:%d:0:%d ", i, i, i);
+	worker_text(&cur[0], "g", 1, 780, parts, 3, 1, 0);
+	const char *hostile = "m 1\nm \033[2J\033]0;owned\007\n";
+	scrape_text(&cur[1], hostile, strlen(hostile));
+	CHECK(!cur[1].up && strchr(cur[1].error, '\033'));
+	scrape_view(cur, NULL, 2, 0, "g", "intents", &t.view);
+	struct fs_buf b = {0};
+	top_screen(&t, 80, 20, true, &b);
+	const char *text = fs_buf_cstr(&b);
+	if (getenv("TEST_TOP_SHOW"))
+		fputs(text, stdout);
+	int lines = 0, longest = 0;
+	for (const char *p = text, *nl; (nl = strchr(p, '\n')); p = nl + 1, lines++) {
+		int visible = (int)(nl - p);
+		for (const char *q = strstr(p, "\033["); q && q < nl; q = strstr(q + 1, "\033["))
+			visible -= 3;
+		longest = visible > longest ? visible : longest;
+	}
+	CHECK(lines >= 18 && lines <= 20); /* the rows it has, a spare one at most */
+	CHECK(longest <= 80);
+	CHECK(only_own_escapes(text));
+	CHECK(strstr(text, "more SKUs: supply") != NULL);
+	CHECK(strstr(text, "more partitions: lag 0") != NULL);
+	CHECK(strstr(text, "SKU-29 ") != NULL); /* the newest first */
+	CHECK(strstr(text, "9465") != NULL && strstr(text, "bad metrics text") != NULL);
+	/* Wide and tall enough: every SKU and partition, no summary line. */
+	fs_buf_clear(&b);
+	top_screen(&t, 200, 200, false, &b);
+	text = fs_buf_cstr(&b);
+	CHECK(strstr(text, "more SKUs") == NULL && strstr(text, "SKU-0 ") != NULL);
+	CHECK(strstr(text, "\n39 ") != NULL && strstr(text, "\033") == NULL);
+	CHECK(only_own_escapes(text));
+	/* The JSON: no rates from one scrape (null, not NaN), the escape kept as data. */
+	json_t *o = top_json(&t);
+	char *js = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	if (CHECK(js != NULL)) {
+		CHECK(strstr(js, "\"interval\":null") != NULL);
+		CHECK(strstr(js, "\"decisions\":null") != NULL);
+		CHECK(strstr(js, "\"rate\":null") != NULL);
+		CHECK(strstr(js, "\"skus_rest\":{\"skus\":0") != NULL);
+		CHECK(strstr(js, "\"error\":\"bad metrics text: line 2: value '\\u001B[2J") !=
+		      NULL);
+	}
+	free(js);
+	json_decref(o);
+	fs_buf_free(&b);
+	skutable_free(&t.table);
+}
+
 int main(int argc, char **argv)
 {
 	check_parse_args(argc, argv);
@@ -389,5 +473,6 @@ int main(int argc, char **argv)
 	test_view();
 	test_skutable();
 	test_skutable_bound();
+	test_screen();
 	return check_done("test_top");
 }
