@@ -113,7 +113,9 @@ static int add_urls(struct top *t, const char *list)
 
 struct stock {
 	rd_kafka_t *rk;
-	bool *eof;	  /* by partition: read to its end at least once */
+	/* By partition: where its records ended when it was assigned (INT64_MAX: not known,
+	 * its first end-of-partition event counts), -1 once read that far. */
+	int64_t *end;
 	int64_t retry_ms; /* when to ask for the topic's partitions again (monotonic) */
 };
 
@@ -121,8 +123,8 @@ static int64_t mono_ms(void);
 
 static rd_kafka_t *stock_consumer(flashsale_t *fs, char *err, size_t err_len)
 {
-	/* No group membership (partitions assigned), no commits; the end of each partition
-	 * is an event (--once waits for every partition's). */
+	/* No group membership (partitions assigned), no commits; reaching the end of a
+	 * partition is an event. */
 	static const char *const defaults[] = {"enable.auto.commit",
 					       "false",
 					       "enable.partition.eof",
@@ -151,6 +153,31 @@ static rd_kafka_t *stock_consumer(flashsale_t *fs, char *err, size_t err_len)
 	return rk;
 }
 
+static void part_read(struct top *t, struct stock *st, int32_t p)
+{
+	if (p >= 0 && p < t->stock_parts && st->end[p] >= 0) {
+		st->end[p] = -1;
+		t->stock_read++;
+	}
+}
+
+/* Where each partition's records end now: the first read to there is "read to its end" (a
+ * busy partition may give no end-of-partition event for long). After one failure the rest
+ * wait for their event, so that a broker gone quiet costs one timeout, not one each. */
+static void stock_ends(struct top *t, struct stock *st)
+{
+	rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+	for (int i = 0; i < t->stock_parts; i++) {
+		int64_t lo = 0, hi = INT64_MAX;
+		if (!e)
+			e = rd_kafka_query_watermark_offsets(st->rk, t->stock_topic, i, &lo, &hi,
+							     TOP_METADATA_MS);
+		st->end[i] = e ? INT64_MAX : hi;
+		if (!e && hi <= lo)
+			part_read(t, st, i); /* nothing to read */
+	}
+}
+
 /* Learns the partitions of the stock topic and assigns them all from their beginning: 0, or
  * -1 with why in t->stock_error (tried again at the next refresh). */
 static int stock_assign(struct top *t, struct stock *st)
@@ -159,41 +186,38 @@ static int stock_assign(struct top *t, struct stock *st)
 	rd_kafka_topic_t *topic = rd_kafka_topic_new(st->rk, t->stock_topic, NULL);
 	rd_kafka_resp_err_t e = rd_kafka_metadata(st->rk, 0, topic, &md, TOP_METADATA_MS);
 	rd_kafka_topic_destroy(topic);
-	if (!e && (md->topic_cnt != 1 || md->topics[0].err || !md->topics[0].partition_cnt))
-		e = md->topic_cnt != 1 ? RD_KAFKA_RESP_ERR_UNKNOWN : md->topics[0].err;
+	if (!e && md->topic_cnt != 1)
+		e = RD_KAFKA_RESP_ERR_UNKNOWN;
+	else if (!e && (md->topics[0].err || !md->topics[0].partition_cnt))
+		e = md->topics[0].err ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
 	int n = e ? 0 : md->topics[0].partition_cnt;
 	if (md)
 		rd_kafka_metadata_destroy(md);
-	st->eof = n ? calloc((size_t)n, sizeof *st->eof) : NULL;
-	if (e || !st->eof) {
+	free(st->end);
+	st->end = n ? calloc((size_t)n, sizeof *st->end) : NULL;
+	rd_kafka_topic_partition_list_t *l = st->end ? rd_kafka_topic_partition_list_new(n) : NULL;
+	for (int i = 0; l && i < n; i++)
+		rd_kafka_topic_partition_list_add(l, t->stock_topic, i)->offset =
+			RD_KAFKA_OFFSET_BEGINNING;
+	if (!e && l)
+		e = rd_kafka_assign(st->rk, l);
+	if (l)
+		rd_kafka_topic_partition_list_destroy(l);
+	if (e || !l) {
 		snprintf(t->stock_error, sizeof t->stock_error, "%s",
 			 e ? rd_kafka_err2str(e) : "out of memory");
 		return -1;
 	}
-	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
-	for (int i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(l, t->stock_topic, i)->offset =
-			RD_KAFKA_OFFSET_BEGINNING;
-	e = rd_kafka_assign(st->rk, l);
-	rd_kafka_topic_partition_list_destroy(l);
-	if (e) {
-		snprintf(t->stock_error, sizeof t->stock_error, "%s", rd_kafka_err2str(e));
-		free(st->eof);
-		st->eof = NULL;
-		return -1;
-	}
 	t->stock_parts = n;
 	t->stock_error[0] = '\0';
+	stock_ends(t, st);
 	return 0;
 }
 
 static void stock_message(struct top *t, struct stock *st, const rd_kafka_message_t *m)
 {
 	if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-		if (m->partition >= 0 && m->partition < t->stock_parts && !st->eof[m->partition]) {
-			st->eof[m->partition] = true;
-			t->stock_eof++;
-		}
+		part_read(t, st, m->partition);
 		return;
 	}
 	if (m->err) {
@@ -203,6 +227,9 @@ static void stock_message(struct top *t, struct stock *st, const rd_kafka_messag
 	t->stock_records++;
 	t->stock_error[0] = '\0';
 	skutable_apply(&t->table, m->key, m->key_len, m->payload, m->len);
+	if (m->partition >= 0 && m->partition < t->stock_parts && st->end[m->partition] >= 0 &&
+	    m->offset + 1 >= st->end[m->partition])
+		part_read(t, st, m->partition);
 }
 
 /* Reads what the stock topic has: waits up to wait_ms for a first record, then takes the
@@ -235,7 +262,7 @@ static void stock_close(struct stock *st)
 		rd_kafka_consumer_close(st->rk);
 		rd_kafka_destroy(st->rk);
 	}
-	free(st->eof);
+	free(st->end);
 }
 
 /* ---- the terminal and the signals ------------------------------------------------------- */
@@ -400,16 +427,21 @@ static int refresh(struct top *t, struct fetcher *f, struct idle_ctx *ic, int64_
 	return 0;
 }
 
-/* Waits until the monotonic deadline, reading the stock topic and the keys. */
-static void wait_until(struct top *t, struct stock *st, int64_t deadline, bool redraw_on_resize)
+/* Waits until the monotonic deadline, reading the stock topic and the keys. With redraw, it
+ * returns early (true) when the screen should be drawn again: resized, continued after a
+ * stop, or the stock topic read to where it ended at the start. */
+static bool wait_until(struct top *t, struct stock *st, int64_t deadline, bool redraw)
 {
 	for (int64_t now = mono_ms(); now < deadline && !top_quit; now = mono_ms()) {
 		int64_t left = deadline - now;
+		int read = t->stock_read;
 		stock_poll(t, st, (int)(left < FETCH_STEP_MS ? left : FETCH_STEP_MS));
 		keys();
-		if (redraw_on_resize && top_resized)
-			return;
+		if (redraw &&
+		    (top_resized || (read < t->stock_parts && t->stock_read == t->stock_parts)))
+			return true;
 	}
+	return false;
 }
 
 /* ---- output ----------------------------------------------------------------------------- */
@@ -466,16 +498,16 @@ static int top_once(struct top *t, struct fetcher *f, struct stock *st, bool jso
 	if (top_quit || refresh(t, f, &ic, &last) != 0)
 		return 1;
 	int64_t deadline = start + TOP_STOCK_WAIT_MS;
-	while (!top_quit && (!t->stock_parts || t->stock_eof < t->stock_parts) &&
+	while (!top_quit && (!t->stock_parts || t->stock_read < t->stock_parts) &&
 	       mono_ms() < deadline)
 		wait_until(t, st, mono_ms() + FETCH_STEP_MS, false);
 	if (top_quit)
 		return 1;
-	bool read = t->stock_parts && t->stock_eof == t->stock_parts;
+	bool read = t->stock_parts && t->stock_read == t->stock_parts;
 	if (!read && !t->stock_error[0])
 		snprintf(t->stock_error, sizeof t->stock_error,
 			 "not read to its end within %d s (%d of %d partitions)",
-			 TOP_STOCK_WAIT_MS / 1000, t->stock_eof, t->stock_parts);
+			 TOP_STOCK_WAIT_MS / 1000, t->stock_read, t->stock_parts);
 	show(t, json, false);
 	return read ? 0 : 1;
 }
@@ -489,10 +521,7 @@ static int top_live(struct top *t, struct fetcher *f, struct stock *st, bool jso
 		if (refresh(t, f, &ic, &last) != 0)
 			break;
 		show(t, json, ansi);
-		for (;;) {
-			wait_until(t, st, start + t->interval_ms, ansi);
-			if (top_quit || !top_resized)
-				break;
+		while (wait_until(t, st, start + t->interval_ms, ansi) && !top_quit) {
 			top_resized = 0;
 			show(t, json, ansi);
 		}

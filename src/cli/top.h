@@ -31,7 +31,7 @@ struct top {
 	/* The stock topic. */
 	struct skutable table;
 	int stock_parts;       /* its partitions; 0 until its metadata is read */
-	int stock_eof;	       /* partitions read to their end at least once */
+	int stock_read;	       /* partitions read to where they ended when assigned */
 	int64_t stock_records; /* records read */
 	char stock_error[TOP_ERR_MAX];
 	/* The scrapes: cur now, prev one refresh before (n_urls each). */

@@ -42,6 +42,8 @@ __attribute__((format(printf, 2, 3))) static void line(struct screen *s, const c
 		n = (int)sizeof buf - 1;
 	if (n > s->width)
 		n = s->width;
+	while (n > 0 && buf[n - 1] == ' ')
+		n--;
 	for (int i = 0; i < n; i++)
 		if ((unsigned char)buf[i] < 0x20 || (unsigned char)buf[i] >= 0x7f)
 			buf[i] = '?';
@@ -104,9 +106,11 @@ static void show_header(struct screen *s, const struct top *t)
 	     v->workers ? count(c, v->lag) : "-", v->workers ? count(h, v->holds_live) : "-");
 	if (t->stock_error[0])
 		line(s, "stock topic %s: %s", t->stock_topic, t->stock_error);
-	else if (t->stock_eof < t->stock_parts)
-		line(s, "stock topic %s: reading (%d of %d partitions read to their end)",
-		     t->stock_topic, t->stock_eof, t->stock_parts);
+	else if (t->stock_read < t->stock_parts)
+		line(s,
+		     "stock topic %s: reading (%d of %d partitions read to where they ended at "
+		     "the start)",
+		     t->stock_topic, t->stock_read, t->stock_parts);
 	line(s, "%s", "");
 }
 
@@ -197,18 +201,15 @@ static void show_commits(struct screen *s, const struct top *t)
 {
 	const struct scrape_view *v = &t->view;
 	const struct scrape_commits *ci = &v->commits_interval, *ct = &v->commits_total;
-	char a[32], b[32], c[32], d[32], e[32], f[32];
+	char a[32], b[32], c[32];
+	char last[32];
+	snprintf(last, sizeof last, "last %.1f s", v->seconds);
 	if (v->has_rate)
-		line(s,
-		     "COMMITS    last %.1f s: %s batches, mean %s, p99 %s   since start: %s, mean "
-		     "%s, p99 %s",
-		     v->seconds, count(a, ci->batches), millis(b, ci->mean_s), millis(c, ci->p99_s),
-		     count(d, ct->batches), millis(e, ct->mean_s), millis(f, ct->p99_s));
-	else
-		line(s,
-		     "COMMITS    since start: %s batches, mean %s, p99 %s (rates after the next "
-		     "refresh)",
-		     count(a, ct->batches), millis(b, ct->mean_s), millis(c, ct->p99_s));
+		line(s, "COMMITS    %-13s%s batches, mean %s, p99 %s", last, count(a, ci->batches),
+		     millis(b, ci->mean_s), millis(c, ci->p99_s));
+	line(s, "%-11s%-13s%s batches, mean %s, p99 %s%s", v->has_rate ? "" : "COMMITS",
+	     "since start", count(a, ct->batches), millis(b, ct->mean_s), millis(c, ct->p99_s),
+	     v->has_rate ? "" : "   (the last interval's at the next refresh)");
 	char text[SCREEN_LINE_MAX] = "";
 	size_t at = 0;
 	for (int i = 0; i < v->n_outcomes && at < sizeof text; i++)
@@ -217,7 +218,7 @@ static void show_commits(struct screen *s, const struct top *t)
 					       at ? ", " : "", v->outcomes[i].name,
 					       count(a, v->outcomes[i].n));
 	if (v->has_rate)
-		line(s, "DECISIONS  last %.1f s: %s", v->seconds, at ? text : "none");
+		line(s, "DECISIONS  %-13s%s", last, at ? text : "none");
 }
 
 static void show_gateways(struct screen *s, const struct top *t)
@@ -263,7 +264,7 @@ void top_screen(const struct top *t, int width, int height, bool ansi, struct fs
 		fs_buf_str(out, "\033[H");
 	show_header(&s, t);
 	/* The lines below the tables, then the tables share what is left. */
-	int below = (v->workers ? 3 : 0) + (v->gateways ? 3 : 0) + t->n_urls + 1;
+	int below = (v->workers ? 4 : 0) + (v->gateways ? 3 : 0) + t->n_urls + 1;
 	int room = s.height - s.lines - below - 5; /* the tables' heads and blank lines */
 	int skus = t->n_skus ? t->n_skus + 1 : (int)t->table.n + 1;
 	int parts = v->workers ? v->n_parts + 1 : 0;
@@ -338,7 +339,7 @@ static void json_skus(json_t *o, const struct top *t)
 		o, "stock",
 		json_pack("{s:s, s:i, s:b, s:I, s:I, s:I, s:I, s:I, s:o}", "topic", t->stock_topic,
 			  "partitions", t->stock_parts, "read",
-			  t->stock_parts > 0 && t->stock_eof == t->stock_parts, "skus",
+			  t->stock_parts > 0 && t->stock_read == t->stock_parts, "skus",
 			  (json_int_t)t->table.n, "records", (json_int_t)t->stock_records,
 			  "older_dropped", (json_int_t)t->table.older, "bad",
 			  (json_int_t)t->table.bad, "untracked", (json_int_t)t->table.untracked,

@@ -405,7 +405,7 @@ static void test_screen(void)
 			 .intents_topic = "intents",
 			 .cur = cur,
 			 .stock_parts = 2,
-			 .stock_eof = 2};
+			 .stock_read = 2};
 	snprintf(t.urls[0], TOP_URL_MAX, "%s", "http://127.0.0.1:9464/metrics");
 	snprintf(t.urls[1], TOP_URL_MAX, "%s", "http://127.0.0.1:9465/metrics");
 	skutable_init(&t.table);
