@@ -14,7 +14,6 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
