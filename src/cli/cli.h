@@ -17,6 +17,7 @@ int cli_load(flashsale_t *fs, int argc, char **argv);
 int cli_audit(flashsale_t *fs, int argc, char **argv);
 int cli_replay(flashsale_t *fs, int argc, char **argv);
 int cli_move(flashsale_t *fs, int argc, char **argv);
+int cli_top(flashsale_t *fs, int argc, char **argv);
 /* Replays the intents log through the pure core in memory and compares with Postgres (see
  * replay.c). Returns 0 when it all matches, 1 on a difference or an error (counted in diffs);
  * quiet: print no DIFF lines. */

@@ -47,6 +47,8 @@ static const char usage_main[] =
 	"                                      and from the publish call\n"
 	"  move --to FILE --partitions N       move the sale to a topic of N partitions, by "
 	"replay\n"
+	"  top [--metrics URL,...] [--once] [--json] [SKU...]\n"
+	"                                      a live view: stock, partitions, commits\n"
 	"\n"
 	"Global options:\n"
 	"  -c, --config FILE   configuration file (see config/flashsale.conf)\n"
@@ -858,6 +860,7 @@ static const struct {
 	{"topics", cmd_topics},	  {"load", cli_load},	     {"audit", cli_audit},
 	{"publish", cmd_publish}, {"confirm", cmd_followup}, {"cancel", cmd_followup},
 	{"replay", cli_replay},	  {"timing", cli_timing},    {"move", cli_move},
+	{"top", cli_top},
 };
 
 const char *cli_config_file;

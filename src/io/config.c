@@ -117,6 +117,11 @@ static const struct key keys[] = {
 	INT(publish_timeout_ms, 100, 600000, "5000",
 	    "(gateway) How long a request waits for its record to be on the log (acks=all) "
 	    "before it is answered 503: nothing is answered 202 that is not on the log."),
+	STR(top_metrics, "",
+	    "(flashsale top) The metrics endpoints `flashsale top` scrapes when --metrics is not "
+	    "given: URLs separated by commas, at most 16 (a URL without a scheme gets http://, "
+	    "one without a path /metrics), e.g. 127.0.0.1:9464,127.0.0.1:9465 for two workers. "
+	    "Empty: the stock topic only."),
 };
 
 enum { KEYS_LEN = sizeof keys / sizeof keys[0] };

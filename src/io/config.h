@@ -50,6 +50,9 @@ struct fs_config {
 	int64_t results_cache_max;
 	int64_t publish_timeout_ms;
 
+	/* flashsale top only (src/cli/top.c) */
+	char top_metrics[FS_CONF_STR_MAX];
+
 	/* kafka.* keys, in file order, without the prefix */
 	struct {
 		char key[128];
