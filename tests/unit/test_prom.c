@@ -1,6 +1,6 @@
 /* test_prom: the Prometheus text writers (src/io/prom.c) and the listen syntax of the metrics
  * endpoint (src/io/metrics.c), without a server. The live endpoints are checked with promtool
- * by the integration test 69-metrics. */
+ * by the integration test 65-metrics. */
 #include "check.h"
 #include "io/metrics.h"
 #include "io/prom.h"
