@@ -9,7 +9,8 @@ Idempotency-Key), POST /v1/skus/SKU/buys, and with --wait a long-poll GET
 /v1/intents/ID?wait=SECONDS for the decision. A connection error or a 503 is retried with the
 same key (what a web tier does: the key makes the retry safe) until --retry-until seconds
 have passed since the start; without it the buyer is recorded as failed. One JSON line per
-buyer goes to --out: {"id", "buyer", "post": status, "outcome", "tries"}; the last line of
+buyer goes to --out: {"id", "buyer", "post": status, "outcome", "tries", "published"} (on the
+log: answered 202, or 200 with a decision not from the edge flag); the last line of
 stdout is a summary: "buyers=N accepted=N decided=N failed=N".
 """
 import argparse
@@ -75,7 +76,8 @@ def main():
             iid = str(uuid.uuid4())
             buyer = "%s%d" % (a.prefix, i)
             body = json.dumps({"buyer_id": buyer, "qty": 1})
-            row = {"id": iid, "buyer": buyer, "post": None, "outcome": None, "tries": 0}
+            row = {"id": iid, "buyer": buyer, "post": None, "outcome": None, "tries": 0,
+                   "published": False}
             while True:
                 row["tries"] += 1
                 st, data = request("POST", "/v1/skus/%s/buys" % a.sku, body,
@@ -83,8 +85,14 @@ def main():
                                     "Idempotency-Key": iid})
                 row["post"] = st
                 if st in (200, 202):
+                    # On the log: a 202, or a 200 with the decision already made (it reached
+                    # the gateway before the delivery report did, or this is a retry). A 200
+                    # from the sold-out flag says "source": "edge": nothing was published.
+                    row["published"] = st == 202
                     if st == 200:
-                        row["outcome"] = json.loads(data).get("outcome")
+                        answer = json.loads(data)
+                        row["outcome"] = answer.get("outcome")
+                        row["published"] = answer.get("source") != "edge"
                     break
                 if time.monotonic() - start >= a.retry_until:
                     break

@@ -81,9 +81,9 @@ python3 - "$IT_DIR/fan.jsonl" >"$IT_DIR/fan.ids" <<-'EOF'
 	import json, sys
 	for line in open(sys.argv[1]):
 	    r = json.loads(line)
-	    print(r["id"], r["outcome"], r["post"])
+	    print(r["id"], r["outcome"], "published" if r["published"] else "edge")
 EOF
-awk '$3 == 202' "$IT_DIR/fan.ids" | sort >"$IT_DIR/fan.published"
+awk '$3 == "published"' "$IT_DIR/fan.ids" | sort >"$IT_DIR/fan.published"
 ids=$(awk '{ printf "%s\x27%s\x27", (NR > 1 ? "," : ""), $1 }' "$IT_DIR/fan.published")
 sql "SELECT intent_id, outcome FROM decisions WHERE intent_id IN ($ids)" | tr '|' ' ' | sort >"$IT_DIR/fan.pg"
 assert_eq "$(wc -l <"$IT_DIR/fan.pg")" "$(wc -l <"$IT_DIR/fan.published")" "published fan buys decided in Postgres"

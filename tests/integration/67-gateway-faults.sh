@@ -35,7 +35,7 @@ python3 - "$IT_DIR/load.jsonl" >"$IT_DIR/accepted" <<-'EOF'
 	import json, sys
 	for line in open(sys.argv[1]):
 	    r = json.loads(line)
-	    if r["post"] == 202:
+	    if r["published"]:
 	        print(r["id"])
 EOF
 sort -u "$IT_DIR/accepted" -o "$IT_DIR/accepted"
