@@ -153,8 +153,7 @@ static void take_intent(struct timing *t, const rd_kafka_message_t *m, int64_t s
 static void series_take(struct timing *t, int64_t ts, const json_t *j)
 {
 	struct series *s = &t->series;
-	if (!t->want_series || t->first_ms < 0 || ts < t->first_ms ||
-	    json_is_true(json_object_get(j, "duplicate")))
+	if (!t->want_series || t->first_ms < 0 || ts < t->first_ms)
 		return;
 	size_t k = (size_t)((ts - t->first_ms) / SERIES_MS);
 	if (k >= SERIES_MAX)
@@ -217,24 +216,23 @@ static int series_write(const struct timing *t, const char *path)
 static void take_answer(struct timing *t, const rd_kafka_message_t *m)
 {
 	json_t *j = json_loadb(m->payload, m->len, 0, NULL);
-	{
-		rd_kafka_timestamp_type_t ty;
-		series_take(t, rd_kafka_message_timestamp(m, &ty), j);
-	}
 	json_t *part = json_object_get(j, "partition"), *off = json_object_get(j, "offset");
 	const char *type = json_string_value(json_object_get(j, "type"));
+	bool expire = type && strcmp(type, "expire") == 0;
 	bool skip = !json_is_integer(part) || !json_is_integer(off) ||
-		    json_is_true(json_object_get(j, "duplicate")) ||
-		    (type && strcmp(type, "expire") == 0);
+		    json_is_true(json_object_get(j, "duplicate")) || expire;
 	int64_t pi = json_integer_value(part), oi = json_integer_value(off);
-	json_decref(j);
-	if (skip || pi < 0 || pi >= t->nparts)
-		return;
-	struct tm_part *p = &t->parts[pi];
-	if (oi < 0 || oi >= p->end || p->ts[oi] == NOT_TIMED)
-		return;
 	rd_kafka_timestamp_type_t tstype;
 	int64_t ts = rd_kafka_message_timestamp(m, &tstype);
+	struct tm_part *p = skip || pi < 0 || pi >= t->nparts ? NULL : &t->parts[pi];
+	if (p && (oi < 0 || oi >= p->end || p->ts[oi] == NOT_TIMED))
+		p = NULL; /* not a record of the run, or answered already */
+	/* The series: the run's first answers, and the expiries that give units back. */
+	if (p || expire)
+		series_take(t, ts, j);
+	json_decref(j);
+	if (!p)
+		return;
 	if (tstype != RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME)
 		t->append_time_out = false;
 	int64_t sent = p->ts[oi] & ~UNANSWERED_BIT;

@@ -89,7 +89,8 @@ struct gw_req {
 struct gw_stats {
 	atomic_llong requests, published, publish_failed, edge_answers, results, stock_records,
 		lookups, overloaded;
-	atomic_llong edge_closed; /* of edge_answers, those for a closed sale */
+	/* edge_answers by outcome, each its own counter (a difference of two could go down). */
+	atomic_llong edge_sold_out, edge_closed;
 };
 
 /* The status codes the requests counter names; any other is counted as "other". */

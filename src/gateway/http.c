@@ -374,8 +374,9 @@ static enum MHD_Result post_buy(struct gw *g, struct gw_req *r)
 		if (s && s->json &&
 		    (strcmp(s->status, "sold_out") == 0 || strcmp(s->status, "closed") == 0)) {
 			atomic_fetch_add(&g->stats.edge_answers, 1);
-			if (s->status[0] == 'c')
-				atomic_fetch_add(&g->stats.edge_closed, 1);
+			atomic_fetch_add(s->status[0] == 'c' ? &g->stats.edge_closed
+							     : &g->stats.edge_sold_out,
+					 1);
 			/* The crowd after the sell-out lands here: no JSON library for an
 			 * answer of checked ids (a UUID, a SKU of [A-Za-z0-9._:-], a status). */
 			char text[256];

@@ -70,12 +70,12 @@ static void requests_text(struct gw *g, struct fs_buf *b)
 static void counters_text(struct gw *g, struct fs_buf *b)
 {
 	const struct gw_stats *s = &g->stats;
-	int64_t edge = atomic_load(&s->edge_answers), closed = atomic_load(&s->edge_closed);
 	fs_prom_family(b, "flashsale_gateway_edge_answers_total", "counter",
 		       "Buys answered at the edge without publishing, by outcome.");
 	struct fs_prom_label sold[] = {{"outcome", "sold_out"}}, cl[] = {{"outcome", "closed"}};
-	fs_prom_int(b, "flashsale_gateway_edge_answers_total", sold, 1, edge - closed);
-	fs_prom_int(b, "flashsale_gateway_edge_answers_total", cl, 1, closed);
+	fs_prom_int(b, "flashsale_gateway_edge_answers_total", sold, 1,
+		    atomic_load(&s->edge_sold_out));
+	fs_prom_int(b, "flashsale_gateway_edge_answers_total", cl, 1, atomic_load(&s->edge_closed));
 	fs_prom_one(b, "flashsale_gateway_published_total", "counter",
 		    "Records published to the intents topic and acknowledged (acks=all).",
 		    atomic_load(&s->published));
@@ -92,7 +92,7 @@ static void counters_text(struct gw *g, struct fs_buf *b)
 		    "Requests refused 503 for too many connections.", atomic_load(&s->overloaded));
 }
 
-static void render(void *ctx, struct fs_buf *b)
+static bool render(void *ctx, struct fs_buf *b)
 {
 	struct gw *g = ctx;
 	pthread_mutex_lock(&g->lock);
@@ -117,6 +117,7 @@ static void render(void *ctx, struct fs_buf *b)
 	fs_prom_int(b, "flashsale_gateway_waiting_requests", st, 1, streams);
 	counters_text(g, b);
 	requests_text(g, b);
+	return true;
 }
 
 static bool healthy(void *ctx, struct fs_buf *out)

@@ -115,9 +115,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			      "GET, HEAD");
 	}
 	if (metrics) {
-		m->render(m->ctx, &m->out);
+		bool ready = m->render(m->ctx, &m->out);
 		if (!fs_buf_ok(&m->out))
 			return MHD_NO; /* out of memory: the connection is closed */
+		if (!ready) {
+			fs_buf_clear(&m->out);
+			fs_buf_str(&m->out, "{\"error\":\"starting\"}");
+			return answer(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json",
+				      &m->out, NULL);
+		}
 		return answer(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
 			      &m->out, NULL);
 	}
@@ -161,7 +167,9 @@ int fs_metrics_start(const char *listen, fs_metrics_render_fn render, fs_metrics
 	uint16_t want = ntohs(v6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
 				 : ((struct sockaddr_in *)&sa)->sin_port);
 	m->daemon = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), want,
+		/* poll(), not select(): select() refuses descriptors past FD_SETSIZE (1024), and
+		 * the gateway holds a descriptor per buyer connected. */
+		MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), want,
 		NULL, NULL, on_request, m, MHD_OPTION_EXTERNAL_LOGGER, fs_mhd_log, "metrics",
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned)CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)TIMEOUT_S,

@@ -1,7 +1,8 @@
 /* metrics.h: the metrics endpoint of flashsale-worker and flashsale-gateway (metrics.listen):
  * GET /metrics (the Prometheus text format, rendered by the program's callback) and
- * GET /healthz, on a libmicrohttpd daemon with one internal thread, its connections bounded,
- * no request body read, every other path 404 and every other method 405. Also the
+ * GET /healthz, on a libmicrohttpd daemon with one internal thread (poll(), not select(): a
+ * gateway may hold thousands of descriptors), its connections bounded, any request body
+ * ignored, every other path 404 and every other method 405. Also the
  * "ADDR:PORT" syntax of the listen keys (metrics.listen, the gateway's listen).
  *
  * Thread: render and health run on the endpoint's thread, one scrape at a time; what they read
@@ -25,8 +26,8 @@ int fs_listen_parse(const char *listen, struct sockaddr_storage *sa, bool *ipv6,
  * such as "http"): a client gone in the middle of an answer is routine (debug), the rest warn. */
 void fs_mhd_log(void *cls, const char *fmt, va_list ap);
 
-/* Appends the /metrics text to out. */
-typedef void (*fs_metrics_render_fn)(void *ctx, struct fs_buf *out);
+/* Appends the /metrics text to out; false answers 503 (no text yet: the program is starting). */
+typedef bool (*fs_metrics_render_fn)(void *ctx, struct fs_buf *out);
 /* Appends /healthz's JSON to out; false answers 503. */
 typedef bool (*fs_metrics_health_fn)(void *ctx, struct fs_buf *out);
 

@@ -81,10 +81,10 @@ bool fs_store_refused(const struct fs_store *s)
 
 bool fs_store_sql_error(const struct fs_store *s)
 {
-	/* The guards raise FS* states (fs_assert); class 23 is a constraint (or a decided id):
-	 * both say memory and Postgres disagree. */
-	return s->refused[0] && strncmp(s->refused, "FS", 2) != 0 &&
-	       strncmp(s->refused, "23", 2) != 0;
+	/* The guards raise FS* states (fs_assert), and an id decided elsewhere a unique
+	 * violation: memory and Postgres disagree. Classes 22 and 23 are the batch's records'
+	 * (fs_store_refused), a constraint the core cannot know of included. */
+	return s->refused[0] && strncmp(s->refused, "FS", 2) != 0 && !fs_store_refused(s);
 }
 
 const char *fs_store_error(const struct fs_store *s)

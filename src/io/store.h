@@ -43,8 +43,9 @@ const char *fs_store_error(const struct fs_store *s);
  * or 23): sent again, the same rows fail the same way. */
 bool fs_store_refused(const struct fs_store *s);
 /* True when the last commit was rolled back by Postgres itself rather than by one of the
- * batch's guards or constraints: a lock timeout, a deadlock, a serialization failure, a
- * statement timeout (the metrics' cause sql_error, apart from redo). */
+ * batch's guards or by its records (fs_store_refused): a lock timeout, a deadlock, a
+ * serialization failure, a statement timeout (the metrics' cause sql_error, apart from
+ * redo). */
 bool fs_store_sql_error(const struct fs_store *s);
 /* How many sessions of stalled workers this store ended to free their locks. */
 int64_t fs_store_stalled_broken(const struct fs_store *s);

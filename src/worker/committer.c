@@ -149,6 +149,7 @@ static void recover(struct worker *w, struct slot *sl0)
 				/* A successor's compare-and-set found this batch's end. */
 				w->n.unknown++;
 				w->n.unknown_committed++;
+				count_attempt(w, sl->store, FS_COMMIT_UNKNOWN);
 				rc = FS_COMMIT_OK;
 				fs_warn("partition %" PRId32 ": commit outcome unknown, stored "
 					"offset %" PRId64 ": committed (the batch after it "

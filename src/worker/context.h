@@ -32,6 +32,9 @@ enum {
 	METRIC_REASON_LEN = 48,
 };
 
+/* Why a batch transaction did not commit (flashsale_transactions_failed_total{cause}). */
+enum tx_cause { TX_FENCED, TX_REDO, TX_SQL_ERROR, TX_TRANSIENT, TX_UNKNOWN, TX_CAUSES };
+
 struct wio; /* the edges (io.h) */
 
 /* Results of one committed batch still on their way to the broker. */
@@ -130,8 +133,10 @@ struct counters {
 	/* the partitioning rule: records forwarded to their partition (and the copies sent,
 	 * again after a restart included), records rejected wrong_partition */
 	int64_t forwarded, forwards_sent, wrong_partition;
-	int64_t refused;  /* records the store refused for good, rejected store_refused */
-	int64_t redo_sql; /* of redo: rolled back by Postgres itself (a lock timeout ...) */
+	int64_t refused; /* records the store refused for good, rejected store_refused */
+	/* The metrics' failed batch transactions: each attempt that did not commit, once, by the
+	 * cause its outcome names (count_attempt). */
+	int64_t tx_failed[TX_CAUSES];
 	int64_t us_lookup, us_decide, us_commit, us_publish; /* time spent per step */
 	int64_t us_commit_max;	/* the slowest batch transaction (a stalled WAL flush shows) */
 	int64_t lookups_forced; /* batches redone with a lookup: an id was decided elsewhere */

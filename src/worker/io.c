@@ -57,11 +57,15 @@ struct wio {
 	 * and swaps it with text under metrics_mu. */
 	struct fs_metrics *metrics;
 	pthread_mutex_t metrics_mu;
-	pthread_cond_t metrics_cv;
+	pthread_cond_t metrics_cv; /* on CLOCK_MONOTONIC */
 	_Atomic uint64_t metrics_asked;
 	uint64_t metrics_done;	   /* under metrics_mu */
+	int64_t metrics_text_ms;   /* under metrics_mu: when metrics_text was rendered (0: never) */
 	uint64_t metrics_rendered; /* the main thread's copy of metrics_done */
 	struct fs_buf metrics_text, render_buf;
+	/* A committer woke the loop (wio_wake): its poll returns to finish the commit. A scrape
+	 * yields the queue too, without this: the loop serves it and polls on. */
+	atomic_bool woken;
 };
 
 /* At most this many records are held from the polls of a wait: past it, the partitions are
@@ -428,29 +432,44 @@ static int open_consumer(struct wio *io, const struct fs_config *cfg)
 /* ---- the metrics endpoint ------------------------------------------------------------------ */
 
 /* How long a scrape waits for the main thread's text; past it, the last one rendered is
- * served (the main thread is inside a long call: a commit, a connect). */
-enum { SCRAPE_WAIT_MS = 250 };
+ * served (the main thread is inside a long call: a commit, a connect). A text younger than
+ * SCRAPE_FRESH_MS is served as it is: however often the port is asked, the main thread
+ * renders at most that often. */
+enum { SCRAPE_WAIT_MS = 250, SCRAPE_FRESH_MS = 100 };
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* On the endpoint's thread: asks the main thread for the text, wakes it from its poll, and
- * waits. */
-static void scrape(void *ctx, struct fs_buf *out)
+ * waits. False (503) while no text was ever rendered: the worker is still starting. */
+static bool scrape(void *ctx, struct fs_buf *out)
 {
 	struct wio *io = ctx;
 	pthread_mutex_lock(&io->metrics_mu);
-	uint64_t want = atomic_fetch_add(&io->metrics_asked, 1) + 1;
-	wio_wake(io);
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_nsec += SCRAPE_WAIT_MS * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
+	if (!io->metrics_text_ms || mono_ms() - io->metrics_text_ms >= SCRAPE_FRESH_MS) {
+		uint64_t want = atomic_fetch_add(&io->metrics_asked, 1) + 1;
+		if (io->consumer_queue)
+			rd_kafka_queue_yield(io->consumer_queue); /* not wio_wake: see woken */
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += SCRAPE_WAIT_MS * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		while (io->metrics_done < want)
+			if (pthread_cond_timedwait(&io->metrics_cv, &io->metrics_mu, &until) ==
+			    ETIMEDOUT)
+				break;
 	}
-	while (io->metrics_done < want)
-		if (pthread_cond_timedwait(&io->metrics_cv, &io->metrics_mu, &until) == ETIMEDOUT)
-			break;
+	bool any = io->metrics_text_ms != 0;
 	fs_buf_add(out, io->metrics_text.data, io->metrics_text.len);
 	pthread_mutex_unlock(&io->metrics_mu);
+	return any;
 }
 
 static bool healthy(void *ctx, struct fs_buf *out)
@@ -473,6 +492,7 @@ static void metrics_serve(struct wio *io)
 		struct fs_buf t = io->metrics_text;
 		io->metrics_text = io->render_buf;
 		io->render_buf = t;
+		io->metrics_text_ms = mono_ms();
 	}
 	io->metrics_done = asked;
 	pthread_cond_broadcast(&io->metrics_cv);
@@ -507,6 +527,11 @@ int64_t wio_log_end(struct wio *io, int32_t partition)
 
 int64_t wio_position(struct wio *io, int32_t partition)
 {
+	/* Records a retry's wait polled are held, not handed to the protocol yet: the position
+	 * is the first of them. */
+	for (uint32_t i = io->held_at; i < io->held_len; i++)
+		if (io->held[i]->partition == partition)
+			return io->held[i]->offset;
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
 	rd_kafka_topic_partition_list_add(l, io->w->cfg.topic_intents, partition);
 	int64_t at = -1;
@@ -530,7 +555,11 @@ int wio_open(struct worker *w, struct wio **out)
 	pthread_mutex_init(&io->mu, NULL);
 	pthread_cond_init(&io->cv, NULL);
 	pthread_mutex_init(&io->metrics_mu, NULL);
-	pthread_cond_init(&io->metrics_cv, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&io->metrics_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	int rc = open_producer(io, &w->cfg);
 	if (rc == 0)
 		rc = open_consumer(io, &w->cfg);
@@ -616,6 +645,24 @@ static int consumer_error(const rd_kafka_message_t *m)
 	return 0;
 }
 
+/* The consumer's next message within timeout_ms. A poll that comes back early and empty
+ * without a committer's wake was a scrape's yield (metrics.c asks the main thread for its
+ * text): it is served and the poll goes on for the time left, so that a scrape is not taken
+ * for the end of a quiet spell (which would cut the batches waiting for batch.wait.ms short). */
+static rd_kafka_message_t *poll_consumer(struct wio *io, int64_t timeout_ms)
+{
+	int64_t end = wio_now_ms(io) + timeout_ms;
+	for (;;) {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(io->consumer, (int)timeout_ms);
+		if (m || atomic_exchange(&io->woken, false))
+			return m;
+		timeout_ms = end - wio_now_ms(io);
+		if (timeout_ms <= 0 || stop_requested)
+			return NULL;
+		metrics_serve(io);
+	}
+}
+
 int wio_poll(struct wio *io, int64_t timeout_ms, struct fs_msg *out)
 {
 	run_deferred(io);
@@ -629,7 +676,7 @@ int wio_poll(struct wio *io, int64_t timeout_ms, struct fs_msg *out)
 				pause_all(io, false);
 		}
 	} else {
-		m = rd_kafka_consumer_poll(io->consumer, (int)timeout_ms);
+		m = poll_consumer(io, timeout_ms);
 	}
 	if (!m)
 		return 0;
@@ -869,6 +916,7 @@ void wio_broadcast(struct wio *io)
 
 void wio_wake(struct wio *io)
 {
+	atomic_store(&io->woken, true);
 	/* The queue outlives the committer threads: teardown joins them first. */
 	if (io->consumer_queue)
 		rd_kafka_queue_yield(io->consumer_queue);

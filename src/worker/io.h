@@ -87,8 +87,9 @@ int wio_watermarks(struct wio *io, int32_t partition, int64_t *lo, int64_t *hi);
 /* The end of a partition's log as last seen by the consumer (no request: its fetches' high
  * watermark), or -1 while unknown. The metrics' lag. */
 int64_t wio_log_end(struct wio *io, int32_t partition);
-/* Where the consumer is on a partition: one past the last record it returned, and past the
- * transaction markers after it (no request), or -1 while unknown. */
+/* Where the protocol is on a partition's log: one past the last record wio_poll handed out
+ * (past the transaction markers after it; a record a retry's wait holds is not handed out),
+ * no request, or -1 while unknown. */
 int64_t wio_position(struct wio *io, int32_t partition);
 /* NULL when the intents topic's timestamps are the broker's (LogAppendTime), else why not;
  * *transient when the broker could not say (worth asking again). */

@@ -113,11 +113,11 @@ static void transactions_text(const struct worker *w, struct fs_buf *b, int64_t 
 	const struct {
 		const char *cause;
 		int64_t v;
-	} causes[] = {{"fenced", n->fenced},
-		      {"redo", n->redo - n->redo_sql},
-		      {"sql_error", n->redo_sql},
-		      {"transient", n->retries},
-		      {"unknown_outcome", n->unknown}};
+	} causes[] = {{"fenced", n->tx_failed[TX_FENCED]},
+		      {"redo", n->tx_failed[TX_REDO]},
+		      {"sql_error", n->tx_failed[TX_SQL_ERROR]},
+		      {"transient", n->tx_failed[TX_TRANSIENT]},
+		      {"unknown_outcome", n->tx_failed[TX_UNKNOWN]}};
 	for (size_t i = 0; i < sizeof causes / sizeof causes[0]; i++) {
 		struct fs_prom_label l[] = {{"cause", causes[i].cause}};
 		fs_prom_int(b, "flashsale_transactions_failed_total", l, 1, causes[i].v);

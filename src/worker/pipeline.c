@@ -12,12 +12,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+void count_attempt(struct worker *w, const struct fs_store *att, int rc)
+{
+	switch (rc) {
+	case FS_COMMIT_FENCED:
+		w->n.tx_failed[TX_FENCED]++;
+		break;
+	case FS_COMMIT_REDO:
+		w->n.tx_failed[fs_store_sql_error(att) ? TX_SQL_ERROR : TX_REDO]++;
+		break;
+	case FS_COMMIT_RETRY:
+		w->n.tx_failed[TX_TRANSIENT]++;
+		break;
+	case FS_COMMIT_UNKNOWN:
+		w->n.tx_failed[TX_UNKNOWN]++;
+		break;
+	default: /* committed, or COMMIT_AGAIN: a predecessor's failure, counted there */
+		break;
+	}
+}
+
 void count_commit(struct counters *n, int64_t us)
 {
 	n->us_commit += us;
 	if (us > n->us_commit_max)
 		n->us_commit_max = us;
-	metrics_count_commit(n, us);
+	if (n->commit_seconds.n) /* metrics.listen set (metrics_init) */
+		metrics_count_commit(n, us);
 }
 
 static void count_batch(struct worker *w, const struct fs_batch *b)
@@ -219,8 +240,6 @@ static int before_redo(struct worker *w, struct part *p, const struct fs_store *
 {
 	if (rc == FS_COMMIT_REDO) {
 		w->n.redo++;
-		if (fs_store_sql_error(att))
-			w->n.redo_sql++;
 		if (!p->need_lookup)
 			w->n.lookups_forced++;
 		p->need_lookup = true;
@@ -286,6 +305,7 @@ static int attempt_isolated(struct worker *w, struct part *p, struct fs_batch *b
 	int rc = attempt(w, p, b, next);
 	if (rc == ATTEMPT_STOPPED)
 		return -1;
+	count_attempt(w, w->store, rc);
 	if (rc == FS_COMMIT_UNKNOWN)
 		rc = resolve_unknown(w, p, w->store, fs_store_token(w->store), expected, next);
 	if (rc == FS_COMMIT_FENCED) {
@@ -364,6 +384,7 @@ int part_process_from(struct worker *w, struct part *p, struct fs_batch *b, int 
 			return -1;
 		fs_debug("partition %" PRId32 ": batch of %u at %" PRId64 ": %d", p->id, b->len,
 			 expected, rc);
+		count_attempt(w, att, rc);
 		if (rc == FS_COMMIT_UNKNOWN)
 			rc = resolve_unknown(w, p, att, sl ? sl->token : fs_store_token(w->store),
 					     expected, next);

@@ -30,6 +30,9 @@ struct fs_part_meta meta_after(const struct part *p, const struct fs_part_meta *
 void batch_done(struct worker *w, struct part *p, struct fs_batch *b, const struct fs_part_meta *m,
 		const struct extras *ex);
 void count_commit(struct counters *n, int64_t us);
+/* An attempt's outcome rc (an enum fs_commit_result) on the store att: a failure is counted
+ * once, by its cause, for the metrics. Call it before an unknown outcome is resolved. */
+void count_attempt(struct worker *w, const struct fs_store *att, int rc);
 /* Answers the partition's again batch with the stored decisions (nothing is written). The
  * store must be this thread's: no commit in flight (commit_wait). */
 void part_answer_again(struct worker *w, struct part *p);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A record the store refuses for good (issue 28, item 1): a constraint the worker cannot know
-# of (here a trigger that refuses one buyer's decision with check_violation, as a DBA's rule
-# or a hostile record would) fails its batch the same way on every try. Before, the worker
+# of (here a trigger that refuses one buyer's decision with a data exception, SQLSTATE class
+# 22, as a DBA's rule or a hostile record would) fails its batch the same way on every try. Before, the worker
 # retried that batch forever on its main thread: every partition of the process stopped.
 #   1. Between 300 buys on SKU1 (partition 1 of 2), one buy by buyer `poison`; 100 buys on
 #      SKU2 (partition 0) at the same time. Every record is decided: the poison is rejected
@@ -10,16 +10,21 @@
 #      decision), and SKU2's partition went on.
 #   2. The worker says so, once, loudly, and counts it (refused=1); it is still running.
 #   3. The audit passes: its replay takes the refused record as refused, as the live run did.
+#   4. The metrics count the refused record, and its batch's failed attempts as redo, not as
+#      sql_error (a refusal is the records', not Postgres's own: FlashsaleCommitsFailing, a
+#      critical alert, must not fire for it).
 . "$(dirname "$0")/lib.sh"
+IT_CONF_EXTRA="metrics.listen = 127.0.0.1:0"
 it_setup 2
 sql "CREATE FUNCTION it_refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN
 	IF NEW.buyer_id = 'poison' THEN
-		RAISE EXCEPTION 'a rule the worker cannot know' USING ERRCODE = 'check_violation';
+		RAISE EXCEPTION 'a rule the worker cannot know' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	RETURN NEW;
 END \$\$" >/dev/null
 sql "CREATE TRIGGER it_refuse BEFORE INSERT ON decisions FOR EACH ROW EXECUTE FUNCTION it_refuse()" >/dev/null
 start_worker w1
+W1=http://127.0.0.1:$(metrics_port w1)
 fs sale open SKU1 --stock 100 --wait 60 >/dev/null || die "SKU1 not opened"
 fs sale open SKU2 --stock 50 --wait 60 >/dev/null || die "SKU2 not opened"
 
@@ -41,6 +46,13 @@ say "ok: the refused record answered rejected store_refused"
 # 2.
 assert_eq 1 "$(grep -c 'the store refused the record at .* rejected store_refused' "$IT_DIR/w1.log")" "loud lines about the refused record"
 alive "$(worker_pid w1)" || fail "the worker is not running"
+
+# 4.
+assert_eq 1 "$(metric_sum "$W1" flashsale_records_refused_total)" "flashsale_records_refused_total"
+assert_eq 1 "$(metric_sum "$W1" 'flashsale_rejects_total\{reason="store_refused"\}')" "rejects store_refused"
+redo=$(metric_sum "$W1" 'flashsale_transactions_failed_total\{cause="redo"\}')
+[ "$redo" -ge 2 ] && say "ok: $redo attempts failed as redo" || fail "failed attempts counted as redo: $redo"
+assert_eq 0 "$(metric_sum "$W1" 'flashsale_transactions_failed_total\{cause="(sql_error|transient|unknown_outcome)"\}')" "attempts counted as Postgres's own failures"
 stop_worker w1
 grep -q 'exit: .* refused=1' "$IT_DIR/w1.log" || fail "the exit line does not count it: $(grep 'exit:' "$IT_DIR/w1.log")"
 

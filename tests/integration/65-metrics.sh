@@ -18,6 +18,28 @@ assert_eq 200 "$(curl -s -o /dev/null -w '%{http_code}' "$W1/healthz")" "the wor
 assert_eq 404 "$(curl -s -o /dev/null -w '%{http_code}' "$W1/nothing")" "an unknown path on the metrics port"
 assert_eq 405 "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$W1/metrics")" "POST /metrics"
 
+# More descriptors than select() takes (FD_SETSIZE, 1024) open in the gateway, as in a sale:
+# its metrics port still answers (it polls; select() would close the scrape's socket).
+python3 - "${GW##*:}" "$GWM" <<-'PY' || fail "the metrics port with 1,100 buyers connected"
+	import json, resource, socket, sys, time, urllib.request
+	soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+	resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+	port = int(sys.argv[1])
+	held = [socket.create_connection(("127.0.0.1", port)) for _ in range(1100)]
+	# Accepted by the gateway (each a descriptor of its own) before the scrape.
+	deadline = time.monotonic() + 20
+	while True:
+	    with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=5) as r:
+	        if json.load(r)["connections"] > 1100:
+	            break
+	    assert time.monotonic() < deadline, "the gateway did not accept 1,100 connections"
+	    time.sleep(0.1)
+	with urllib.request.urlopen(sys.argv[2] + "/metrics", timeout=10) as r:
+	    assert r.status == 200 and b"flashsale_gateway_connections" in r.read()
+	print("ok: the gateway's /metrics answered with 1,100 buyers connected")
+	for h in held:
+	    h.close()
+PY
 prom_up
 prom_targets flashsale-worker "127.0.0.1:${W1##*:}"
 prom_targets flashsale-gateway "127.0.0.1:${GWM##*:}"

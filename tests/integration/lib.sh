@@ -348,6 +348,7 @@ prom_check_metrics() {
 #   metrics_port NAME            the port of NAME's metrics endpoint (waits for its log line)
 #   metric_sum URL PATTERN       the sum of the samples of URL/metrics whose name{labels} part
 #                                matches the extended regular expression PATTERN (0: none)
+#   metric_count URL PATTERN     how many samples match (0: none, or the endpoint is down)
 metrics_port() {
 	wait_until 30 "$1's metrics endpoint" "grep -q 'metrics: listening on' '$IT_DIR/$1.log'"
 	sed -n 's/.*metrics: listening on .* (port \([0-9]*\)).*/\1/p' "$IT_DIR/$1.log" | tail -n 1
@@ -355,4 +356,8 @@ metrics_port() {
 metric_sum() {
 	curl -s --max-time 5 "$1/metrics" |
 		awk -v re="^($2)\$" '!/^#/ && NF == 2 && $1 ~ re { s += $2 } END { printf "%.0f\n", s }'
+}
+metric_count() {
+	curl -s --max-time 5 "$1/metrics" |
+		awk -v re="^($2)\$" '!/^#/ && NF == 2 && $1 ~ re { n++ } END { print n + 0 }'
 }
