@@ -4,7 +4,9 @@
  * beginning, no group, no commits; the latest record of each SKU kept by skutable.c) and the
  * metrics endpoints of the workers and gateways (scraped at once every interval by fetch.c,
  * parsed by promtext.c, the rates and merges of scrape.c). The loop never waits longer than
- * FETCH_STEP_MS without looking at the keyboard and the signal flags. */
+ * FETCH_STEP_MS without looking at the keyboard and the signal flags, but for a request to
+ * the broker for the stock topic's partitions and ends (TOP_METADATA_MS at most, tried at most
+ * once a second while no broker answers). */
 #include "cli/cli.h"
 #include "cli/fetch.h"
 #include "cli/top.h"
