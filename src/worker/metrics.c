@@ -80,23 +80,29 @@ static void counters_text(const struct worker *w, struct fs_buf *b)
 		struct fs_prom_label l[] = {{"reason", "other"}};
 		fs_prom_int(b, "flashsale_rejects_total", l, 1, n->rejects_other);
 	}
-	fs_prom_one(b, "flashsale_duplicates_total", "counter",
-		    "Repeated intent ids answered with their first decision.", n->repeats);
-	fs_prom_one(b, "flashsale_conflicts_total", "counter",
-		    "Intent ids reused with another body, answered conflict.", n->conflicts);
-	fs_prom_one(b, "flashsale_forwarded_total", "counter",
-		    "Records that arrived on the wrong partition, forwarded to theirs.",
-		    n->forwarded);
-	fs_prom_one(b, "flashsale_expiries_total", "counter", "Holds expired.", n->expired);
-	fs_prom_one(b, "flashsale_ticks_sent_total", "counter",
-		    "Tick records appended to idle partitions with live holds.", n->ticks);
-	fs_prom_one(b, "flashsale_records_refused_total", "counter",
-		    "Records Postgres refused for good, rejected store_refused.", n->refused);
-	fs_prom_one(b, "flashsale_results_published_total", "counter",
-		    "Results, forwards, expiry results and stock records produced.", n->published);
-	fs_prom_one(b, "flashsale_delivery_failures_total", "counter",
-		    "Deliveries the broker refused (sent again from the replied offset).",
-		    n->delivery_failed);
+	const struct {
+		const char *name, *help;
+		int64_t v;
+	} plain[] = {
+		{"flashsale_duplicates_total",
+		 "Repeated intent ids answered with their first decision.", n->repeats},
+		{"flashsale_conflicts_total",
+		 "Intent ids reused with another body, answered conflict.", n->conflicts},
+		{"flashsale_forwarded_total",
+		 "Records that arrived on the wrong partition, forwarded to theirs.", n->forwarded},
+		{"flashsale_expiries_total", "Holds expired.", n->expired},
+		{"flashsale_ticks_sent_total",
+		 "Tick records appended to idle partitions with live holds.", n->ticks},
+		{"flashsale_records_refused_total",
+		 "Records Postgres refused for good, rejected store_refused.", n->refused},
+		{"flashsale_results_published_total",
+		 "Results, forwards, expiry results and stock records produced.", n->published},
+		{"flashsale_delivery_failures_total",
+		 "Deliveries the broker refused (sent again from the replied offset).",
+		 n->delivery_failed},
+	};
+	for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+		fs_prom_one(b, plain[i].name, "counter", plain[i].help, plain[i].v);
 }
 
 static void transactions_text(const struct worker *w, struct fs_buf *b, int64_t stalled)
