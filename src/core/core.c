@@ -521,6 +521,55 @@ uint32_t fs_core_forget_ended(struct fs_core *c)
 	return dropped;
 }
 
+/* ---- for the cart module (src/core/cart.c) -------------------------------------------- */
+
+uint32_t fs_core_sku_index(const struct fs_core *c, const char *sku)
+{
+	return find_sku(c, sku);
+}
+
+int64_t fs_core_buyer_units(const struct fs_core *c, uint32_t si, const char *buyer_id)
+{
+	uint32_t bi = find_buyer(c, si, buyer_id);
+	return bi == FS_MAP_NONE ? 0 : c->buyers[bi].units;
+}
+
+int fs_core_take(struct fs_core *c, uint32_t si, const char *buyer_id, int64_t qty)
+{
+	uint32_t bi = find_buyer(c, si, buyer_id);
+	if (bi == FS_MAP_NONE) {
+		int rc = add_buyer(c, si, buyer_id, 0, &bi);
+		if (rc < 0)
+			return rc;
+	}
+	struct fs_sku *s = &c->skus[si];
+	assert(s->available >= qty);
+	s->available -= qty;
+	s->held += qty;
+	c->buyers[bi].units += qty;
+	mark_sku(c, si);
+	mark_buyer(c, bi);
+	return 0;
+}
+
+void fs_core_give_back(struct fs_core *c, uint32_t si, const char *buyer_id, int64_t qty, bool sold)
+{
+	struct fs_sku *s = &c->skus[si];
+	assert(s->held >= qty);
+	s->held -= qty;
+	if (sold) {
+		s->sold += qty;
+	} else {
+		uint32_t bi = find_buyer(c, si, buyer_id);
+		assert(bi != FS_MAP_NONE && c->buyers[bi].units >= qty);
+		s->available += qty;
+		c->buyers[bi].units -= qty;
+		mark_buyer(c, bi);
+	}
+	mark_sku(c, si);
+	assert(s->available + s->held + s->sold == s->supply);
+}
+
 /* ---- decisions ------------------------------------------------------------------------- */
 
 static void reject(struct fs_decision *d, enum fs_outcome o, const char *reason)
@@ -529,7 +578,6 @@ static void reject(struct fs_decision *d, enum fs_outcome o, const char *reason)
 	d->reason = reason;
 }
 
-/* The reasons a buy of a known SKU is refused, in order; false: it can be held. */
 /* A time on the log clock `ms` after `at`, saturating: a record stamped near the end of time
  * (possible only on a CreateTime topic, which the worker refuses) saturates there instead of
  * wrapping around into the past. */
@@ -538,8 +586,8 @@ static int64_t clock_after(int64_t at, int64_t ms)
 	return at > INT64_MAX - ms ? INT64_MAX : at + ms;
 }
 
-static bool buy_refused(const struct fs_core *c, const struct fs_sku *s, const struct fs_record *r,
-			int64_t units, struct fs_decision *d)
+bool fs_core_refuses(const struct fs_core *c, const struct fs_sku *s, int64_t qty, int64_t units,
+		     struct fs_decision *d)
 {
 	if (s->status == FS_SKU_CLOSED || (s->closes_at_ms && c->clock_ms >= s->closes_at_ms)) {
 		reject(d, FS_OUT_CLOSED, NULL);
@@ -549,15 +597,15 @@ static bool buy_refused(const struct fs_core *c, const struct fs_sku *s, const s
 		reject(d, FS_OUT_NOT_OPEN, NULL);
 		return true;
 	}
-	if (r->qty > s->max_qty) {
+	if (qty > s->max_qty) {
 		reject(d, FS_OUT_REJECTED, "qty_over_cap");
 		return true;
 	}
-	if (units + r->qty > s->per_buyer_limit) {
+	if (units + qty > s->per_buyer_limit) {
 		reject(d, FS_OUT_LIMIT_EXCEEDED, NULL);
 		return true;
 	}
-	if (s->available < r->qty) {
+	if (s->available < qty) {
 		reject(d, FS_OUT_SOLD_OUT, NULL);
 		return true;
 	}
@@ -574,7 +622,7 @@ static int decide_buy(struct fs_core *c, const struct fs_record *r, struct fs_de
 	}
 	struct fs_sku *s = &c->skus[si];
 	uint32_t bi = find_buyer(c, si, r->buyer_id);
-	if (buy_refused(c, s, r, bi == FS_MAP_NONE ? 0 : c->buyers[bi].units, d))
+	if (fs_core_refuses(c, s, r->qty, bi == FS_MAP_NONE ? 0 : c->buyers[bi].units, d))
 		return 0;
 	/* Allocate first (buyer entry, hold slot): a failure leaves the state untouched. */
 	int rc = grow_holds(c);

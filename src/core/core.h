@@ -176,6 +176,25 @@ int fs_core_decide(struct fs_core *c, const struct fs_record *r, struct fs_decis
  * cleared. */
 void fs_core_commit(struct fs_core *c);
 
+/* ---- for the cart module (src/core/cart.c): a cart's lines take and give back units as a
+ * buy's hold does, with the same refusals, but their holds are the cart module's. */
+
+/* The SKU's index, or FS_MAP_NONE when it is not on this partition. */
+uint32_t fs_core_sku_index(const struct fs_core *c, const char *sku);
+/* The buyer's units of the SKU (held + confirmed, cart lines included). */
+int64_t fs_core_buyer_units(const struct fs_core *c, uint32_t si, const char *buyer_id);
+/* Why a buy of qty units by a buyer who has `units` of the SKU would be refused now (closed,
+ * not_open, rejected qty_over_cap, limit_exceeded, sold_out, in that order): true with the
+ * outcome and reason in *d; false if it can be held. */
+bool fs_core_refuses(const struct fs_core *c, const struct fs_sku *s, int64_t qty, int64_t units,
+		     struct fs_decision *d);
+/* Moves qty units from available to held for the buyer (qty <= available). Returns 0 or
+ * -ENOMEM (a new buyer entry; the state is unchanged then). */
+int fs_core_take(struct fs_core *c, uint32_t si, const char *buyer_id, int64_t qty);
+/* Ends qty held units of the buyer: to sold, or back to available. */
+void fs_core_give_back(struct fs_core *c, uint32_t si, const char *buyer_id, int64_t qty,
+		       bool sold);
+
 /* The SKUs one partition may hold (issue 28, item 12): an `open` of one more is rejected
  * `too_many_skus`. A protocol constant, as it decides outcomes: every worker and replay
  * decide alike. */
