@@ -337,10 +337,17 @@ static int event(struct fs_carts *cs, const struct fs_core *c, int kind, const c
 	return 0;
 }
 
+/* A message of cart k to its group at `part`, keyed by the group's first SKU. */
 static void msg_init(struct fs_cart_msg *m, int kind, const struct fs_cart *k, int32_t part)
 {
 	memset(m, 0, sizeof *m);
 	m->kind = kind;
+	for (uint32_t i = 0; i < k->nlines; i++) {
+		if (k->lines[i].part == part) {
+			strcpy(m->key, k->lines[i].sku);
+			break;
+		}
+	}
 	strcpy(m->cart_id, k->cart_id);
 	m->round = k->round;
 	m->coord = -1;
@@ -429,6 +436,7 @@ static int answer(struct fs_carts *cs, const struct fs_group *g, bool held,
 	struct fs_cart_msg m;
 	memset(&m, 0, sizeof m);
 	m.kind = FS_CART_ANSWER;
+	strcpy(m.key, g->cart_id);
 	strcpy(m.cart_id, g->cart_id);
 	m.round = g->round;
 	m.coord = g->coord;
@@ -620,7 +628,7 @@ static int round_refused(struct fs_carts *cs, struct fs_core *c, uint32_t ci,
 			 const struct fs_cart_msg *m, int64_t offset)
 {
 	struct fs_cart *k = &cs->carts[ci];
-	k->outcome = m->outcome;
+	k->outcome = (enum fs_outcome)m->outcome;
 	k->reason = m->reason;
 	k->line = m->line;
 	int rc =
@@ -907,4 +915,78 @@ int fs_cart_step_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_car
 		return rc;
 	cs->local[cs->local_len++] = *m;
 	return step_end(cs, c, 0, offset);
+}
+
+/* ---- the messages' records ---------------------------------------------------------------- */
+
+/* A buyer id (printable ASCII, fs_buyer_valid) as a JSON string: only " and \ need escaping. */
+static void json_buyer(struct fs_buf *b, const char *s)
+{
+	fs_buf_str(b, "\"");
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fs_buf_add(b, "\\", 1);
+		fs_buf_add(b, s, 1);
+	}
+	fs_buf_str(b, "\"");
+}
+
+static void json_int(struct fs_buf *b, const char *name, int64_t v)
+{
+	fs_buf_str(b, ",\"");
+	fs_buf_str(b, name);
+	fs_buf_str(b, "\":");
+	fs_buf_int(b, v);
+}
+
+void fs_cart_msg_json(struct fs_buf *b, const struct fs_cart_msg *m)
+{
+	static const char *const types[] = {[FS_CART_RESERVE] = "cart_reserve",
+					    [FS_CART_ANSWER] = "cart_answer",
+					    [FS_CART_END] = "cart_end"};
+	static const char *const actions[] = {[FS_CART_COMMIT] = "commit",
+					      [FS_CART_RELEASE] = "release",
+					      [FS_CART_CONFIRM] = "confirm"};
+	fs_buf_str(b, "{\"v\":1,\"type\":\"");
+	fs_buf_str(b, types[m->kind]);
+	fs_buf_str(b, "\",\"cart_id\":\"");
+	fs_buf_str(b, m->cart_id);
+	fs_buf_str(b, "\"");
+	json_int(b, "round", m->round);
+	json_int(b, "coord", m->coord);
+	json_int(b, "part", m->part);
+	switch (m->kind) {
+	case FS_CART_RESERVE:
+		fs_buf_str(b, ",\"buyer_id\":");
+		json_buyer(b, m->buyer_id);
+		fs_buf_str(b, ",\"lines\":[");
+		for (uint32_t i = 0; i < m->nlines; i++) {
+			fs_buf_str(b, i ? ",{\"sku\":\"" : "{\"sku\":\"");
+			fs_buf_str(b, m->lines[i].sku);
+			fs_buf_str(b, "\"");
+			json_int(b, "qty", m->lines[i].qty);
+			json_int(b, "line", m->lines[i].line);
+			fs_buf_str(b, "}");
+		}
+		fs_buf_str(b, "]");
+		break;
+	case FS_CART_ANSWER:
+		fs_buf_str(b, ",\"outcome\":\"");
+		fs_buf_str(b, m->held ? "held" : fs_outcome_name((enum fs_outcome)m->outcome));
+		fs_buf_str(b, "\"");
+		if (m->reason) {
+			fs_buf_str(b, ",\"reason\":\"");
+			fs_buf_str(b, m->reason);
+			fs_buf_str(b, "\"");
+		}
+		json_int(b, "line", m->line);
+		json_int(b, "hold_ms", m->hold_ms);
+		break;
+	default:
+		fs_buf_str(b, ",\"action\":\"");
+		fs_buf_str(b, actions[m->action]);
+		fs_buf_str(b, "\"");
+		break;
+	}
+	fs_buf_str(b, "}");
 }

@@ -23,68 +23,13 @@
 #ifndef FS_CART_H
 #define FS_CART_H
 
+#include "core/buf.h"
 #include "core/core.h"
 #include "core/map.h"
 #include "core/record.h"
 
 #include <stdbool.h>
 #include <stdint.h>
-
-/* The most lines a cart may have: a protocol constant (the configured cart.lines.max is at
- * most this), so that every structure here is of fixed size. */
-enum { FS_CART_LINES_MAX = 8 };
-
-struct fs_cart_line {
-	char sku[FS_SKU_LEN_MAX + 1];
-	int64_t qty;
-	int32_t part; /* the partition of the SKU (fs_partition_of) */
-};
-
-/* A cart record, parsed: the buyer's request. */
-struct fs_cart_req {
-	char cart_id[FS_UUID_LEN + 1];
-	char buyer_id[FS_BUYER_LEN_MAX + 1];
-	uint32_t nlines;
-	struct fs_cart_line lines[FS_CART_LINES_MAX];
-};
-
-enum fs_cart_msg_kind {
-	FS_CART_RESERVE = 1, /* C -> P: hold this group for the cart's round */
-	FS_CART_ANSWER = 2,  /* P -> C: the group is held, or refused (which line, why) */
-	FS_CART_END = 3,     /* C -> P: commit, release or confirm the group of a round */
-};
-
-enum fs_cart_action {
-	FS_CART_COMMIT = 1,  /* pending -> held (the cart is held) */
-	FS_CART_RELEASE = 2, /* pending or held -> released (refused, cancelled, expired) */
-	FS_CART_CONFIRM = 3, /* held -> sold */
-};
-
-/* One protocol message. The group's lines travel with the reserve; `line` numbers are the
- * cart's (0-based), so that an answer names the line the buyer sent. */
-struct fs_cart_msg {
-	int kind; /* enum fs_cart_msg_kind */
-	char cart_id[FS_UUID_LEN + 1];
-	int32_t round; /* 1: the cart's own; 2, 3, ...: a late confirm's */
-	int32_t coord; /* C */
-	int32_t part;  /* P: the group's partition (the reserve's and end's destination) */
-	/* reserve */
-	char buyer_id[FS_BUYER_LEN_MAX + 1];
-	uint32_t nlines;
-	struct {
-		char sku[FS_SKU_LEN_MAX + 1];
-		int64_t qty;
-		int32_t line;
-	} lines[FS_CART_LINES_MAX];
-	/* answer */
-	bool held;
-	enum fs_outcome outcome; /* a refusal's: sold_out, limit_exceeded, not_open, ... */
-	const char *reason;	 /* static string or NULL */
-	int32_t line;		 /* the refused line (-1: none) */
-	int64_t hold_ms;	 /* held: the shortest hold_ms of the group's SKUs */
-	/* end */
-	int action; /* enum fs_cart_action */
-};
 
 /* The partition a message goes to: C for an answer, P otherwise. */
 static inline int32_t fs_cart_msg_to(const struct fs_cart_msg *m)
@@ -241,6 +186,10 @@ int fs_cart_step_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_car
 		     int64_t ts_ms, int64_t offset);
 /* The clock alone (any other record, a tick). */
 int fs_cart_step_clock(struct fs_carts *cs, struct fs_core *c, int64_t ts_ms, int64_t offset);
+
+/* Appends the record of a message, as the worker publishes it on the intents topic (under
+ * m->key); fs_record_parse_ext reads it back as it was. */
+void fs_cart_msg_json(struct fs_buf *b, const struct fs_cart_msg *m);
 
 /* The earliest expiry of a held cart, or -1. */
 int64_t fs_carts_next_expiry(const struct fs_carts *cs);

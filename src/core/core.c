@@ -836,6 +836,11 @@ int fs_core_decide(struct fs_core *c, const struct fs_record *r, struct fs_decis
 	case FS_KIND_TICK:
 		d->outcome = FS_OUT_APPLIED;
 		return 0;
+	case FS_KIND_CART: /* carts are the cart module's (src/core/cart.c) */
+	case FS_KIND_CART_CONFIRM:
+	case FS_KIND_CART_CANCEL:
+	case FS_KIND_CART_MSG:
+		break;
 	}
 	reject(d, FS_OUT_REJECTED, "bad_type");
 	return 0;

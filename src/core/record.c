@@ -1,6 +1,8 @@
 /* record.c: parse and validate one intents-topic record with jansson. */
 #include "core/record.h"
 
+#include "core/core.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <string.h>
@@ -14,13 +16,27 @@ static const struct {
 	const char *name;
 	enum fs_kind kind;
 } kinds[] = {
-	{"buy", FS_KIND_BUY},	{"confirm", FS_KIND_CONFIRM}, {"cancel", FS_KIND_CANCEL},
-	{"open", FS_KIND_OPEN}, {"restock", FS_KIND_RESTOCK}, {"close", FS_KIND_CLOSE},
+	{"buy", FS_KIND_BUY},
+	{"confirm", FS_KIND_CONFIRM},
+	{"cancel", FS_KIND_CANCEL},
+	{"open", FS_KIND_OPEN},
+	{"restock", FS_KIND_RESTOCK},
+	{"close", FS_KIND_CLOSE},
 	{"tick", FS_KIND_TICK},
+	{"cart", FS_KIND_CART},
+	{"cart_reserve", FS_KIND_CART_MSG},
+	{"cart_answer", FS_KIND_CART_MSG},
+	{"cart_end", FS_KIND_CART_MSG},
 };
 
 const char *fs_kind_name(enum fs_kind kind)
 {
+	if (kind == FS_KIND_CART_CONFIRM)
+		return "cart_confirm";
+	if (kind == FS_KIND_CART_CANCEL)
+		return "cart_cancel";
+	if (kind == FS_KIND_CART_MSG)
+		return "cart_message";
 	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
 		if (kinds[i].kind == kind)
 			return kinds[i].name;
@@ -540,7 +556,227 @@ static int parse_restock(const struct obj *o, const void *key, size_t key_len, s
 	return 0;
 }
 
-static int parse_object(const struct obj *o, const void *key, size_t key_len, struct fs_record *r)
+/* ---- carts (issue 31) ------------------------------------------------------------------- */
+
+/* A cart id: a UUID in its canonical lower-case form only, since the key it travels under
+ * picks its coordinator and two spellings of one id would pick two. */
+static int parse_cart_id(const struct obj *o, struct fs_record *r)
+{
+	struct val id;
+	int rc = get_str(o, "cart_id", &id);
+	if (rc == 0)
+		return reject(r, "missing_cart_id");
+	if (rc < 0 || !uuid_canon_n(id.s, id.len, r->intent_id) ||
+	    memcmp(id.s, r->intent_id, FS_UUID_LEN) != 0) {
+		r->intent_id[0] = '\0';
+		return reject(r, "bad_cart_id");
+	}
+	r->has_intent = true;
+	return 0;
+}
+
+/* The key of a cart and its confirm or cancel is the cart id (its coordinator's partition). */
+static int cart_key(const void *key, size_t key_len, struct fs_record *r)
+{
+	if (!key || key_len != FS_UUID_LEN || memcmp(key, r->intent_id, FS_UUID_LEN) != 0)
+		return reject(r, "key_mismatch");
+	return 0;
+}
+
+/* A cart's or a reserve's lines: 1 to FS_CART_LINES_MAX objects {sku, qty} (a reserve's with
+ * the cart's line number), each SKU once. */
+struct line_out {
+	char *sku;
+	int64_t *qty;
+	int32_t *line;
+};
+
+static int parse_lines(const struct obj *o, bool numbered, struct fs_record *r,
+		       struct line_out (*at)(void *ctx, size_t i), void *ctx, uint32_t *nlines)
+{
+	json_t *a = o->j ? json_object_get(o->j, "lines") : NULL;
+	if (!a && member(o, "lines").t == V_ABSENT)
+		return reject(r, "missing_lines");
+	if (!a || !json_is_array(a))
+		return reject(r, "bad_lines");
+	size_t n = json_array_size(a);
+	if (n == 0)
+		return reject(r, "no_lines");
+	if (n > FS_CART_LINES_MAX)
+		return reject(r, "too_many_lines");
+	char skus[FS_CART_LINES_MAX][FS_SKU_LEN_MAX + 1];
+	for (size_t i = 0; i < n; i++) {
+		json_t *l = json_array_get(a, i);
+		struct obj lo = {.j = l};
+		struct val sku;
+		int64_t qty = 0, line = 0;
+		if (!json_is_object(l) || get_str(&lo, "sku", &sku) <= 0 ||
+		    !sku_valid_n(sku.s, sku.len))
+			return reject(r, "bad_line");
+		if (get_int(&lo, "qty", 1, FS_QTY_MAX, &qty) <= 0)
+			return reject(r, "bad_qty");
+		if (numbered && get_int(&lo, "line", 0, FS_CART_LINES_MAX - 1, &line) <= 0)
+			return reject(r, "bad_line");
+		val_copy(skus[i], &sku);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(skus[j], skus[i]) == 0)
+				return reject(r, "duplicate_sku");
+		if (at) {
+			struct line_out out = at(ctx, i);
+			strcpy(out.sku, skus[i]);
+			*out.qty = qty;
+			if (out.line)
+				*out.line = (int32_t)line;
+		}
+	}
+	*nlines = (uint32_t)n;
+	return 0;
+}
+
+static struct line_out cart_line_at(void *ctx, size_t i)
+{
+	struct fs_cart_req *c = ctx;
+	return (struct line_out){c->lines[i].sku, &c->lines[i].qty, NULL};
+}
+
+static struct line_out msg_line_at(void *ctx, size_t i)
+{
+	struct fs_cart_msg *m = ctx;
+	return (struct line_out){m->lines[i].sku, &m->lines[i].qty, &m->lines[i].line};
+}
+
+/* The body hash of a cart: its kind, buyer and lines, in order. */
+static int64_t cart_hash(const struct fs_record *r, const struct fs_cart_req *c)
+{
+	uint64_t h = (uint64_t)body_hash(r);
+	for (uint32_t i = 0; i < c->nlines; i++) {
+		h = fnv1a(h, c->lines[i].sku, strlen(c->lines[i].sku) + 1);
+		h = fnv1a(h, &c->lines[i].qty, sizeof c->lines[i].qty);
+	}
+	return (int64_t)(h & 0x7fffffffffffffffULL);
+}
+
+static int parse_cart(const struct obj *o, const void *key, size_t key_len, struct fs_record *r,
+		      struct fs_record_ext *x)
+{
+	if (parse_cart_id(o, r) < 0 || cart_key(key, key_len, r) < 0)
+		return -EINVAL;
+	struct val buyer;
+	int rc = get_str(o, "buyer_id", &buyer);
+	if (rc == 0)
+		return reject(r, "missing_buyer_id");
+	if (rc < 0 || !buyer_valid_n(buyer.s, buyer.len))
+		return reject(r, "bad_buyer_id");
+	val_copy(r->buyer_id, &buyer);
+	struct val token;
+	rc = get_str(o, "token", &token);
+	if (rc < 0 || (rc > 0 && token.len > FS_TOKEN_LEN_MAX))
+		return reject(r, "bad_token");
+	struct fs_cart_req tmp, *c = x ? &x->cart : &tmp;
+	memset(c, 0, sizeof *c);
+	if (parse_lines(o, false, r, cart_line_at, c, &c->nlines) < 0)
+		return -EINVAL;
+	strcpy(c->cart_id, r->intent_id);
+	strcpy(c->buyer_id, r->buyer_id);
+	for (uint32_t i = 0; i < c->nlines; i++)
+		r->qty += c->lines[i].qty;
+	r->body_hash = cart_hash(r, c);
+	return 0;
+}
+
+static int parse_cart_followup(const struct obj *o, const void *key, size_t key_len,
+			       struct fs_record *r)
+{
+	r->kind = r->kind == FS_KIND_CONFIRM ? FS_KIND_CART_CONFIRM : FS_KIND_CART_CANCEL;
+	if (parse_cart_id(o, r) < 0 || cart_key(key, key_len, r) < 0)
+		return -EINVAL;
+	r->body_hash = body_hash(r);
+	return 0;
+}
+
+/* The reasons an answer may carry (static strings for the decisions it makes). */
+static const char *const answer_reasons[] = {"qty_over_cap", "unknown_sku"};
+
+static int parse_answer(const struct obj *o, struct fs_record *r, struct fs_cart_msg *m)
+{
+	struct val out, why;
+	enum fs_outcome oc;
+	char name[32];
+	if (get_str(o, "outcome", &out) <= 0 || out.len >= sizeof name)
+		return reject(r, "bad_message");
+	val_copy(name, &out);
+	if (fs_outcome_parse(name, &oc) < 0 || oc > FS_OUT_REJECTED)
+		return reject(r, "bad_message");
+	m->held = oc == FS_OUT_HELD;
+	m->outcome = m->held ? 0 : (int)oc;
+	int64_t line = -1, hold_ms = 0;
+	if (get_int(o, "line", -1, FS_CART_LINES_MAX - 1, &line) < 0 ||
+	    get_int(o, "hold_ms", 0, INT64_MAX / 4, &hold_ms) < 0)
+		return reject(r, "bad_message");
+	m->line = (int32_t)line;
+	m->hold_ms = hold_ms;
+	int rc = get_str(o, "reason", &why);
+	if (rc < 0)
+		return reject(r, "bad_message");
+	for (size_t i = 0; rc > 0 && i < sizeof answer_reasons / sizeof *answer_reasons; i++)
+		if (val_eq(&why, answer_reasons[i]))
+			m->reason = answer_reasons[i];
+	if (rc > 0 && !m->reason)
+		return reject(r, "bad_message");
+	return 0;
+}
+
+/* A message of the protocol between partitions: cart_reserve, cart_answer or cart_end. */
+static int parse_cart_msg(const struct obj *o, const void *key, size_t key_len,
+			  const struct val *type, struct fs_record *r, struct fs_record_ext *x)
+{
+	struct fs_cart_msg tmp, *m = x ? &x->msg : &tmp;
+	memset(m, 0, sizeof *m);
+	m->kind = val_eq(type, "cart_reserve")	? FS_CART_RESERVE
+		  : val_eq(type, "cart_answer") ? FS_CART_ANSWER
+						: FS_CART_END;
+	if (!key || key_len == 0 || key_len > FS_SKU_LEN_MAX || memchr(key, '\0', key_len))
+		return reject(r, "key_mismatch");
+	memcpy(m->key, key, key_len);
+	if (parse_cart_id(o, r) < 0)
+		return -EINVAL;
+	strcpy(m->cart_id, r->intent_id);
+	r->has_intent = false; /* not answered by id: the protocol's state dedupes it */
+	int64_t round = 0, coord = 0, part = 0;
+	if (get_int(o, "round", 1, INT32_MAX, &round) <= 0 ||
+	    get_int(o, "coord", 0, INT32_MAX, &coord) <= 0 ||
+	    get_int(o, "part", 0, INT32_MAX, &part) <= 0)
+		return reject(r, "bad_message");
+	m->round = (int32_t)round;
+	m->coord = (int32_t)coord;
+	m->part = (int32_t)part;
+	m->line = -1;
+	if (m->kind == FS_CART_ANSWER)
+		return parse_answer(o, r, m);
+	if (m->kind == FS_CART_END) {
+		struct val act;
+		if (get_str(o, "action", &act) <= 0)
+			return reject(r, "bad_message");
+		m->action = val_eq(&act, "commit")    ? FS_CART_COMMIT
+			    : val_eq(&act, "release") ? FS_CART_RELEASE
+			    : val_eq(&act, "confirm") ? FS_CART_CONFIRM
+						      : 0;
+		return m->action ? 0 : reject(r, "bad_message");
+	}
+	struct val buyer;
+	if (get_str(o, "buyer_id", &buyer) <= 0 || !buyer_valid_n(buyer.s, buyer.len))
+		return reject(r, "bad_message");
+	val_copy(m->buyer_id, &buyer);
+	return parse_lines(o, true, r, msg_line_at, m, &m->nlines);
+}
+
+static bool kind_is_followup(enum fs_kind k)
+{
+	return k == FS_KIND_CONFIRM || k == FS_KIND_CANCEL;
+}
+
+static int parse_object(const struct obj *o, const void *key, size_t key_len, struct fs_record *r,
+			bool carts_on, struct fs_record_ext *x)
 {
 	int64_t v = 0;
 	if (get_int(o, "v", 1, 1, &v) <= 0)
@@ -551,12 +787,21 @@ static int parse_object(const struct obj *o, const void *key, size_t key_len, st
 	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
 		if (val_eq(&type, kinds[i].name))
 			r->kind = kinds[i].kind;
+	if (!carts_on && (r->kind == FS_KIND_CART || r->kind == FS_KIND_CART_MSG ||
+			  (kind_is_followup(r->kind) && member(o, "cart_id").t != V_ABSENT)))
+		r->kind = FS_KIND_INVALID;
 	switch (r->kind) {
 	case FS_KIND_BUY:
 		return parse_buy(o, key, key_len, r);
 	case FS_KIND_CONFIRM:
 	case FS_KIND_CANCEL:
+		if (member(o, "cart_id").t != V_ABSENT)
+			return parse_cart_followup(o, key, key_len, r);
 		return parse_followup(o, key, key_len, r);
+	case FS_KIND_CART:
+		return parse_cart(o, key, key_len, r, x);
+	case FS_KIND_CART_MSG:
+		return parse_cart_msg(o, key, key_len, &type, r, x);
 	case FS_KIND_OPEN:
 		return parse_open(o, key, key_len, r);
 	case FS_KIND_RESTOCK:
@@ -566,13 +811,16 @@ static int parse_object(const struct obj *o, const void *key, size_t key_len, st
 	case FS_KIND_TICK:
 		return 0;
 	case FS_KIND_INVALID:
+	case FS_KIND_CART_CONFIRM: /* not a type of its own: a confirm that names a cart id */
+	case FS_KIND_CART_CANCEL:
 		break;
 	}
 	return reject(r, "bad_type");
 }
 
 static int parse_payload(const struct fs_record_limits *limits, const void *key, size_t key_len,
-			 const void *payload, size_t payload_len, struct fs_record *out)
+			 const void *payload, size_t payload_len, struct fs_record *out,
+			 struct fs_record_ext *x)
 {
 	size_t cap = limits->bytes_max ? limits->bytes_max : FS_RECORD_BYTES_MAX;
 	if (cap > FS_RECORD_BYTES_MAX)
@@ -592,7 +840,7 @@ static int parse_payload(const struct fs_record_limits *limits, const void *key,
 	struct flat f;
 	if (!limits->jansson_only && flat_scan(c, e, &f)) {
 		struct obj o = {.f = &f};
-		return parse_object(&o, key, key_len, out);
+		return parse_object(&o, key, key_len, out, limits->carts, x);
 	}
 	json_error_t err;
 	/* JSON_REJECT_DUPLICATES: jansson keeps the last of duplicate keys by default, which would
@@ -603,7 +851,7 @@ static int parse_payload(const struct fs_record_limits *limits, const void *key,
 					   ? "duplicate_key"
 					   : "bad_json");
 	struct obj o = {.j = root};
-	int rc = json_is_object(root) ? parse_object(&o, key, key_len, out)
+	int rc = json_is_object(root) ? parse_object(&o, key, key_len, out, limits->carts, x)
 				      : reject(out, "not_object");
 	json_decref(root);
 	return rc;
@@ -613,13 +861,21 @@ int fs_record_parse(const struct fs_record_limits *limits, const void *key, size
 		    const void *payload, size_t payload_len, int32_t partition, int64_t offset,
 		    int64_t ts_ms, struct fs_record *out)
 {
+	return fs_record_parse_ext(limits, key, key_len, payload, payload_len, partition, offset,
+				   ts_ms, out, NULL);
+}
+
+int fs_record_parse_ext(const struct fs_record_limits *limits, const void *key, size_t key_len,
+			const void *payload, size_t payload_len, int32_t partition, int64_t offset,
+			int64_t ts_ms, struct fs_record *out, struct fs_record_ext *ext)
+{
 	memset(out, 0, sizeof *out);
 	out->partition = partition;
 	out->offset = offset;
 	out->ts_ms = ts_ms;
 	out->route =
 		limits->partitions > 0 ? fs_partition_of(key, key_len, limits->partitions) : -1;
-	int rc = parse_payload(limits, key, key_len, payload, payload_len, out);
+	int rc = parse_payload(limits, key, key_len, payload, payload_len, out, ext);
 	if (!fs_record_off_route(out))
 		return rc;
 	/* The rule is checked before what the record says: a record on the wrong partition is

@@ -34,6 +34,72 @@ enum fs_kind {
 	FS_KIND_RESTOCK = 5,
 	FS_KIND_CLOSE = 6,
 	FS_KIND_TICK = 7,
+	/* Carts (issue 31, src/core/cart.h): a cart; a confirm or cancel that names a cart id
+	 * (type confirm / cancel with cart_id); a message of the protocol between partitions
+	 * (cart_reserve, cart_answer, cart_end), written by workers. */
+	FS_KIND_CART = 8,
+	FS_KIND_CART_CONFIRM = 9,
+	FS_KIND_CART_CANCEL = 10,
+	FS_KIND_CART_MSG = 11,
+};
+
+/* The most lines a cart may have: a protocol constant (the configured cart.lines.max is at
+ * most this), so that every structure here is of fixed size. */
+enum { FS_CART_LINES_MAX = 8 };
+
+struct fs_cart_line {
+	char sku[FS_SKU_LEN_MAX + 1];
+	int64_t qty;
+	int32_t part; /* the partition of the SKU (fs_partition_of) */
+};
+
+/* A cart record, parsed: the buyer's request. */
+struct fs_cart_req {
+	char cart_id[FS_UUID_LEN + 1];
+	char buyer_id[FS_BUYER_LEN_MAX + 1];
+	uint32_t nlines;
+	struct fs_cart_line lines[FS_CART_LINES_MAX];
+};
+
+enum fs_cart_msg_kind {
+	FS_CART_RESERVE = 1, /* C -> P: hold this group for the cart's round */
+	FS_CART_ANSWER = 2,  /* P -> C: the group is held, or refused (which line, why) */
+	FS_CART_END = 3,     /* C -> P: commit, release or confirm the group of a round */
+};
+
+enum fs_cart_action {
+	FS_CART_COMMIT = 1,  /* pending -> held (the cart is held) */
+	FS_CART_RELEASE = 2, /* pending or held -> released (refused, cancelled, expired) */
+	FS_CART_CONFIRM = 3, /* held -> sold */
+};
+
+/* One protocol message. The group's lines travel with the reserve; `line` numbers are the
+ * cart's (0-based), so that an answer names the line the buyer sent. */
+struct fs_cart_msg {
+	int kind; /* enum fs_cart_msg_kind */
+	/* The Kafka key it goes with: the cart id to C, one of the group's SKUs to P (the
+	 * partitioning rule then puts it on its partition). */
+	char key[FS_SKU_LEN_MAX + 1];
+	char cart_id[FS_UUID_LEN + 1];
+	int32_t round; /* 1: the cart's own; 2, 3, ...: a late confirm's */
+	int32_t coord; /* C */
+	int32_t part;  /* P: the group's partition (the reserve's and end's destination) */
+	/* reserve */
+	char buyer_id[FS_BUYER_LEN_MAX + 1];
+	uint32_t nlines;
+	struct {
+		char sku[FS_SKU_LEN_MAX + 1];
+		int64_t qty;
+		int32_t line;
+	} lines[FS_CART_LINES_MAX];
+	/* answer */
+	bool held;
+	int outcome;	    /* a refusal's enum fs_outcome: sold_out, limit_exceeded, ... */
+	const char *reason; /* static string or NULL */
+	int32_t line;	    /* the refused line (-1: none) */
+	int64_t hold_ms;    /* held: the shortest hold_ms of the group's SKUs */
+	/* end */
+	int action; /* enum fs_cart_action */
 };
 
 /* One parsed record. Fixed-size, no pointers into the message: safe to keep after the
@@ -82,6 +148,9 @@ struct fs_record_limits {
 	 * (rec.misrouted), or with misrouted_reject rejected `wrong_partition`. */
 	int32_t partitions;
 	bool misrouted_reject;
+	/* Cart records (cart, a confirm or cancel naming a cart id, the protocol's messages) are
+	 * read; else they are rejected bad_type, as before carts. */
+	bool carts;
 };
 
 /* Parses one message. Always fills *out (partition/offset/ts from the arguments). Returns 0
@@ -89,6 +158,18 @@ struct fs_record_limits {
 int fs_record_parse(const struct fs_record_limits *limits, const void *key, size_t key_len,
 		    const void *payload, size_t payload_len, int32_t partition, int64_t offset,
 		    int64_t ts_ms, struct fs_record *out);
+
+/* What a cart record or a protocol message holds beyond struct fs_record (which is copied
+ * per item and stays small): its lines, or the message. */
+struct fs_record_ext {
+	struct fs_cart_req cart;
+	struct fs_cart_msg msg;
+};
+
+/* fs_record_parse, keeping a cart's lines or a message in *ext (NULL: validated, not kept). */
+int fs_record_parse_ext(const struct fs_record_limits *limits, const void *key, size_t key_len,
+			const void *payload, size_t payload_len, int32_t partition, int64_t offset,
+			int64_t ts_ms, struct fs_record *out, struct fs_record_ext *ext);
 
 const char *fs_kind_name(enum fs_kind kind);
 

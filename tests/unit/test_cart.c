@@ -130,6 +130,48 @@ static int32_t open_sku(struct net *n, const char *name, int64_t stock, int64_t 
 	return p;
 }
 
+static bool same_reason(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The message as its record says it (fs_cart_msg_json, then fs_record_parse_ext): equal to
+ * what was sent, and keyed to the partition it is for. */
+static bool wire(const struct net *n, const struct fs_cart_msg *m, struct fs_cart_msg *out)
+{
+	struct fs_buf b = {0};
+	fs_cart_msg_json(&b, m);
+	struct fs_record_limits lim = {.partitions = n->nparts, .carts = true};
+	struct fs_record r;
+	static struct fs_record_ext x;
+	int32_t to = fs_cart_msg_to(m);
+	int rc = fs_record_parse_ext(&lim, m->key, strlen(m->key), b.data, b.len, to, 0, 0, &r, &x);
+	CHECK_CTX("%.*s", (int)b.len, b.data);
+	bool ok = CHECK_INT(rc, 0) && CHECK_INT(r.kind, FS_KIND_CART_MSG) && CHECK(!r.misrouted) &&
+		  CHECK_INT(r.route, to);
+	const struct fs_cart_msg *y = &x.msg;
+	ok = ok && CHECK_INT(y->kind, m->kind) && CHECK_STR(y->cart_id, m->cart_id) &&
+	     CHECK_STR(y->key, m->key) && CHECK_INT(y->round, m->round) &&
+	     CHECK_INT(y->coord, m->coord) && CHECK_INT(y->part, m->part);
+	if (ok && m->kind == FS_CART_RESERVE) {
+		ok = CHECK_STR(y->buyer_id, m->buyer_id) && CHECK_INT(y->nlines, m->nlines);
+		for (uint32_t i = 0; ok && i < m->nlines; i++)
+			ok = CHECK_STR(y->lines[i].sku, m->lines[i].sku) &&
+			     CHECK_INT(y->lines[i].qty, m->lines[i].qty) &&
+			     CHECK_INT(y->lines[i].line, m->lines[i].line);
+	} else if (ok && m->kind == FS_CART_ANSWER) {
+		ok = CHECK_INT(y->held, m->held) && CHECK_INT(y->outcome, m->outcome) &&
+		     CHECK(same_reason(y->reason, m->reason)) && CHECK_INT(y->line, m->line) &&
+		     CHECK_INT(y->hold_ms, m->hold_ms);
+	} else if (ok) {
+		ok = CHECK_INT(y->action, m->action);
+	}
+	CHECK_CTX("%s", "");
+	fs_buf_free(&b);
+	*out = *y;
+	return ok;
+}
+
 /* "Commits" partition p's step: its events are kept, its messages sent (some twice). */
 static void commit(struct net *n, int32_t p)
 {
@@ -139,7 +181,11 @@ static void commit(struct net *n, int32_t p)
 		n->events[n->events_len++].e = cs->events[i];
 	}
 	for (uint32_t i = 0; i < cs->out_len; i++) {
-		struct item it = {.type = IT_MSG, .m = cs->out[i]};
+		struct item it = {.type = IT_MSG};
+		/* Sent as its record: written, read back, and on the partition its key routes to.
+		 */
+		if (!CHECK(wire(n, &cs->out[i], &it.m)))
+			continue;
 		CHECK(fs_cart_msg_to(&it.m) != p);
 		append(n, fs_cart_msg_to(&it.m), &it);
 		if (rnd_below(n, 100) < (uint32_t)n->dup_pct) {
@@ -612,7 +658,7 @@ static void sweep_one(uint64_t seed)
 				qty[got++] = 1 + (int64_t)rnd_below(&n, 2);
 			}
 			char buyer[16];
-			snprintf(buyer, sizeof buyer, "b%u", rnd_below(&n, 4));
+			snprintf(buyer, sizeof buyer, "b\"\\%u", rnd_below(&n, 4));
 			send_cart(&n, sent++, buyer, skus, qty, got);
 		} else if (what < 6 && sent) {
 			send_followup(&n, rnd_below(&n, sent), rnd_below(&n, 3) != 0);

@@ -314,6 +314,137 @@ static void test_reject_table(void)
 }
 
 /* Every reject reason of src/core/record.c appears in the table above (the table is the spec). */
+/* ---- carts (issue 31) ------------------------------------------------------------------- */
+
+#define CART(rest)                                                                                 \
+	"{\"v\":1,\"type\":\"cart\",\"cart_id\":\"" U1 "\",\"buyer_id\":\"alice\"" rest "}"
+#define LINES2 ",\"lines\":[{\"sku\":\"A-1\",\"qty\":2},{\"sku\":\"B.2\",\"qty\":1}]"
+
+static int parse_cart(const char *key, const char *json, bool on, struct fs_record *r,
+		      struct fs_record_ext *x)
+{
+	struct fs_record_limits lim = {.carts = on};
+	return fs_record_parse_ext(&lim, key, key ? strlen(key) : 0, json, strlen(json), 3, 100,
+				   5000, r, x);
+}
+
+static void test_carts(void)
+{
+	struct fs_record r;
+	static struct fs_record_ext x;
+	/* A valid cart: its lines kept outside the record, its id the record's intent id. */
+	CHECK_INT(parse_cart(U1, CART(LINES2), true, &r, &x), 0);
+	check_record_shape(&r, 0);
+	CHECK_INT(r.kind, FS_KIND_CART);
+	CHECK_STR(r.intent_id, U1);
+	CHECK_STR(x.cart.cart_id, U1);
+	CHECK_STR(x.cart.buyer_id, "alice");
+	CHECK_INT(x.cart.nlines, 2);
+	CHECK_STR(x.cart.lines[1].sku, "B.2");
+	CHECK_INT(x.cart.lines[0].qty, 2);
+	CHECK_INT(r.qty, 3);
+	int64_t h = r.body_hash;
+	CHECK(h != 0);
+	/* Another line order is another body (a conflict when the id is reused). */
+	CHECK_INT(parse_cart(U1,
+			     CART(",\"lines\":[{\"sku\":\"B.2\",\"qty\":1},{\"sku\":\"A-1\","
+				  "\"qty\":2}]"),
+			     true, &r, NULL),
+		  0);
+	CHECK(r.body_hash != h);
+	/* Without carts on, a cart is what it was before carts: bad_type. */
+	CHECK_INT(parse_cart(U1, CART(LINES2), false, &r, NULL), -EINVAL);
+	CHECK_STR(r.reject_reason, "bad_type");
+	/* Confirm and cancel of a cart name its id, keyed by it. */
+	const char *conf = "{\"v\":1,\"type\":\"confirm\",\"cart_id\":\"" U1 "\"}";
+	CHECK_INT(parse_cart(U1, conf, true, &r, NULL), 0);
+	CHECK_INT(r.kind, FS_KIND_CART_CONFIRM);
+	CHECK_STR(fs_kind_name(r.kind), "cart_confirm");
+	CHECK_INT(parse_cart(U1, "{\"v\":1,\"type\":\"cancel\",\"cart_id\":\"" U1 "\"}", true, &r,
+			     NULL),
+		  0);
+	CHECK_INT(r.kind, FS_KIND_CART_CANCEL);
+	CHECK_INT(parse_cart(U1, conf, false, &r, NULL), -EINVAL);
+	CHECK_STR(r.reject_reason, "bad_type");
+	static const struct {
+		const char *key, *json, *reason;
+	} bad[] = {
+		{U1, CART(""), "missing_lines"},
+		{U1, CART(",\"lines\":3"), "bad_lines"},
+		{U1, CART(",\"lines\":{}"), "bad_lines"},
+		{U1, CART(",\"lines\":[]"), "no_lines"},
+		{U1, CART(",\"lines\":[{\"sku\":\"A\",\"qty\":1},{\"sku\":\"A\",\"qty\":1}]"),
+		 "duplicate_sku"},
+		{U1, CART(",\"lines\":[{\"sku\":\"A\",\"qty\":0}]"), "bad_qty"},
+		{U1, CART(",\"lines\":[{\"sku\":\"A\",\"qty\":\"1\"}]"), "bad_qty"},
+		{U1, CART(",\"lines\":[{\"sku\":\"A B\",\"qty\":1}]"), "bad_line"},
+		{U1, CART(",\"lines\":[7]"), "bad_line"},
+		{U1, CART(",\"lines\":[{\"qty\":1}]"), "bad_line"},
+		{U1,
+		 CART(",\"lines\":[{\"sku\":\"A\",\"qty\":1},{\"sku\":\"B\",\"qty\":1},{\"sku\":"
+		      "\"C\",\"qty\":1},"
+		      "{\"sku\":\"D\",\"qty\":1},{\"sku\":\"E\",\"qty\":1},{\"sku\":\"F\",\"qty\":"
+		      "1},"
+		      "{\"sku\":\"G\",\"qty\":1},{\"sku\":\"H\",\"qty\":1},{\"sku\":\"I\",\"qty\":"
+		      "1}]"),
+		 "too_many_lines"},
+		{"A-1", CART(LINES2), "key_mismatch"},
+		{NULL, CART(LINES2), "key_mismatch"},
+		/* Upper case would route to another coordinator than its canonical form. */
+		{U1_UPPER,
+		 "{\"v\":1,\"type\":\"cart\",\"cart_id\":\"" U1_UPPER "\",\"buyer_id\":\"a\"" LINES2
+		 "}",
+		 "bad_cart_id"},
+		{U1, "{\"v\":1,\"type\":\"cart\",\"buyer_id\":\"a\"" LINES2 "}", "missing_cart_id"},
+		{U1, "{\"v\":1,\"type\":\"cart\",\"cart_id\":\"" U1 "\"" LINES2 "}",
+		 "missing_buyer_id"},
+		{"x",
+		 "{\"v\":1,\"type\":\"cart_end\",\"cart_id\":\"" U1
+		 "\",\"round\":1,\"coord\":0,\"part\":1,\"action\":\"drop\"}",
+		 "bad_message"},
+		{"x",
+		 "{\"v\":1,\"type\":\"cart_end\",\"cart_id\":\"" U1
+		 "\",\"round\":0,\"coord\":0,\"part\":1,\"action\":\"commit\"}",
+		 "bad_message"},
+		{"x",
+		 "{\"v\":1,\"type\":\"cart_answer\",\"cart_id\":\"" U1
+		 "\",\"round\":1,\"coord\":0,\"part\":1,\"outcome\":\"confirmed\"}",
+		 "bad_message"},
+		{"x",
+		 "{\"v\":1,\"type\":\"cart_answer\",\"cart_id\":\"" U1
+		 "\",\"round\":1,\"coord\":0,\"part\":1,\"outcome\":\"sold_out\",\"reason\":\"made_"
+		 "up\"}",
+		 "bad_message"},
+		{"x",
+		 "{\"v\":1,\"type\":\"cart_reserve\",\"cart_id\":\"" U1
+		 "\",\"round\":1,\"coord\":0,\"part\":1,\"buyer_id\":\"a\",\"lines\":[{\"sku\":"
+		 "\"A\",\"qty\":1}]}",
+		 "bad_line"},
+		{"",
+		 "{\"v\":1,\"type\":\"cart_end\",\"cart_id\":\"" U1
+		 "\",\"round\":1,\"coord\":0,\"part\":1,\"action\":\"commit\"}",
+		 "key_mismatch"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		CHECK_CTX("cart row %zu: %s", i, bad[i].json);
+		int rc = parse_cart(bad[i].key, bad[i].json, true, &r, &x);
+		CHECK_INT(rc, -EINVAL);
+		CHECK_STR(r.reject_reason ? r.reject_reason : "(none)", bad[i].reason);
+		check_record_shape(&r, rc);
+	}
+	CHECK_CTX("%s", "");
+	/* A protocol message is not answered by id (its state dedupes it). */
+	CHECK_INT(parse_cart("x",
+			     "{\"v\":1,\"type\":\"cart_end\",\"cart_id\":\"" U1
+			     "\",\"round\":2,\"coord\":0,\"part\":1,\"action\":\"release\"}",
+			     true, &r, &x),
+		  0);
+	CHECK_INT(r.kind, FS_KIND_CART_MSG);
+	CHECK(!r.has_intent);
+	CHECK_INT(x.msg.round, 2);
+	CHECK_STR(x.msg.key, "x");
+}
+
 static void test_every_reason_covered(void)
 {
 	static const char *const reasons[] = {
@@ -1204,6 +1335,7 @@ static void test_routing(void)
 
 int main(int argc, char **argv)
 {
+	test_carts();
 	struct check_args a = check_parse_args(argc, argv);
 	if (a.known_bug) {
 		CHECK(!"unknown --known-bug name");
