@@ -312,6 +312,7 @@ static int send(struct fs_carts *cs, const struct fs_cart_msg *m)
 	if (rc < 0)
 		return rc;
 	(*q)[(*len)++] = *m;
+	(*q)[*len - 1].origin = cs->step_offset;
 	if (!here)
 		cs->counts.messages_out++;
 	return 0;
@@ -338,6 +339,16 @@ static int event(struct fs_carts *cs, const struct fs_core *c, int kind, const c
 }
 
 /* A message of cart k to its group at `part`, keyed by the group's first SKU. */
+/* The cart record's answer: kept for its retries, and sent. */
+static int answer_cart(struct fs_carts *cs, const struct fs_core *c, struct fs_cart *k,
+		       enum fs_outcome outcome, const char *reason, int32_t line, int64_t offset)
+{
+	k->answer = outcome;
+	k->answer_reason = reason;
+	return event(cs, c, FS_CART_EV_CART, k->cart_id, outcome, reason, line,
+		     outcome == FS_OUT_HELD ? k->expires_at_ms : 0, offset);
+}
+
 static void msg_init(struct fs_cart_msg *m, int kind, const struct fs_cart *k, int32_t part)
 {
 	memset(m, 0, sizeof *m);
@@ -607,8 +618,7 @@ static int round_held(struct fs_carts *cs, struct fs_core *c, uint32_t ci, int64
 		k->state = FS_CART_CANCELLED;
 		rc = send_ends(cs, k, k->ngroups, FS_CART_RELEASE);
 		if (rc == 0)
-			rc = event(cs, c, FS_CART_EV_CART, k->cart_id, FS_OUT_CANCELLED,
-				   "cancelled", -1, 0, offset);
+			rc = answer_cart(cs, c, k, FS_OUT_CANCELLED, "cancelled", -1, offset);
 		return rc;
 	}
 	k->state = FS_CART_HELD;
@@ -618,8 +628,7 @@ static int round_held(struct fs_carts *cs, struct fs_core *c, uint32_t ci, int64
 	cs->counts.held++;
 	rc = send_ends(cs, k, k->ngroups, FS_CART_COMMIT);
 	if (rc == 0)
-		rc = event(cs, c, FS_CART_EV_CART, k->cart_id, FS_OUT_HELD, NULL, -1,
-			   k->expires_at_ms, offset);
+		rc = answer_cart(cs, c, k, FS_OUT_HELD, NULL, -1, offset);
 	return rc;
 }
 
@@ -646,7 +655,7 @@ static int round_refused(struct fs_carts *cs, struct fs_core *c, uint32_t ci,
 	}
 	k->state = FS_CART_REFUSED;
 	cs->counts.refused++;
-	return event(cs, c, FS_CART_EV_CART, k->cart_id, m->outcome, m->reason, m->line, 0, offset);
+	return answer_cart(cs, c, k, k->outcome, m->reason, m->line, offset);
 }
 
 static int on_answer(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
@@ -698,6 +707,7 @@ static int drain(struct fs_carts *cs, struct fs_core *c, int64_t offset)
 /* Moves the clock; the held carts it passes expire (their groups released). */
 static int advance(struct fs_carts *cs, struct fs_core *c, int64_t ts_ms, int64_t offset)
 {
+	cs->step_offset = offset;
 	fs_core_advance(c, ts_ms, offset);
 	while (cs->heap_len && cs->carts[cs->heap[0]].expires_at_ms <= c->clock_ms) {
 		uint32_t ci = cs->heap[0];
@@ -758,9 +768,17 @@ int fs_cart_step_cart(struct fs_carts *cs, struct fs_core *c, const struct fs_ca
 	if (rc < 0)
 		return rc;
 	cs->counts.carts++;
-	if (find_cart(cs, req->cart_id) != FS_MAP_NONE) {
-		rc = event(cs, c, FS_CART_EV_CART, req->cart_id, FS_OUT_REJECTED, "cart_exists", -1,
-			   0, offset);
+	uint32_t seen = find_cart(cs, req->cart_id);
+	if (seen != FS_MAP_NONE) {
+		const struct fs_cart *k = &cs->carts[seen];
+		if (k->body_hash != req->body_hash)
+			rc = event(cs, c, FS_CART_EV_CART, req->cart_id, FS_OUT_CONFLICT,
+				   "intent_id_reused", -1, 0, offset);
+		else if (k->answer)
+			rc = event(cs, c, FS_CART_EV_CART, k->cart_id, k->answer, k->answer_reason,
+				   k->answer == FS_OUT_HELD ? -1 : k->line,
+				   k->answer == FS_OUT_HELD ? k->expires_at_ms : 0, offset);
+		cs->counts.repeats++;
 		return step_end(cs, c, rc, offset);
 	}
 	rc = grow_carts(cs);
@@ -769,6 +787,7 @@ int fs_cart_step_cart(struct fs_carts *cs, struct fs_core *c, const struct fs_ca
 	uint32_t ci = cs->carts_len;
 	struct fs_cart *k = &cs->carts[ci];
 	memset(k, 0, sizeof *k);
+	k->body_hash = req->body_hash;
 	strcpy(k->cart_id, req->cart_id);
 	strcpy(k->buyer_id, req->buyer_id);
 	k->nlines = req->nlines;
@@ -989,4 +1008,132 @@ void fs_cart_msg_json(struct fs_buf *b, const struct fs_cart_msg *m)
 		break;
 	}
 	fs_buf_str(b, "}");
+}
+
+void fs_cart_event_json(struct fs_buf *b, const struct fs_cart_event *e, int32_t partition)
+{
+	static const char *const types[] = {[FS_CART_EV_CART] = "cart",
+					    [FS_CART_EV_CONFIRM] = "cart_confirm",
+					    [FS_CART_EV_CANCEL] = "cart_cancel",
+					    [FS_CART_EV_EXPIRED] = "cart_expire"};
+	/* Every string is a canonical cart id or a static name: nothing to escape. */
+	fs_buf_str(b, "{\"v\":1,\"type\":\"");
+	fs_buf_str(b, types[e->kind]);
+	fs_buf_str(b, "\",\"intent_id\":\"");
+	fs_buf_str(b, e->cart_id);
+	fs_buf_str(b, "\",\"cart_id\":\"");
+	fs_buf_str(b, e->cart_id);
+	fs_buf_str(b, "\",\"outcome\":\"");
+	fs_buf_str(b, fs_outcome_name(e->outcome));
+	fs_buf_str(b, "\"");
+	if (e->reason) {
+		fs_buf_str(b, ",\"reason\":\"");
+		fs_buf_str(b, e->reason);
+		fs_buf_str(b, "\"");
+	}
+	if (e->line >= 0)
+		json_int(b, "line", e->line);
+	if (e->outcome == FS_OUT_HELD || e->kind == FS_CART_EV_EXPIRED)
+		json_int(b, "expires_at", e->expires_at_ms);
+	json_int(b, "decided_at", e->decided_at_ms);
+	json_int(b, "partition", partition);
+	json_int(b, "offset", e->offset);
+	fs_buf_str(b, "}");
+}
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+/* Every reason a cart, a group or an event may keep (a stored one maps back to it). */
+static const char *const reasons[] = {
+	"qty_over_cap",
+	"unknown_sku",
+	"cancelled",
+	"cart_undecided",
+	"not_held",
+	"already_confirmed",
+	"already_expired",
+	"already_cancelled",
+	"no_cart",
+	"intent_id_reused",
+	"confirm_in_progress",
+	"sold_out",
+	"limit_exceeded",
+	"closed",
+	"not_open",
+	"rejected",
+};
+
+const char *fs_cart_reason_static(const char *reason)
+{
+	for (size_t i = 0; reason && i < sizeof reasons / sizeof *reasons; i++)
+		if (strcmp(reasons[i], reason) == 0)
+			return reasons[i];
+	return NULL;
+}
+
+int fs_carts_load_cart(struct fs_carts *cs, const struct fs_cart *k)
+{
+	if (find_cart(cs, k->cart_id) != FS_MAP_NONE)
+		return -EEXIST;
+	int rc = grow_carts(cs);
+	if (rc < 0)
+		return rc;
+	uint32_t ci = cs->carts_len;
+	rc = fs_map_put(&cs->cart_index, cart_hash(k->cart_id), ci);
+	if (rc < 0)
+		return rc;
+	cs->carts[ci] = *k;
+	cs->carts[ci].dirty = false;
+	cs->carts[ci].heap_pos = FS_MAP_NONE;
+	cs->carts_len++;
+	if (k->state == FS_CART_HELD)
+		heap_push(cs, ci);
+	return 0;
+}
+
+int fs_carts_load_group(struct fs_carts *cs, const struct fs_core *c, const struct fs_group *g,
+			const char *const *skus)
+{
+	if (find_group(cs, g->cart_id, g->round) != FS_MAP_NONE)
+		return -EEXIST;
+	int rc = grow_groups(cs);
+	if (rc < 0)
+		return rc;
+	uint32_t gi = cs->groups_len;
+	rc = fs_map_put(&cs->group_index, group_hash(g->cart_id, g->round), gi);
+	if (rc < 0)
+		return rc;
+	struct fs_group *v = &cs->groups[gi];
+	*v = *g;
+	v->dirty = false;
+	for (uint32_t i = 0; i < v->nlines; i++)
+		v->lines[i].sku_index = fs_core_sku_index(c, skus[i]);
+	cs->groups_len++;
+	return 0;
+}
+
+int fs_carts_load_done(struct fs_carts *cs, const struct fs_core *c)
+{
+	int rc = grow_pending(cs, c->skus_len);
+	if (rc < 0)
+		return rc;
+	memset(cs->pending, 0, (size_t)cs->pending_cap * sizeof *cs->pending);
+	cs->waiting_len = 0;
+	for (uint32_t gi = 0; gi < cs->groups_len; gi++) {
+		const struct fs_group *g = &cs->groups[gi];
+		if (g->state == FS_GROUP_PENDING)
+			for (uint32_t i = 0; i < g->nlines; i++)
+				if (g->lines[i].sku_index != FS_MAP_NONE)
+					cs->pending[g->lines[i].sku_index] += g->lines[i].qty;
+		if (g->state != FS_GROUP_WAITING)
+			continue;
+		/* In the order they came: insertion by offset (waiting groups are few). */
+		uint32_t at = cs->waiting_len++;
+		while (at > 0 && cs->groups[cs->waiting[at - 1]].offset > g->offset) {
+			cs->waiting[at] = cs->waiting[at - 1];
+			at--;
+		}
+		cs->waiting[at] = gi;
+	}
+	return 0;
 }

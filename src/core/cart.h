@@ -72,6 +72,7 @@ enum fs_cart_state {
 const char *fs_cart_state_name(int state);
 
 struct fs_cart {
+	int64_t body_hash; /* the cart record's */
 	char cart_id[FS_UUID_LEN + 1];
 	char buyer_id[FS_BUYER_LEN_MAX + 1];
 	uint32_t nlines;
@@ -90,6 +91,10 @@ struct fs_cart {
 	enum fs_outcome outcome;
 	const char *reason;
 	int32_t line;
+	/* The cart record's answer once given (0 while reserving): a retry of the record gets
+	 * it again. */
+	enum fs_outcome answer;
+	const char *answer_reason;
 	bool dirty;
 };
 
@@ -122,7 +127,7 @@ struct fs_group {
 };
 
 struct fs_cart_counts {
-	int64_t carts, held, refused, waits, wakes, messages_in, messages_out, ignored;
+	int64_t carts, repeats, held, refused, waits, wakes, messages_in, messages_out, ignored;
 };
 
 /* The carts and groups of one partition. */
@@ -157,6 +162,7 @@ struct fs_carts {
 	uint32_t dirty_carts_len, dirty_groups_len;
 
 	struct fs_cart_counts counts;
+	int64_t step_offset; /* the record of the step under way */
 };
 
 int fs_carts_init(struct fs_carts *cs, int32_t partition, int32_t partitions, uint32_t lines_max);
@@ -174,8 +180,9 @@ const char *fs_cart_req_check(const struct fs_carts *cs, struct fs_cart_req *req
  * their groups released, an `expired` event each), then acts. They return 0, or -ENOMEM (the
  * state is then unusable: reload). */
 
-/* A new cart (not a repeat; req checked by fs_cart_req_check). A cart id seen before is
- * answered rejected `cart_exists`. */
+/* A cart (req checked by fs_cart_req_check). A cart id seen before is a retry when its body
+ * hash is the cart's (answered again once decided: nothing while reserving, the answer comes
+ * then), else a conflict (intent_id_reused, no effect). */
 int fs_cart_step_cart(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_req *req,
 		      int64_t ts_ms, int64_t offset);
 /* A confirm (confirm = true) or cancel of a cart, at its coordinator. */
@@ -190,6 +197,21 @@ int fs_cart_step_clock(struct fs_carts *cs, struct fs_core *c, int64_t ts_ms, in
 /* Appends the record of a message, as the worker publishes it on the intents topic (under
  * m->key); fs_record_parse_ext reads it back as it was. */
 void fs_cart_msg_json(struct fs_buf *b, const struct fs_cart_msg *m);
+
+/* Appends the result of a decision about a cart, for the results topic (keyed by the cart
+ * id); partition is the coordinator. */
+void fs_cart_event_json(struct fs_buf *b, const struct fs_cart_event *e, int32_t partition);
+
+/* Loading from the store (after fs_carts_reset; then fs_carts_load_done once). A cart's
+ * fields as stored; a group's, with its lines' SKUs by name (a SKU not on this partition is
+ * FS_MAP_NONE, as when it was decided). Returns 0, -EEXIST (already loaded) or -ENOMEM. */
+int fs_carts_load_cart(struct fs_carts *cs, const struct fs_cart *k);
+int fs_carts_load_group(struct fs_carts *cs, const struct fs_core *c, const struct fs_group *g,
+			const char *const *skus);
+/* The waiting groups in the order they came, and the pending units by SKU. */
+int fs_carts_load_done(struct fs_carts *cs, const struct fs_core *c);
+/* The names the store keeps a reason by, as static strings (NULL for an unknown one). */
+const char *fs_cart_reason_static(const char *reason);
 
 /* The earliest expiry of a held cart, or -1. */
 int64_t fs_carts_next_expiry(const struct fs_carts *cs);

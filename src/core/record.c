@@ -681,6 +681,7 @@ static int parse_cart(const struct obj *o, const void *key, size_t key_len, stru
 	for (uint32_t i = 0; i < c->nlines; i++)
 		r->qty += c->lines[i].qty;
 	r->body_hash = cart_hash(r, c);
+	c->body_hash = r->body_hash;
 	return 0;
 }
 

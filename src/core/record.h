@@ -55,6 +55,7 @@ struct fs_cart_line {
 
 /* A cart record, parsed: the buyer's request. */
 struct fs_cart_req {
+	int64_t body_hash; /* the record's: a retry's is equal, another body's not */
 	char cart_id[FS_UUID_LEN + 1];
 	char buyer_id[FS_BUYER_LEN_MAX + 1];
 	uint32_t nlines;
@@ -76,7 +77,8 @@ enum fs_cart_action {
 /* One protocol message. The group's lines travel with the reserve; `line` numbers are the
  * cart's (0-based), so that an answer names the line the buyer sent. */
 struct fs_cart_msg {
-	int kind; /* enum fs_cart_msg_kind */
+	int kind;	/* enum fs_cart_msg_kind */
+	int64_t origin; /* the offset of the record whose step sent it (not on the wire) */
 	/* The Kafka key it goes with: the cart id to C, one of the group's SKUs to P (the
 	 * partitioning rule then puts it on its partition). */
 	char key[FS_SKU_LEN_MAX + 1];

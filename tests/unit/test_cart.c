@@ -45,6 +45,7 @@ struct net {
 	int64_t now;
 	uint64_t rng;
 	int dup_pct;	   /* a delivered message is sent again later with this chance */
+	int reload_pct;	   /* after a step, a partition's carts are loaded again (a restart) */
 	struct item *late; /* copies to deliver later */
 	uint32_t late_len, late_cap;
 	struct ev_rec *events;
@@ -172,6 +173,38 @@ static bool wire(const struct net *n, const struct fs_cart_msg *m, struct fs_car
 	return ok;
 }
 
+/* A restart: partition p's carts and groups as the store would hold them (what the step
+ * committed), loaded into a fresh state through fs_carts_load_*. */
+static void reload(struct net *n, int32_t p)
+{
+	struct part *pt = &n->parts[p];
+	struct fs_carts old = pt->cs, fresh;
+	if (fs_carts_init(&fresh, p, n->nparts, FS_CART_LINES_MAX) != 0)
+		abort();
+	for (uint32_t i = 0; i < old.carts_len; i++)
+		CHECK_INT(fs_carts_load_cart(&fresh, &old.carts[i]), 0);
+	for (uint32_t i = 0; i < old.groups_len; i++) {
+		const char *skus[FS_CART_LINES_MAX];
+		const struct fs_group *g = &old.groups[i];
+		for (uint32_t l = 0; l < g->nlines; l++)
+			skus[l] = g->lines[l].sku_index == FS_MAP_NONE
+					  ? "NOT-HERE"
+					  : pt->core.skus[g->lines[l].sku_index].sku;
+		CHECK_INT(fs_carts_load_group(&fresh, &pt->core, g, skus), 0);
+	}
+	CHECK_INT(fs_carts_load_done(&fresh, &pt->core), 0);
+	/* The same waiting list, pending units and next expiry as before. */
+	CHECK_INT(fresh.waiting_len, old.waiting_len);
+	for (uint32_t i = 0; i < old.waiting_len && i < fresh.waiting_len; i++)
+		CHECK_INT(fresh.waiting[i], old.waiting[i]);
+	for (uint32_t si = 0; si < pt->core.skus_len; si++)
+		CHECK_INT(fs_carts_pending_units(&fresh, si), fs_carts_pending_units(&old, si));
+	CHECK_INT(fs_carts_next_expiry(&fresh), fs_carts_next_expiry(&old));
+	fresh.counts = old.counts;
+	fs_carts_free(&pt->cs);
+	pt->cs = fresh;
+}
+
 /* "Commits" partition p's step: its events are kept, its messages sent (some twice). */
 static void commit(struct net *n, int32_t p)
 {
@@ -195,6 +228,8 @@ static void commit(struct net *n, int32_t p)
 	}
 	fs_carts_commit(cs);
 	fs_core_commit(&n->parts[p].core);
+	if (n->reload_pct && rnd_below(n, 100) < (uint32_t)n->reload_pct)
+		reload(n, p);
 }
 
 static int process(struct net *n, int32_t p, const struct item *it)
@@ -466,6 +501,21 @@ static void test_local(void)
 	CHECK_STR(fs_outcome_name(e.outcome), "sold_out");
 	CHECK_INT(e.line, 1);
 	CHECK_INT(s0->available, 3);
+	/* A retry of the cart record gets its answer again; the same id with other lines is a
+	 * conflict, with no effect. */
+	struct item again = n.parts[0].log[0];
+	append(&n, 0, &again);
+	net_run(&n);
+	CHECK_INT(count_events(&n, k, FS_CART_EV_CART, &e), 2);
+	CHECK_STR(fs_outcome_name(e.outcome), "held");
+	CHECK_INT(e.expires_at_ms, n.events[0].e.expires_at_ms);
+	again.req.lines[0].qty = 1;
+	again.req.body_hash++;
+	append(&n, 0, &again);
+	net_run(&n);
+	CHECK_INT(count_events(&n, k, FS_CART_EV_CART, &e), 3);
+	CHECK_STR(fs_outcome_name(e.outcome), "conflict");
+	CHECK_INT(s0->held, 2);
 	/* Confirm: sold. */
 	send_followup(&n, k, true);
 	net_run(&n);
@@ -588,6 +638,7 @@ static void test_race(void)
 		int32_t nparts = 3 + (int32_t)(seed % 3);
 		net_init(&n, nparts, seed);
 		n.dup_pct = (int)(seed % 4) * 10;
+		n.reload_pct = (int)(seed % 2) * 10;
 		char names[3][16];
 		int32_t on[3] = {0, 1, 2};
 		if (seed % 2) {
@@ -632,6 +683,7 @@ static void sweep_one(uint64_t seed)
 	int32_t nparts = 1 + (int32_t)(seed % PARTS_MAX);
 	net_init(&n, nparts, seed);
 	n.dup_pct = (int)(seed % 5) * 8;
+	n.reload_pct = (int)(seed % 3) * 5;
 	int nskus = 2 + (int)(rnd(&n) % (SKUS_MAX - 1));
 	char names[SKUS_MAX][16];
 	for (int i = 0; i < nskus; i++) {
