@@ -122,6 +122,40 @@ typedef int (*flashsale_stock_cb)(const struct flashsale_stock *s, void *ctx);
 int flashsale_stock_follow(flashsale_t *fs, const char *sku, flashsale_stock_cb cb, void *ctx,
 			   int timeout_ms);
 
+/* ---- carts (issue 31): several SKUs, all or nothing (docs/reference/records.md) ---------- */
+
+struct flashsale_cart_line {
+	const char *sku;
+	int64_t qty;
+};
+
+/* Publishes a cart of n lines (1 to 8, each SKU once), keyed by its cart id (its partition
+ * decides it). cart_id NULL: a fresh one. The id is copied to out_id. Returns 0 once queued. */
+int flashsale_cart_buy(flashsale_t *fs, const char *buyer_id,
+		       const struct flashsale_cart_line *lines, size_t n, const char *cart_id,
+		       char out_id[37]);
+/* Payment succeeded / the buyer gave up: for the whole cart. */
+int flashsale_cart_confirm(flashsale_t *fs, const char *cart_id);
+int flashsale_cart_cancel(flashsale_t *fs, const char *cart_id);
+
+struct flashsale_cart {
+	char cart_id[37];
+	char state[24];	  /* reserving | held | confirmed | refused | cancelled | expired |
+			     late_round | confirmed_late | refund_required */
+	char outcome[32]; /* the cart record's answer: held, sold_out, ... (empty: none yet) */
+	char reason[64];
+	int32_t line;	       /* a refusal's line (0-based), or -1 */
+	int64_t expires_at_ms; /* held: on the coordinator's log clock */
+	int32_t partition;     /* the coordinator */
+	int64_t offset;	       /* the cart record's */
+};
+
+/* A cart's state from Postgres: 0, or -ENOENT (not decided by its coordinator yet). */
+int flashsale_cart_get(flashsale_t *fs, const char *cart_id, struct flashsale_cart *out);
+/* As above, waiting (up to timeout_ms) until the cart record has its answer. */
+int flashsale_cart_wait(flashsale_t *fs, const char *cart_id, int timeout_ms,
+			struct flashsale_cart *out);
+
 /* Handles for the tools built on this API (CLI, audit). */
 void *flashsale_pg(flashsale_t *fs);	   /* PGconn *, connected, or NULL */
 void *flashsale_producer(flashsale_t *fs); /* rd_kafka_t *, or NULL */

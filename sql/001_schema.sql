@@ -220,3 +220,66 @@ CREATE TABLE IF NOT EXISTS topics (
 -- row from before it was: the next worker's value is recorded then.
 ALTER TABLE topics ADD COLUMN IF NOT EXISTS record_max_bytes int
     CHECK (record_max_bytes BETWEEN 64 AND 65536);
+
+-- Carts (issue 31): all or nothing over SKUs on several partitions, decided by a protocol of
+-- records between partitions (docs/DESIGN-NOTES.md, "Carts across partitions"; the code is
+-- src/core/cart.c). Every row below is the worker's memory of the protocol, written in the
+-- batch's transaction; the rows of one partition are its alone.
+-- A cart at its coordinator (the partition of its cart id): its lines, where its round is,
+-- and its answers.
+CREATE TABLE IF NOT EXISTS carts (
+    cart_id       uuid    NOT NULL,
+    part          int     NOT NULL,
+    buyer_id      text    NOT NULL,
+    body_hash     bigint  NOT NULL,
+    lines         jsonb   NOT NULL,   -- [{"sku", "qty", "part"}], in the cart's order
+    state         text    NOT NULL CHECK (state IN ('reserving', 'held', 'confirmed', 'refused',
+                      'cancelled', 'expired', 'late_round', 'confirmed_late', 'refund_required')),
+    round         int     NOT NULL CHECK (round >= 1),
+    at            int     NOT NULL,   -- the group in flight while a round is under way
+    cancel_asked  boolean NOT NULL,
+    hold_ms       bigint  NOT NULL,
+    expires_at_ms bigint  NOT NULL,   -- 0 until held
+    off           bigint  NOT NULL,   -- the cart record's offset
+    outcome       text,               -- a refusal's (the cart's or a late round's)
+    reason        text,
+    line          int,
+    answer        text,               -- the cart record's answer once given
+    answer_reason text,
+    PRIMARY KEY (cart_id, part)
+);
+-- A cart's group (its lines on one partition) at that partition, per round.
+CREATE TABLE IF NOT EXISTS cart_groups (
+    cart_id  uuid   NOT NULL,
+    round    int    NOT NULL,
+    part     int    NOT NULL,
+    coord    int    NOT NULL,
+    buyer_id text   NOT NULL,
+    lines    jsonb  NOT NULL,   -- [{"sku", "qty", "line"}]
+    state    text   NOT NULL CHECK (state IN ('waiting', 'pending', 'held', 'sold', 'released',
+                 'refused')),
+    off      bigint NOT NULL,   -- the reserve's offset: waiting groups go in this order
+    PRIMARY KEY (cart_id, round, part)
+);
+-- The outbox: what a batch's cart steps owe once it committed, under the record whose step
+-- made it: protocol messages for other partitions (to the intents topic, partition to_part,
+-- under msg_key) and carts' results (to the results topic). Sent after the commit, and again
+-- after a crash for every row at or above the partition's replied offset.
+CREATE TABLE IF NOT EXISTS cart_out (
+    part     int    NOT NULL,
+    off      bigint NOT NULL,
+    seq      int    NOT NULL,
+    to_topic text   NOT NULL CHECK (to_topic IN ('intents', 'results')),
+    to_part  int,               -- intents only
+    msg_key  text   NOT NULL,
+    payload  json   NOT NULL,   -- json, not jsonb: the record's text as written
+    PRIMARY KEY (part, off, seq),
+    CHECK ((to_topic = 'intents') = (to_part IS NOT NULL))
+);
+ALTER TABLE partitions ADD COLUMN IF NOT EXISTS n_carts bigint NOT NULL DEFAULT 0;
+-- A cart group's lines one per row: what the audit adds to the reservations when it counts a
+-- SKU's held and sold units and a buyer's (a group pending or held holds its lines' units, a
+-- sold one has sold them).
+CREATE OR REPLACE VIEW cart_lines AS
+    SELECT g.cart_id, g.round, g.part, g.coord, g.buyer_id, g.state, l.sku, l.qty, l.line
+    FROM cart_groups g, jsonb_to_recordset(g.lines) AS l(sku text, qty bigint, line int);

@@ -27,28 +27,31 @@ static const struct check checks[] = {
 	 "sku, "
 	 "sum(amount) AS total FROM sale_log WHERE outcome = 'applied' AND kind IN (4, 5) GROUP "
 	 "BY sku) l USING (sku) WHERE k.supply <> coalesce(l.total, 0)"},
-	{"INV-1", "held and sold equal the reservations",
+	{"INV-1", "held and sold equal the reservations and the carts' lines",
 	 "SELECT k.sku, k.held, k.sold, coalesce(r.held, 0) AS res_held, coalesce(r.sold, 0) AS "
 	 "res_sold FROM skus k LEFT JOIN (SELECT sku, sum(qty) FILTER (WHERE status = 'held') AS "
-	 "held, sum(qty) FILTER (WHERE status = 'confirmed') AS sold FROM reservations GROUP BY "
-	 "sku) r USING (sku) WHERE k.held <> coalesce(r.held, 0) OR k.sold <> coalesce(r.sold, "
-	 "0)"},
+	 "held, sum(qty) FILTER (WHERE status = 'confirmed') AS sold FROM (SELECT sku, qty, "
+	 "status FROM reservations UNION ALL SELECT sku, qty, CASE WHEN state = 'sold' THEN "
+	 "'confirmed' ELSE 'held' END FROM cart_lines WHERE state IN ('pending', 'held', 'sold')) "
+	 "u GROUP BY sku) r USING (sku) WHERE k.held <> coalesce(r.held, 0) OR k.sold <> "
+	 "coalesce(r.sold, 0)"},
 	{"INV-1", "per-buyer totals equal their reservations and stay within the limit",
 	 "SELECT b.sku, b.buyer_id, b.units, coalesce(r.units, 0) AS res_units, k.per_buyer_limit "
 	 "FROM buyers b JOIN skus k USING (sku) LEFT JOIN (SELECT sku, buyer_id, sum(qty) AS "
-	 "units "
-	 "FROM reservations WHERE status IN ('held', 'confirmed') GROUP BY 1, 2) r USING (sku, "
-	 "buyer_id) WHERE b.units <> coalesce(r.units, 0) OR b.units > k.per_buyer_limit "
-	 "UNION ALL SELECT r.sku, r.buyer_id, NULL, sum(r.qty), NULL FROM reservations r LEFT "
-	 "JOIN "
-	 "buyers b USING (sku, buyer_id) WHERE r.status IN ('held', 'confirmed') AND b.sku IS "
-	 "NULL "
-	 "GROUP BY 1, 2"},
+	 "units FROM (SELECT sku, buyer_id, qty FROM reservations WHERE status IN ('held', "
+	 "'confirmed') UNION ALL SELECT sku, buyer_id, qty FROM cart_lines WHERE state IN "
+	 "('pending', 'held', 'sold')) u GROUP BY 1, 2) r USING (sku, buyer_id) WHERE b.units <> "
+	 "coalesce(r.units, 0) OR b.units > k.per_buyer_limit UNION ALL SELECT r.sku, "
+	 "r.buyer_id, NULL, sum(r.qty), NULL FROM (SELECT sku, buyer_id, qty FROM reservations "
+	 "WHERE status IN ('held', 'confirmed') UNION ALL SELECT sku, buyer_id, qty FROM "
+	 "cart_lines WHERE state IN ('pending', 'held', 'sold')) r LEFT JOIN buyers b USING "
+	 "(sku, buyer_id) WHERE b.sku IS NULL GROUP BY 1, 2"},
 	{"INV-2", "record counters add up to the offsets decided",
 	 "SELECT part, first_offset, next_offset, n_records, n_fresh + n_repeats + n_conflicts + "
-	 "n_invalid + n_sale + n_ticks + n_forwarded AS by_class FROM partitions WHERE grp = $1 "
+	 "n_invalid + n_sale + n_ticks + n_forwarded + n_carts AS by_class FROM partitions WHERE "
+	 "grp = $1 "
 	 "AND topic = $2 AND (n_records <> n_fresh + n_repeats + n_conflicts + n_invalid + "
-	 "n_sale + n_ticks + n_forwarded OR "
+	 "n_sale + n_ticks + n_forwarded + n_carts OR "
 	 "(first_offset >= 0 AND n_records + n_gaps <> next_offset - first_offset) OR "
 	 "(first_offset < 0 "
 	 "AND n_records <> 0))"},
@@ -108,6 +111,33 @@ static const struct check checks[] = {
 	 "('confirmed', 'confirmed_late', 'cancelled') AND (r.intent_id IS NULL OR r.status <> "
 	 "CASE d.kind WHEN 2 THEN 'confirmed' ELSE 'cancelled' END OR r.ended_off <> d.off) LIMIT "
 	 "20"},
+	/* Carts (issue 31): true once the protocol settled (no message in flight), as after a
+	 * sale; while carts are under way the first one names them. */
+	{"INV-8", "every cart is decided and no group waits or is pending (settled)",
+	 "SELECT 'cart' AS what, cart_id, part, state FROM carts WHERE state IN ('reserving', "
+	 "'late_round') UNION ALL SELECT 'group', cart_id, part, state FROM cart_groups WHERE "
+	 "state IN ('waiting', 'pending') LIMIT 20"},
+	{"INV-8",
+	 "no cart is partly held: a held cart's groups are all held, a confirmed one's "
+	 "all sold, any other's none",
+	 "SELECT c.cart_id, c.state, c.round, p.part, g.round AS group_round, g.state AS "
+	 "group_state FROM carts c CROSS JOIN LATERAL (SELECT DISTINCT (l->>'part')::int AS part "
+	 "FROM jsonb_array_elements(c.lines) l) p LEFT JOIN cart_groups g ON g.cart_id = "
+	 "c.cart_id AND g.part = p.part AND g.round = c.round WHERE (c.state = 'held' AND "
+	 "g.state IS DISTINCT FROM 'held') OR (c.state IN ('confirmed', 'confirmed_late') AND "
+	 "g.state IS DISTINCT FROM 'sold') OR (c.state NOT IN ('held', 'confirmed', "
+	 "'confirmed_late') AND g.state IN ('held', 'sold', 'pending')) UNION ALL SELECT "
+	 "g.cart_id, c.state, c.round, g.part, g.round, g.state FROM cart_groups g JOIN carts c "
+	 "ON c.cart_id = g.cart_id AND c.part = g.coord WHERE g.round < c.round AND g.state IN "
+	 "('held', 'sold', 'pending') LIMIT 20"},
+	{"INV-8", "every group belongs to a cart, with exactly that cart's lines on its partition",
+	 "SELECT g.cart_id, g.round, g.part, g.coord FROM cart_groups g LEFT JOIN carts c ON "
+	 "c.cart_id = g.cart_id AND c.part = g.coord WHERE c.cart_id IS NULL OR g.buyer_id <> "
+	 "c.buyer_id OR (SELECT coalesce(jsonb_agg(jsonb_build_object('sku', l->>'sku', 'qty', "
+	 "(l->>'qty')::bigint) ORDER BY l->>'sku'), '[]') FROM jsonb_array_elements(g.lines) l) "
+	 "<> (SELECT coalesce(jsonb_agg(jsonb_build_object('sku', l->>'sku', 'qty', "
+	 "(l->>'qty')::bigint) ORDER BY l->>'sku'), '[]') FROM jsonb_array_elements(c.lines) l "
+	 "WHERE (l->>'part')::int = g.part) LIMIT 20"},
 	{"INV-5", "replied offset never passes the next offset",
 	 "SELECT part, replied_offset, next_offset FROM partitions WHERE grp = $1 AND topic = $2 "
 	 "AND replied_offset > next_offset"},

@@ -33,6 +33,8 @@ static const char usage_main[] =
 	"  result INTENT_ID [--wait SECONDS] [--json]    a buy's decision (and its hold)\n"
 	"  confirm INTENT_ID [--sku SKU] [--wait SECONDS]  the buy was paid\n"
 	"  cancel INTENT_ID [--sku SKU] [--wait SECONDS]   the buyer gave up\n"
+	"  cart --buyer B SKU:QTY...           publish a cart (all lines or none), print its id\n"
+	"  cart show|confirm|cancel CART_ID [--wait SECONDS]   a cart's answer; pay; give up\n"
 	"  load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
 	"                                      the load generator\n"
 	"  wait [--timeout SECONDS]            until every published record is decided\n"
@@ -177,6 +179,147 @@ static int cmd_buy(flashsale_t *fs, int argc, char **argv)
 }
 
 static void print_result(const struct flashsale_result *r, bool json);
+
+/* ---- cart --------------------------------------------------------------------------------- */
+
+static const char usage_cart[] =
+	"usage: flashsale cart --buyer B [--cart UUID] [--wait SECONDS] [--json] SKU:QTY...\n"
+	"       flashsale cart show CART_ID [--wait SECONDS] [--json]\n"
+	"       flashsale cart confirm CART_ID [--wait SECONDS] [--json]\n"
+	"       flashsale cart cancel CART_ID [--wait SECONDS] [--json]\n"
+	"\n"
+	"A cart: 1 to 8 lines of SKU:QTY (each SKU once), all held or none. It is published keyed\n"
+	"by its cart id (printed): the cart id's partition decides it, reserving the lines on\n"
+	"their SKUs' partitions one partition at a time (docs/DESIGN-NOTES.md, \"Carts across\n"
+	"partitions\"). Its answer is `held` (every line, one expiry) or a refusal naming the\n"
+	"first line that failed (line, 0-based) and why (sold_out, limit_exceeded, ...), with no\n"
+	"unit of any line taken. Re-running with the same --cart and lines is a retry.\n"
+	"show: the cart's state and answer. confirm: the payment succeeded: every line is sold\n"
+	"(after the expiry: fresh units for every line, or refund_required). cancel: every line\n"
+	"goes back. With --wait, prints the cart once it has its answer (exit 1 on timeout).\n";
+
+static void print_cart(const struct flashsale_cart *c, bool json)
+{
+	if (json) {
+		printf("{\"cart_id\":\"%s\",\"state\":\"%s\",\"outcome\":\"%s\"", c->cart_id,
+		       c->state, c->outcome);
+		if (c->reason[0])
+			printf(",\"reason\":\"%s\"", c->reason);
+		if (c->line >= 0)
+			printf(",\"line\":%" PRId32, c->line);
+		if (c->expires_at_ms)
+			printf(",\"expires_at\":%" PRId64, c->expires_at_ms);
+		printf(",\"partition\":%" PRId32 ",\"offset\":%" PRId64 "}\n", c->partition,
+		       c->offset);
+		return;
+	}
+	printf("%s %s", c->cart_id, c->outcome[0] ? c->outcome : "undecided");
+	if (c->reason[0])
+		printf(" (%s)", c->reason);
+	if (c->line >= 0)
+		printf(" line %" PRId32, c->line);
+	printf(" state %s\n", c->state);
+}
+
+/* Waits for the cart's answer, or for its state to leave `from` (a confirm or cancel). */
+static int cart_show(flashsale_t *fs, const char *id, int64_t wait_s, const char *from, bool json)
+{
+	struct flashsale_cart c;
+	int rc = flashsale_cart_wait(fs, id, (int)(wait_s * 1000), &c);
+	int64_t deadline_polls = wait_s * 20;
+	while (rc == 0 && from && strcmp(c.state, from) == 0 && deadline_polls-- > 0) {
+		struct timespec ts = {0, 50 * 1000000L};
+		nanosleep(&ts, NULL);
+		rc = flashsale_cart_get(fs, id, &c);
+	}
+	if (rc < 0) {
+		cli_err("cart: %s", flashsale_error(fs));
+		return 1;
+	}
+	print_cart(&c, json);
+	return 0;
+}
+
+/* SKU:QTY into a line (the SKU's text stays in argv). */
+static int cart_line(char *arg, struct flashsale_cart_line *l)
+{
+	char *colon = strrchr(arg, ':');
+	char *end = NULL;
+	if (!colon || colon == arg)
+		return -1;
+	long long q = strtoll(colon + 1, &end, 10);
+	if (!end || *end || end == colon + 1 || q < 1 || q > FS_QTY_MAX)
+		return -1;
+	*colon = '\0';
+	l->sku = arg;
+	l->qty = q;
+	return 0;
+}
+
+static int cmd_cart(flashsale_t *fs, int argc, char **argv)
+{
+	const char *buyer = NULL, *cart = NULL;
+	int64_t wait_s = 0;
+	bool json = false;
+	const struct cli_opt spec[] = {
+		{"buyer", CLI_STR, &buyer},
+		{"cart", CLI_STR, &cart},
+		{"wait", CLI_TIMEOUT, &wait_s, 0, 86400},
+		{"json", CLI_FLAG, &json},
+		{NULL},
+	};
+	int rc = cli_parse(argc, argv, usage_cart, spec, 1, FS_CART_LINES_MAX);
+	if (rc >= 0)
+		return rc;
+	const char *verb = argv[optind];
+	bool show = strcmp(verb, "show") == 0, confirm = strcmp(verb, "confirm") == 0,
+	     cancel = strcmp(verb, "cancel") == 0;
+	if (show || confirm || cancel) {
+		if (argc - optind != 2)
+			return cli_usage(usage_cart);
+		const char *id = argv[optind + 1];
+		struct flashsale_cart before;
+		bool known = !show && flashsale_cart_get(fs, id, &before) == 0;
+		rc = show      ? 0
+		     : confirm ? flashsale_cart_confirm(fs, id)
+			       : flashsale_cart_cancel(fs, id);
+		if (rc == 0 && !show)
+			rc = flashsale_flush(fs, FLUSH_MS);
+		if (rc < 0) {
+			cli_err("cart %s: %s", verb, flashsale_error(fs));
+			return rc == -EINVAL ? 2 : 1;
+		}
+		if (!show && wait_s == 0) {
+			printf("published cart %s %s\n", verb, id);
+			return 0;
+		}
+		return cart_show(fs, id, wait_s, known ? before.state : NULL, json);
+	}
+	if (!buyer)
+		return cli_usage(usage_cart);
+	struct flashsale_cart_line lines[FS_CART_LINES_MAX];
+	size_t n = 0;
+	for (int i = optind; i < argc; i++) {
+		if (cart_line(argv[i], &lines[n]) < 0) {
+			cli_err("cart: '%s' is not SKU:QTY (QTY 1 to %d)", argv[i], FS_QTY_MAX);
+			return 2;
+		}
+		n++;
+	}
+	char id[37];
+	rc = flashsale_cart_buy(fs, buyer, lines, n, cart, id);
+	if (rc == 0)
+		rc = flashsale_flush(fs, FLUSH_MS);
+	if (rc < 0) {
+		cli_err("cart: %s", flashsale_error(fs));
+		return rc == -EINVAL ? 2 : 1;
+	}
+	if (wait_s == 0) {
+		printf("%s\n", id);
+		return 0;
+	}
+	return cart_show(fs, id, wait_s, NULL, json);
+}
 
 /* ---- confirm, cancel -------------------------------------------------------------------- */
 
@@ -860,7 +1003,7 @@ static const struct {
 	{"topics", cmd_topics},	  {"load", cli_load},	     {"audit", cli_audit},
 	{"publish", cmd_publish}, {"confirm", cmd_followup}, {"cancel", cmd_followup},
 	{"replay", cli_replay},	  {"timing", cli_timing},    {"move", cli_move},
-	{"top", cli_top},
+	{"top", cli_top},	  {"cart", cmd_cart},
 };
 
 const char *cli_config_file;

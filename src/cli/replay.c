@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 
 #include "core/batch.h"
+#include "core/cart.h"
 #include "core/core.h"
 #include "io/kafka.h"
 #include "core/record.h"
@@ -42,6 +43,7 @@ struct rows {
 
 struct rp_part {
 	struct fs_core core;
+	struct fs_carts carts; /* core.carts when the topic's partition count is recorded */
 	struct fs_batch batch;
 	int64_t target; /* the stored next offset: Postgres decided everything below it */
 	int64_t last;	/* last offset fed, -1 before the first */
@@ -49,7 +51,7 @@ struct rp_part {
 	bool done;
 	/* every intent id decided so far on this partition, for the repeats of later batches */
 	struct fs_seen seen;
-	struct rows dec, rej, sale, fwd;
+	struct rows dec, rej, sale, fwd, out;
 	int refused_next; /* a second cursor on rej: the records the store refused */
 	struct fs_batch_counts counts;
 };
@@ -58,6 +60,7 @@ struct rp {
 	flashsale_t *fs;
 	PGconn *pg;
 	struct fs_record_limits limits;
+	struct fs_record_ext ext; /* the parse's scratch */
 	struct rp_part *parts;
 	int nparts;
 	int64_t diffs;
@@ -204,6 +207,47 @@ static void mark_refused(struct rp_part *p, struct fs_item *it)
 		fs_item_refuse(it);
 }
 
+/* The next outbox row (cart_out) against what the replay's step sent: a message or a result,
+ * the same bytes to the same place. */
+static void compare_out(struct rp *rp, int part, struct rp_part *p, int64_t off, bool intents,
+			int32_t to, const char *key, struct fs_buf *b)
+{
+	struct rows *t = &p->out;
+	if (!seek_row(rp, part, t, "cart_out", off))
+		return;
+	check_text(rp, part, off, "cart_out topic", col(t, 1), intents ? "intents" : "results");
+	check_int(rp, part, off, "cart_out partition", icol(t, 2), intents ? to : -1);
+	check_text(rp, part, off, "cart_out key", col(t, 3), key);
+	check_text(rp, part, off, "cart_out payload", col(t, 4), fs_buf_cstr(b));
+	t->next++;
+}
+
+/* The carts' messages and results of the replayed batch, in the order the worker stored them:
+ * by record, its messages first. */
+static void compare_cart_out(struct rp *rp, struct rp_part *p, int part)
+{
+	const struct fs_carts *cs = &p->carts;
+	struct fs_buf b = {0};
+	uint32_t m = 0, e = 0;
+	while (m < cs->out_len || e < cs->events_len) {
+		int64_t off = m < cs->out_len ? cs->out[m].origin : INT64_MAX;
+		if (e < cs->events_len && cs->events[e].offset < off)
+			off = cs->events[e].offset;
+		for (; m < cs->out_len && cs->out[m].origin == off; m++) {
+			fs_buf_clear(&b);
+			fs_cart_msg_json(&b, &cs->out[m]);
+			compare_out(rp, part, p, off, true, fs_cart_msg_to(&cs->out[m]),
+				    cs->out[m].key, &b);
+		}
+		for (; e < cs->events_len && cs->events[e].offset == off; e++) {
+			fs_buf_clear(&b);
+			fs_cart_event_json(&b, &cs->events[e], part);
+			compare_out(rp, part, p, off, false, -1, cs->events[e].cart_id, &b);
+		}
+	}
+	fs_buf_free(&b);
+}
+
 static void decide_batch(struct rp *rp, struct rp_part *p)
 {
 	struct fs_batch *b = &p->batch;
@@ -231,7 +275,10 @@ static void decide_batch(struct rp *rp, struct rp_part *p)
 	p->counts.sale += b->counts.sale;
 	p->counts.ticks += b->counts.ticks;
 	p->counts.forwarded += b->counts.forwarded;
+	p->counts.carts += b->counts.carts;
 	rp->records += b->len;
+	if (p->core.carts)
+		compare_cart_out(rp, p, b->items[0].rec.partition);
 	fs_core_commit(&p->core);
 	fs_batch_clear(b);
 }
@@ -304,16 +351,17 @@ static void compare_counters(struct rp *rp, int part, struct rp_part *p, const c
 	PGresult *r = PQexecParams(
 		rp->pg,
 		"SELECT n_records, n_fresh, n_repeats, n_conflicts, n_invalid, "
-		"n_sale, n_ticks, n_forwarded, n_gaps FROM partitions WHERE grp = $1 AND "
+		"n_sale, n_ticks, n_forwarded, n_gaps, n_carts FROM partitions WHERE grp = $1 AND "
 		"topic = $2 AND part = $3::int",
 		3, NULL, q, NULL, NULL, 0);
 	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
 		int64_t v[] = {p->counts.records,   p->counts.fresh,	 p->counts.repeats,
 			       p->counts.conflicts, p->counts.invalid,	 p->counts.sale,
-			       p->counts.ticks,	    p->counts.forwarded, p->gaps};
+			       p->counts.ticks,	    p->counts.forwarded, p->gaps,
+			       p->counts.carts};
 		const char *names[] = {"records", "fresh", "repeats",	"conflicts", "invalid",
-				       "sale",	  "ticks", "forwarded", "gaps"};
-		for (int k = 0; k < 9; k++) {
+				       "sale",	  "ticks", "forwarded", "gaps",	     "carts"};
+		for (int k = 0; k < 10; k++) {
 			char what[64];
 			snprintf(what, sizeof what, "counter n_%s", names[k]);
 			check_int(rp, part, -1, what, strtoll(PQgetvalue(r, 0, k), NULL, 10), v[k]);
@@ -327,9 +375,9 @@ static void compare_state(struct rp *rp, int part, struct rp_part *p)
 {
 	if (p->rej.next < PQntuples(p->rej.r) && p->rej.covered > icol(&p->rej, 0))
 		finish_reject_row(rp, part, &p->rej); /* a partly matched last row */
-	struct rows *tables[] = {&p->dec, &p->rej, &p->sale, &p->fwd};
-	const char *names[] = {"decisions", "rejects", "sale_log", "forwards"};
-	for (int t = 0; t < 4; t++) {
+	struct rows *tables[] = {&p->dec, &p->rej, &p->sale, &p->fwd, &p->out};
+	const char *names[] = {"decisions", "rejects", "sale_log", "forwards", "cart_out"};
+	for (int t = 0; t < 5; t++) {
 		for (; tables[t]->next < PQntuples(tables[t]->r); tables[t]->next++)
 			diff(rp, part, icol(tables[t], 0),
 			     "%s: a row in Postgres for a record the replay did not decide there",
@@ -356,9 +404,11 @@ static int load_rows(struct rp *rp, int part, struct rp_part *p)
 		"SELECT off, reason, off_end FROM rejects WHERE part = $1::int ORDER BY off",
 		"SELECT off, outcome, reason FROM sale_log WHERE part = $1::int ORDER BY off",
 		"SELECT off, to_part FROM forwards WHERE part = $1::int ORDER BY off",
+		"SELECT off, to_topic, coalesce(to_part, -1), msg_key, payload FROM cart_out WHERE "
+		"part = $1::int ORDER BY off, seq",
 	};
-	struct rows *t[] = {&p->dec, &p->rej, &p->sale, &p->fwd};
-	for (int i = 0; i < 4; i++) {
+	struct rows *t[] = {&p->dec, &p->rej, &p->sale, &p->fwd, &p->out};
+	for (int i = 0; i < 5; i++) {
 		t[i]->r = PQexecParams(rp->pg, sql[i], 1, NULL, prm, NULL, NULL, 0);
 		if (PQresultStatus(t[i]->r) != PGRES_TUPLES_OK) {
 			cli_err("replay: postgres: %s", PQerrorMessage(rp->pg));
@@ -387,6 +437,9 @@ static int setup_parts(struct rp *rp, const int64_t *ends)
 	for (int i = 0; i < rp->nparts; i++) {
 		struct rp_part *p = &rp->parts[i];
 		fs_core_init(&p->core, i);
+		if (rp->limits.carts &&
+		    fs_carts_init(&p->carts, i, rp->limits.partitions, FS_CART_LINES_MAX) == 0)
+			p->core.carts = &p->carts;
 		/* Never forget here: a forgotten id would be decided again and differ. */
 		fs_seen_init(&p->seen, UINT32_MAX);
 		if (fs_batch_init(&p->batch, REPLAY_BATCH_MAX) < 0)
@@ -427,8 +480,11 @@ static void feed(struct rp *rp, rd_kafka_message_t *m)
 	struct fs_item *it = fs_batch_push(&p->batch);
 	rd_kafka_timestamp_type_t tstype;
 	int64_t ts = rd_kafka_message_timestamp(m, &tstype);
-	fs_record_parse(&rp->limits, m->key, m->key_len, m->payload, m->len, m->partition,
-			m->offset, ts < 0 ? 0 : ts, &it->rec);
+	fs_record_parse_ext(&rp->limits, m->key, m->key_len, m->payload, m->len, m->partition,
+			    m->offset, ts < 0 ? 0 : ts, &it->rec, &rp->ext);
+	if (fs_kind_is_cart((int)it->rec.kind) && !it->rec.misrouted &&
+	    fs_batch_keep_ext(&p->batch, it, &rp->ext) < 0)
+		it->ext = UINT32_MAX; /* decided rejected, as the worker would have */
 	if (p->batch.len == p->batch.cap || m->offset + 1 >= p->target)
 		decide_batch(rp, p);
 	if (m->offset + 1 >= p->target)
@@ -450,6 +506,7 @@ int cli_topic_rule(PGconn *pg, const char *topic, struct fs_record_limits *limit
 	if (PQntuples(r) == 1) {
 		limits->partitions = atoi(PQgetvalue(r, 0, 0));
 		limits->misrouted_reject = strcmp(PQgetvalue(r, 0, 1), "reject") == 0;
+		limits->carts = true;	   /* as the worker, once it knows the partition count */
 		if (!PQgetisnull(r, 0, 2)) /* the cap the worker decided with, not ours */
 			limits->bytes_max = (size_t)atoll(PQgetvalue(r, 0, 2));
 	}
@@ -491,7 +548,9 @@ static void finish_part(struct rp *rp, int i)
 	PQclear(p->rej.r);
 	PQclear(p->sale.r);
 	PQclear(p->fwd.r);
+	PQclear(p->out.r);
 	fs_core_free(&p->core);
+	fs_carts_free(&p->carts);
 	fs_batch_free(&p->batch);
 	fs_seen_free(&p->seen);
 }

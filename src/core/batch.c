@@ -1,6 +1,8 @@
 /* batch.c: dedupe and decide one partition's batch (see batch.h). */
 #include "core/batch.h"
 
+#include "core/cart.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +54,7 @@ void fs_batch_free(struct fs_batch *b)
 	free(b->stored);
 	fs_map_free(&b->index);
 	fs_buf_free(&b->fwd);
+	free(b->exts);
 	memset(b, 0, sizeof *b);
 }
 
@@ -69,6 +72,7 @@ void fs_batch_reset_decisions(struct fs_batch *b)
 void fs_batch_clear(struct fs_batch *b)
 {
 	b->len = 0;
+	b->exts_len = 0;
 	fs_buf_clear(&b->fwd);
 	fs_batch_reset_decisions(b);
 }
@@ -84,6 +88,21 @@ int fs_batch_keep(struct fs_batch *b, struct fs_item *it, const void *key, size_
 	if (len)
 		fs_buf_add(&b->fwd, payload, len);
 	return fs_buf_ok(&b->fwd) ? 0 : -ENOMEM;
+}
+
+int fs_batch_keep_ext(struct fs_batch *b, struct fs_item *it, const struct fs_record_ext *x)
+{
+	if (b->exts_len == b->exts_cap) {
+		uint32_t cap = b->exts_cap ? b->exts_cap * 2 : 8;
+		struct fs_record_ext *n = realloc(b->exts, (size_t)cap * sizeof *n);
+		if (!n)
+			return -ENOMEM;
+		b->exts = n;
+		b->exts_cap = cap;
+	}
+	it->ext = b->exts_len;
+	b->exts[b->exts_len++] = *x;
+	return 0;
 }
 
 struct fs_item *fs_batch_push(struct fs_batch *b)
@@ -250,9 +269,53 @@ static enum fs_item_class class_of(const struct fs_record *r)
 		return FS_ITEM_SALE;
 	case FS_KIND_TICK:
 		return FS_ITEM_TICK;
+	case FS_KIND_CART:
+	case FS_KIND_CART_CONFIRM:
+	case FS_KIND_CART_CANCEL:
+	case FS_KIND_CART_MSG:
+		return FS_ITEM_CART;
 	default:
 		return FS_ITEM_NEW;
 	}
+}
+
+/* A cart item, to the cart module. A cart its checks refuse (cart.lines.max, ...) becomes an
+ * invalid record, rejected with their reason. */
+static int decide_cart(struct fs_batch *b, struct fs_core *core, struct fs_item *it)
+{
+	struct fs_carts *cs = core->carts;
+	const struct fs_record *r = &it->rec;
+	if (!cs || it->ext >= b->exts_len) {
+		it->rec.kind = FS_KIND_INVALID;
+		it->rec.reject_reason = "bad_type"; /* carts are off: as before carts */
+		it->cls = FS_ITEM_INVALID;
+		return fs_core_decide(core, &it->rec, &it->dec);
+	}
+	struct fs_record_ext *x = &b->exts[it->ext];
+	int rc;
+	switch (r->kind) {
+	case FS_KIND_CART: {
+		const char *why = fs_cart_req_check(cs, &x->cart);
+		if (why) {
+			it->rec.kind = FS_KIND_INVALID;
+			it->rec.reject_reason = why;
+			it->cls = FS_ITEM_INVALID;
+			return fs_core_decide(core, &it->rec, &it->dec);
+		}
+		rc = fs_cart_step_cart(cs, core, &x->cart, r->ts_ms, r->offset);
+		break;
+	}
+	case FS_KIND_CART_MSG:
+		rc = fs_cart_step_msg(cs, core, &x->msg, r->ts_ms, r->offset);
+		break;
+	default:
+		rc = fs_cart_step_followup(cs, core, r->intent_id, r->kind == FS_KIND_CART_CONFIRM,
+					   r->ts_ms, r->offset);
+		break;
+	}
+	it->dec.outcome = FS_OUT_APPLIED;
+	it->dec.decided_at_ms = core->clock_ms;
+	return rc;
 }
 
 bool fs_batch_needs_lookup(const struct fs_batch *b, const struct fs_core *core)
@@ -277,6 +340,17 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 		b->counts.records++;
 		it->first_partition = it->rec.partition;
 		it->first_offset = it->rec.offset;
+		/* Held carts whose time is up expire before the record is decided, as holds do. */
+		if (core->carts) {
+			int64_t due = fs_carts_next_expiry(core->carts);
+			if (due >= 0 && due <= (it->rec.ts_ms > core->clock_ms ? it->rec.ts_ms
+									       : core->clock_ms)) {
+				int rc = fs_cart_step_clock(core->carts, core, it->rec.ts_ms,
+							    it->rec.offset);
+				if (rc < 0)
+					return rc;
+			}
+		}
 		bool keyed = fs_item_has_key(it);
 		uint64_t h = keyed ? item_hash(it) : 0;
 		if (keyed) {
@@ -298,7 +372,8 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 			b->counts.forwarded++;
 			continue;
 		}
-		int rc = fs_core_decide(core, &it->rec, &it->dec);
+		int rc = it->cls == FS_ITEM_CART ? decide_cart(b, core, it)
+						 : fs_core_decide(core, &it->rec, &it->dec);
 		if (rc < 0)
 			return rc;
 		if (keyed && (rc = key_decided(b, it, i, h)) != 0) {
@@ -320,6 +395,9 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 			break;
 		case FS_ITEM_SALE:
 			b->counts.sale++;
+			break;
+		case FS_ITEM_CART:
+			b->counts.carts++;
 			break;
 		default:
 			b->counts.ticks++;

@@ -43,6 +43,9 @@ enum fs_item_class {
 	/* On the wrong partition (rec.misrouted): not decided here; a forwards row, and its key
 	 * and payload (kept by fs_batch_keep) re-published to rec.route once committed. */
 	FS_ITEM_FORWARD = 7,
+	/* A cart, a cart's confirm or cancel, or a protocol message: decided by the cart module
+	 * (core->carts), whose state dedupes it; its answers are the module's events. */
+	FS_ITEM_CART = 8,
 };
 
 struct fs_item {
@@ -58,10 +61,13 @@ struct fs_item {
 	/* FS_ITEM_FORWARD: the message's key and payload, at fwd_at in the batch's fwd buffer. */
 	size_t fwd_at;
 	uint32_t fwd_key_len, fwd_len;
+	/* A cart item's lines or message: an index into the batch's exts (fs_batch_keep_ext). */
+	uint32_t ext;
 };
 
 struct fs_batch_counts {
 	int64_t records, fresh, repeats, conflicts, invalid, sale, ticks, forwarded;
+	int64_t carts;		 /* cart items (FS_ITEM_CART) */
 	int64_t wrong_partition; /* of the invalid: misrouted, rejected (not stored apart) */
 };
 
@@ -72,7 +78,9 @@ struct fs_batch {
 	uint32_t stored_len, stored_cap;
 	struct fs_map index; /* (intent id, key kind) -> item or stored entry */
 	struct fs_batch_counts counts;
-	struct fs_buf fwd; /* the bytes of misrouted records (fs_batch_keep) */
+	struct fs_buf fwd;	    /* the bytes of misrouted records (fs_batch_keep) */
+	struct fs_record_ext *exts; /* cart items' lines and messages */
+	uint32_t exts_len, exts_cap;
 };
 
 int fs_batch_init(struct fs_batch *b, uint32_t cap);
@@ -84,6 +92,13 @@ struct fs_item *fs_batch_push(struct fs_batch *b);
  * Returns 0, or -ENOMEM (the batch can then not be committed: the caller drops it). */
 int fs_batch_keep(struct fs_batch *b, struct fs_item *it, const void *key, size_t key_len,
 		  const void *payload, size_t len);
+/* Keeps a cart item's lines or message (the parse's ext). Returns 0 or -ENOMEM. */
+int fs_batch_keep_ext(struct fs_batch *b, struct fs_item *it, const struct fs_record_ext *x);
+static inline bool fs_kind_is_cart(int kind)
+{
+	return kind >= FS_KIND_CART && kind <= FS_KIND_CART_MSG;
+}
+
 /* The kept bytes of a forwarded item. */
 static inline const char *fs_item_fwd_key(const struct fs_batch *b, const struct fs_item *it)
 {

@@ -96,6 +96,37 @@ const char *fs_buf_cstr(struct fs_buf *b)
 	return b->data;
 }
 
+void fs_buf_json_str(struct fs_buf *b, const char *s)
+{
+	if (!s) {
+		fs_buf_add(b, "null", 4);
+		return;
+	}
+	fs_buf_add(b, "\"", 1);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			fs_buf_add(b, "\\", 1);
+			fs_buf_add(b, s, 1);
+		} else if (c < 0x20) {
+			static const char hex[] = "0123456789abcdef";
+			char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+			fs_buf_add(b, u, 6);
+		} else {
+			fs_buf_add(b, s, 1);
+		}
+	}
+	fs_buf_add(b, "\"", 1);
+}
+
+void fs_buf_json_int(struct fs_buf *b, const char *name, int64_t v)
+{
+	fs_buf_str(b, ",\"");
+	fs_buf_str(b, name);
+	fs_buf_str(b, "\":");
+	fs_buf_int(b, v);
+}
+
 void fs_arr_begin(struct fs_buf *b)
 {
 	fs_buf_add(b, "{", 1);

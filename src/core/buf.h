@@ -42,6 +42,12 @@ void fs_buf_int(struct fs_buf *b, int64_t v); /* decimal, no printf */
 void fs_buf_printf(struct fs_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *fs_buf_cstr(struct fs_buf *b);
 
+/* A JSON string: s quoted, with " and \ escaped and control bytes as \u00XX (NULL writes
+ * null). */
+void fs_buf_json_str(struct fs_buf *b, const char *s);
+/* A member after the first of a JSON object: ,"name":v */
+void fs_buf_json_int(struct fs_buf *b, const char *name, int64_t v);
+
 /* Array literals: call fs_arr_begin, then one fs_arr_* per element, then fs_arr_end. */
 void fs_arr_begin(struct fs_buf *b);
 void fs_arr_int(struct fs_buf *b, int64_t v);

@@ -3,6 +3,8 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +35,14 @@ const char *fs_cart_state_name(int state)
 	return cart_state_names[state];
 }
 
+int fs_cart_state_parse(const char *name)
+{
+	for (int i = FS_CART_RESERVING; i <= FS_CART_REFUND_REQUIRED; i++)
+		if (strcmp(cart_state_names[i], name) == 0)
+			return i;
+	return 0;
+}
+
 static const char *const group_state_names[] = {
 	[FS_GROUP_WAITING] = "waiting",	  [FS_GROUP_PENDING] = "pending",
 	[FS_GROUP_HELD] = "held",	  [FS_GROUP_SOLD] = "sold",
@@ -44,6 +54,14 @@ const char *fs_group_state_name(int state)
 	if (state < FS_GROUP_WAITING || state > FS_GROUP_REFUSED)
 		return "invalid";
 	return group_state_names[state];
+}
+
+int fs_group_state_parse(const char *name)
+{
+	for (int i = FS_GROUP_WAITING; i <= FS_GROUP_REFUSED; i++)
+		if (strcmp(group_state_names[i], name) == 0)
+			return i;
+	return 0;
 }
 
 /* ---- containers ---------------------------------------------------------------------- */
@@ -532,6 +550,7 @@ static int on_reserve(struct fs_carts *cs, struct fs_core *c, const struct fs_ca
 	g->offset = offset;
 	g->nlines = m->nlines;
 	for (uint32_t i = 0; i < m->nlines; i++) {
+		strcpy(g->lines[i].sku, m->lines[i].sku);
 		g->lines[i].sku_index = fs_core_sku_index(c, m->lines[i].sku);
 		g->lines[i].qty = m->lines[i].qty;
 		g->lines[i].line = m->lines[i].line;
@@ -761,6 +780,24 @@ const char *fs_cart_req_check(const struct fs_carts *cs, struct fs_cart_req *req
 	return NULL;
 }
 
+/* The groups' partitions, ascending: the global order that makes waiting safe. */
+static void set_groups(struct fs_cart *k)
+{
+	k->ngroups = 0;
+	for (uint32_t i = 0; i < k->nlines; i++) {
+		int32_t p = k->lines[i].part;
+		uint32_t at = 0;
+		while (at < k->ngroups &&
+		       (FS_CART_MUTATE == 3 ? k->parts[at] != p : k->parts[at] < p))
+			at++;
+		if (at < k->ngroups && k->parts[at] == p)
+			continue;
+		memmove(&k->parts[at + 1], &k->parts[at], (k->ngroups - at) * sizeof *k->parts);
+		k->parts[at] = p;
+		k->ngroups++;
+	}
+}
+
 int fs_cart_step_cart(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_req *req,
 		      int64_t ts_ms, int64_t offset)
 {
@@ -792,19 +829,7 @@ int fs_cart_step_cart(struct fs_carts *cs, struct fs_core *c, const struct fs_ca
 	strcpy(k->buyer_id, req->buyer_id);
 	k->nlines = req->nlines;
 	memcpy(k->lines, req->lines, req->nlines * sizeof *k->lines);
-	/* The groups' partitions, ascending: the global order that makes waiting safe. */
-	for (uint32_t i = 0; i < k->nlines; i++) {
-		int32_t p = k->lines[i].part;
-		uint32_t at = 0;
-		while (at < k->ngroups &&
-		       (FS_CART_MUTATE == 3 ? k->parts[at] != p : k->parts[at] < p))
-			at++;
-		if (at < k->ngroups && k->parts[at] == p)
-			continue;
-		memmove(&k->parts[at + 1], &k->parts[at], (k->ngroups - at) * sizeof *k->parts);
-		k->parts[at] = p;
-		k->ngroups++;
-	}
+	set_groups(k);
 	k->state = FS_CART_RESERVING;
 	k->round = 1;
 	k->hold_ms = INT64_MAX;
@@ -938,26 +963,6 @@ int fs_cart_step_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_car
 
 /* ---- the messages' records ---------------------------------------------------------------- */
 
-/* A buyer id (printable ASCII, fs_buyer_valid) as a JSON string: only " and \ need escaping. */
-static void json_buyer(struct fs_buf *b, const char *s)
-{
-	fs_buf_str(b, "\"");
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fs_buf_add(b, "\\", 1);
-		fs_buf_add(b, s, 1);
-	}
-	fs_buf_str(b, "\"");
-}
-
-static void json_int(struct fs_buf *b, const char *name, int64_t v)
-{
-	fs_buf_str(b, ",\"");
-	fs_buf_str(b, name);
-	fs_buf_str(b, "\":");
-	fs_buf_int(b, v);
-}
-
 void fs_cart_msg_json(struct fs_buf *b, const struct fs_cart_msg *m)
 {
 	static const char *const types[] = {[FS_CART_RESERVE] = "cart_reserve",
@@ -971,20 +976,20 @@ void fs_cart_msg_json(struct fs_buf *b, const struct fs_cart_msg *m)
 	fs_buf_str(b, "\",\"cart_id\":\"");
 	fs_buf_str(b, m->cart_id);
 	fs_buf_str(b, "\"");
-	json_int(b, "round", m->round);
-	json_int(b, "coord", m->coord);
-	json_int(b, "part", m->part);
+	fs_buf_json_int(b, "round", m->round);
+	fs_buf_json_int(b, "coord", m->coord);
+	fs_buf_json_int(b, "part", m->part);
 	switch (m->kind) {
 	case FS_CART_RESERVE:
 		fs_buf_str(b, ",\"buyer_id\":");
-		json_buyer(b, m->buyer_id);
+		fs_buf_json_str(b, m->buyer_id);
 		fs_buf_str(b, ",\"lines\":[");
 		for (uint32_t i = 0; i < m->nlines; i++) {
 			fs_buf_str(b, i ? ",{\"sku\":\"" : "{\"sku\":\"");
 			fs_buf_str(b, m->lines[i].sku);
 			fs_buf_str(b, "\"");
-			json_int(b, "qty", m->lines[i].qty);
-			json_int(b, "line", m->lines[i].line);
+			fs_buf_json_int(b, "qty", m->lines[i].qty);
+			fs_buf_json_int(b, "line", m->lines[i].line);
 			fs_buf_str(b, "}");
 		}
 		fs_buf_str(b, "]");
@@ -998,8 +1003,8 @@ void fs_cart_msg_json(struct fs_buf *b, const struct fs_cart_msg *m)
 			fs_buf_str(b, m->reason);
 			fs_buf_str(b, "\"");
 		}
-		json_int(b, "line", m->line);
-		json_int(b, "hold_ms", m->hold_ms);
+		fs_buf_json_int(b, "line", m->line);
+		fs_buf_json_int(b, "hold_ms", m->hold_ms);
 		break;
 	default:
 		fs_buf_str(b, ",\"action\":\"");
@@ -1032,12 +1037,12 @@ void fs_cart_event_json(struct fs_buf *b, const struct fs_cart_event *e, int32_t
 		fs_buf_str(b, "\"");
 	}
 	if (e->line >= 0)
-		json_int(b, "line", e->line);
+		fs_buf_json_int(b, "line", e->line);
 	if (e->outcome == FS_OUT_HELD || e->kind == FS_CART_EV_EXPIRED)
-		json_int(b, "expires_at", e->expires_at_ms);
-	json_int(b, "decided_at", e->decided_at_ms);
-	json_int(b, "partition", partition);
-	json_int(b, "offset", e->offset);
+		fs_buf_json_int(b, "expires_at", e->expires_at_ms);
+	fs_buf_json_int(b, "decided_at", e->decided_at_ms);
+	fs_buf_json_int(b, "partition", partition);
+	fs_buf_json_int(b, "offset", e->offset);
 	fs_buf_str(b, "}");
 }
 
@@ -1084,6 +1089,7 @@ int fs_carts_load_cart(struct fs_carts *cs, const struct fs_cart *k)
 		return rc;
 	cs->carts[ci] = *k;
 	cs->carts[ci].dirty = false;
+	set_groups(&cs->carts[ci]);
 	cs->carts[ci].heap_pos = FS_MAP_NONE;
 	cs->carts_len++;
 	if (k->state == FS_CART_HELD)
@@ -1106,8 +1112,10 @@ int fs_carts_load_group(struct fs_carts *cs, const struct fs_core *c, const stru
 	struct fs_group *v = &cs->groups[gi];
 	*v = *g;
 	v->dirty = false;
-	for (uint32_t i = 0; i < v->nlines; i++)
+	for (uint32_t i = 0; i < v->nlines; i++) {
+		snprintf(v->lines[i].sku, sizeof v->lines[i].sku, "%s", skus[i]);
 		v->lines[i].sku_index = fs_core_sku_index(c, skus[i]);
+	}
 	cs->groups_len++;
 	return 0;
 }
@@ -1136,4 +1144,54 @@ int fs_carts_load_done(struct fs_carts *cs, const struct fs_core *c)
 		cs->waiting[at] = gi;
 	}
 	return 0;
+}
+
+/* Reads a stored lines array: n objects, each with a string "sku" and integers `a` and `b`. */
+static int parse_lines(const char *json, uint32_t *n, char (*skus)[FS_SKU_LEN_MAX + 1],
+		       const char *a, int64_t *av, const char *b, int64_t *bv)
+{
+	json_t *root = json_loads(json, JSON_REJECT_DUPLICATES, NULL);
+	int rc = -EINVAL;
+	if (!root || !json_is_array(root) || json_array_size(root) > FS_CART_LINES_MAX)
+		goto out;
+	*n = (uint32_t)json_array_size(root);
+	for (uint32_t i = 0; i < *n; i++) {
+		json_t *l = json_array_get(root, i);
+		json_t *sku = json_object_get(l, "sku"), *x = json_object_get(l, a),
+		       *y = json_object_get(l, b);
+		if (!json_is_string(sku) || json_string_length(sku) > FS_SKU_LEN_MAX ||
+		    !json_is_integer(x) || !json_is_integer(y))
+			goto out;
+		strcpy(skus[i], json_string_value(sku));
+		av[i] = json_integer_value(x);
+		bv[i] = json_integer_value(y);
+	}
+	rc = 0;
+out:
+	json_decref(root);
+	return rc;
+}
+
+int fs_cart_parse_lines(struct fs_cart *k, const char *json)
+{
+	char skus[FS_CART_LINES_MAX][FS_SKU_LEN_MAX + 1];
+	int64_t qty[FS_CART_LINES_MAX], part[FS_CART_LINES_MAX];
+	int rc = parse_lines(json, &k->nlines, skus, "qty", qty, "part", part);
+	for (uint32_t i = 0; rc == 0 && i < k->nlines; i++) {
+		strcpy(k->lines[i].sku, skus[i]);
+		k->lines[i].qty = qty[i];
+		k->lines[i].part = (int32_t)part[i];
+	}
+	return rc;
+}
+
+int fs_group_parse_lines(struct fs_group *g, const char *json, char (*skus)[FS_SKU_LEN_MAX + 1])
+{
+	int64_t qty[FS_CART_LINES_MAX], line[FS_CART_LINES_MAX];
+	int rc = parse_lines(json, &g->nlines, skus, "qty", qty, "line", line);
+	for (uint32_t i = 0; rc == 0 && i < g->nlines; i++) {
+		g->lines[i].qty = qty[i];
+		g->lines[i].line = (int32_t)line[i];
+	}
+	return rc;
 }

@@ -70,6 +70,8 @@ enum fs_cart_state {
 };
 
 const char *fs_cart_state_name(int state);
+/* The state of a name, or 0 for an unknown one. */
+int fs_cart_state_parse(const char *name);
 
 struct fs_cart {
 	int64_t body_hash; /* the cart record's */
@@ -109,6 +111,7 @@ enum fs_group_state {
 };
 
 const char *fs_group_state_name(int state);
+int fs_group_state_parse(const char *name);
 
 struct fs_group {
 	char cart_id[FS_UUID_LEN + 1];
@@ -118,6 +121,7 @@ struct fs_group {
 	int state; /* enum fs_group_state */
 	uint32_t nlines;
 	struct {
+		char sku[FS_SKU_LEN_MAX + 1];
 		uint32_t sku_index; /* FS_MAP_NONE: not on this partition */
 		int64_t qty;
 		int32_t line;
@@ -208,6 +212,10 @@ void fs_cart_event_json(struct fs_buf *b, const struct fs_cart_event *e, int32_t
 int fs_carts_load_cart(struct fs_carts *cs, const struct fs_cart *k);
 int fs_carts_load_group(struct fs_carts *cs, const struct fs_core *c, const struct fs_group *g,
 			const char *const *skus);
+/* A stored row's lines (the JSON fs_tx_carts_json wrote): a cart's sku, qty and part; a
+ * group's qty and line, and its SKUs' names into skus. 0, or -EINVAL if it is not that. */
+int fs_cart_parse_lines(struct fs_cart *k, const char *json);
+int fs_group_parse_lines(struct fs_group *g, const char *json, char (*skus)[FS_SKU_LEN_MAX + 1]);
 /* The waiting groups in the order they came, and the pending units by SKU. */
 int fs_carts_load_done(struct fs_carts *cs, const struct fs_core *c);
 /* The names the store keeps a reason by, as static strings (NULL for an unknown one). */

@@ -19,6 +19,9 @@ void fs_tx_free(struct fs_tx *t)
 	free(t->holds.v);
 	free(t->skus.v);
 	free(t->buyers.v);
+	free(t->carts.v);
+	free(t->groups.v);
+	free(t->outs.v);
 	fs_tx_init(t);
 }
 
@@ -191,12 +194,39 @@ static int build_core(struct fs_tx *t, const struct fs_core *core, bool careful)
 	return 0;
 }
 
+/* The carts' changed rows and outbox (core->carts; none when carts are off). Messages are
+ * numbered from 0 and results from FS_TX_EVENT_SEQ in their lists' order. */
+#define FS_TX_EVENT_SEQ 1000000
+static int build_carts(struct fs_tx *t, const struct fs_carts *cs)
+{
+	if (!cs)
+		return 0;
+	if (RESERVE(t->carts, cs->dirty_carts_len) < 0 ||
+	    RESERVE(t->groups, cs->dirty_groups_len) < 0 ||
+	    RESERVE(t->outs, cs->out_len + cs->events_len) < 0)
+		return -ENOMEM;
+	for (uint32_t d = 0; d < cs->dirty_carts_len; d++)
+		t->carts.v[t->carts.len++] = &cs->carts[cs->dirty_carts[d]];
+	for (uint32_t d = 0; d < cs->dirty_groups_len; d++)
+		t->groups.v[t->groups.len++] = &cs->groups[cs->dirty_groups[d]];
+	for (uint32_t i = 0; i < cs->out_len; i++)
+		t->outs.v[t->outs.len++] = (struct fs_tx_cart_out){
+			.offset = cs->out[i].origin, .seq = (int32_t)i, .msg = &cs->out[i]};
+	for (uint32_t i = 0; i < cs->events_len; i++)
+		t->outs.v[t->outs.len++] =
+			(struct fs_tx_cart_out){.offset = cs->events[i].offset,
+						.seq = FS_TX_EVENT_SEQ + (int32_t)i,
+						.ev = &cs->events[i]};
+	return 0;
+}
+
 int fs_tx_build(struct fs_tx *t, int32_t partition, int64_t expected, int64_t next_offset,
 		int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
 		bool careful)
 {
 	t->decisions.len = t->rejects.len = t->sales.len = t->forwards.len = 0;
 	t->holds.len = t->skus.len = t->buyers.len = 0;
+	t->carts.len = t->groups.len = t->outs.len = 0;
 	t->n_sku_inserts = t->n_sku_updates = t->n_hold_copies = t->n_buyer_copies = 0;
 	t->cas = (struct fs_tx_cas){
 		.partition = partition,
@@ -210,7 +240,123 @@ int fs_tx_build(struct fs_tx *t, int32_t partition, int64_t expected, int64_t ne
 	int64_t from = expected >= 0 ? expected : t->cas.first_off;
 	if (next_offset - from > (int64_t)b->len)
 		t->cas.gaps = next_offset - from - (int64_t)b->len;
-	if (build_items(t, b) < 0 || build_core(t, core, careful) < 0)
+	if (build_items(t, b) < 0 || build_core(t, core, careful) < 0 ||
+	    build_carts(t, core->carts) < 0)
 		return -ENOMEM;
 	return 0;
+}
+
+/* ---- the cart rows as JSON ---------------------------------------------------------------- */
+
+static void json_text(struct fs_buf *b, const char *name, const char *v)
+{
+	fs_buf_str(b, ",\"");
+	fs_buf_str(b, name);
+	fs_buf_str(b, "\":");
+	fs_buf_json_str(b, v);
+}
+
+static void cart_json(struct fs_buf *b, const struct fs_cart *k, int32_t partition)
+{
+	fs_buf_str(b, "{\"cart_id\":\"");
+	fs_buf_str(b, k->cart_id);
+	fs_buf_str(b, "\"");
+	fs_buf_json_int(b, "part", partition);
+	json_text(b, "buyer_id", k->buyer_id);
+	fs_buf_json_int(b, "body_hash", k->body_hash);
+	fs_buf_str(b, ",\"lines\":[");
+	for (uint32_t i = 0; i < k->nlines; i++) {
+		fs_buf_str(b, i ? ",{\"sku\":" : "{\"sku\":");
+		fs_buf_json_str(b, k->lines[i].sku);
+		fs_buf_json_int(b, "qty", k->lines[i].qty);
+		fs_buf_json_int(b, "part", k->lines[i].part);
+		fs_buf_str(b, "}");
+	}
+	fs_buf_str(b, "]");
+	json_text(b, "state", fs_cart_state_name(k->state));
+	fs_buf_json_int(b, "round", k->round);
+	fs_buf_json_int(b, "at", k->at);
+	fs_buf_str(b, k->cancel_asked ? ",\"cancel_asked\":true" : ",\"cancel_asked\":false");
+	fs_buf_json_int(b, "hold_ms", k->hold_ms);
+	fs_buf_json_int(b, "expires_at_ms", k->expires_at_ms);
+	fs_buf_json_int(b, "off", k->offset);
+	json_text(b, "outcome", k->outcome ? fs_outcome_name(k->outcome) : NULL);
+	json_text(b, "reason", k->reason);
+	fs_buf_json_int(b, "line", k->line);
+	json_text(b, "answer", k->answer ? fs_outcome_name(k->answer) : NULL);
+	json_text(b, "answer_reason", k->answer_reason);
+	fs_buf_str(b, "}");
+}
+
+static void group_json(struct fs_buf *b, const struct fs_group *g, int32_t partition)
+{
+	fs_buf_str(b, "{\"cart_id\":\"");
+	fs_buf_str(b, g->cart_id);
+	fs_buf_str(b, "\"");
+	fs_buf_json_int(b, "round", g->round);
+	fs_buf_json_int(b, "part", partition);
+	fs_buf_json_int(b, "coord", g->coord);
+	json_text(b, "buyer_id", g->buyer_id);
+	fs_buf_str(b, ",\"lines\":[");
+	for (uint32_t i = 0; i < g->nlines; i++) {
+		fs_buf_str(b, i ? ",{\"sku\":" : "{\"sku\":");
+		fs_buf_json_str(b, g->lines[i].sku);
+		fs_buf_json_int(b, "qty", g->lines[i].qty);
+		fs_buf_json_int(b, "line", g->lines[i].line);
+		fs_buf_str(b, "}");
+	}
+	fs_buf_str(b, "]");
+	json_text(b, "state", fs_group_state_name(g->state));
+	fs_buf_json_int(b, "off", g->offset);
+	fs_buf_str(b, "}");
+}
+
+static void out_json(struct fs_buf *b, const struct fs_tx_cart_out *o, int32_t partition)
+{
+	fs_buf_str(b, "{\"part\":");
+	fs_buf_int(b, partition);
+	fs_buf_json_int(b, "off", o->offset);
+	fs_buf_json_int(b, "seq", o->seq);
+	if (o->msg) {
+		fs_buf_str(b, ",\"to_topic\":\"intents\"");
+		fs_buf_json_int(b, "to_part", fs_cart_msg_to(o->msg));
+		json_text(b, "msg_key", o->msg->key);
+		fs_buf_str(b, ",\"payload\":");
+		fs_cart_msg_json(b, o->msg);
+	} else {
+		fs_buf_str(b, ",\"to_topic\":\"results\",\"to_part\":null");
+		json_text(b, "msg_key", o->ev->cart_id);
+		fs_buf_str(b, ",\"payload\":");
+		fs_cart_event_json(b, o->ev, partition);
+	}
+	fs_buf_str(b, "}");
+}
+
+void fs_tx_carts_json(const struct fs_tx *t, int32_t partition, struct fs_buf *carts,
+		      struct fs_buf *groups, struct fs_buf *outs)
+{
+	fs_buf_clear(carts);
+	fs_buf_clear(groups);
+	fs_buf_clear(outs);
+	fs_buf_str(carts, "[");
+	for (uint32_t i = 0; i < t->carts.len; i++) {
+		if (i)
+			fs_buf_str(carts, ",");
+		cart_json(carts, t->carts.v[i], partition);
+	}
+	fs_buf_str(carts, "]");
+	fs_buf_str(groups, "[");
+	for (uint32_t i = 0; i < t->groups.len; i++) {
+		if (i)
+			fs_buf_str(groups, ",");
+		group_json(groups, t->groups.v[i], partition);
+	}
+	fs_buf_str(groups, "]");
+	fs_buf_str(outs, "[");
+	for (uint32_t i = 0; i < t->outs.len; i++) {
+		if (i)
+			fs_buf_str(outs, ",");
+		out_json(outs, &t->outs.v[i], partition);
+	}
+	fs_buf_str(outs, "]");
 }

@@ -10,6 +10,7 @@
 #define FS_COMMIT_H
 
 #include "core/batch.h"
+#include "core/cart.h"
 #include "core/core.h"
 
 #include <stdbool.h>
@@ -103,6 +104,17 @@ struct fs_tx_buyer {
 	int64_t units;
 };
 
+/* cart_out (issue 31): the outbox. A protocol message for another partition (msg) or a
+ * cart's result (ev), under the record whose step made it and its place among that batch's:
+ * sent once the batch committed, and again after a crash while the replied offset is below
+ * it. */
+struct fs_tx_cart_out {
+	int64_t offset;
+	int32_t seq;
+	const struct fs_cart_msg *msg; /* NULL: a result */
+	const struct fs_cart_event *ev;
+};
+
 #define FS_TX_ARRAY(T)                                                                             \
 	struct {                                                                                   \
 		T *v;                                                                              \
@@ -118,6 +130,10 @@ struct fs_tx {
 	FS_TX_ARRAY(struct fs_tx_hold) holds;
 	FS_TX_ARRAY(struct fs_tx_sku) skus;
 	FS_TX_ARRAY(struct fs_tx_buyer) buyers;
+	/* carts and cart_groups: every cart and group the batch changed (upserts) */
+	FS_TX_ARRAY(const struct fs_cart *) carts;
+	FS_TX_ARRAY(const struct fs_group *) groups;
+	FS_TX_ARRAY(struct fs_tx_cart_out) outs;
 	int64_t n_sku_inserts, n_sku_updates, n_hold_copies, n_buyer_copies;
 };
 
@@ -130,5 +146,10 @@ void fs_tx_free(struct fs_tx *t);
 int fs_tx_build(struct fs_tx *t, int32_t partition, int64_t expected, int64_t next_offset,
 		int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
 		bool careful);
+
+/* The cart rows of t as JSON arrays of objects whose members are the columns of carts,
+ * cart_groups and cart_out (sql/001_schema.sql), for json_populate_recordset; "[]" when none. */
+void fs_tx_carts_json(const struct fs_tx *t, int32_t partition, struct fs_buf *carts,
+		      struct fs_buf *groups, struct fs_buf *outs);
 
 #endif

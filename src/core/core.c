@@ -1,6 +1,8 @@
 /* core.c: the pure decision core (see core.h). */
 #include "core/core.h"
 
+#include "core/cart.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -137,6 +139,8 @@ void fs_core_free(struct fs_core *c)
 
 void fs_core_reset(struct fs_core *c)
 {
+	if (c->carts)
+		fs_carts_reset(c->carts);
 	c->clock_ms = 0;
 	c->skus_len = 0;
 	c->buyers_len = 0;
@@ -473,6 +477,8 @@ void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset)
 
 void fs_core_commit(struct fs_core *c)
 {
+	if (c->carts)
+		fs_carts_commit(c->carts);
 	for (uint32_t k = 0; k < c->dirty_holds_len; k++) {
 		c->holds[c->dirty_holds[k]].dirty = false;
 		c->holds[c->dirty_holds[k]].stored = true;

@@ -111,9 +111,14 @@ struct fs_decision {
 	bool reserve;	       /* the decision creates a reservation row */
 };
 
+struct fs_carts;
+
 struct fs_core {
 	int32_t partition;
 	int64_t clock_ms;
+	/* The partition's carts (src/core/cart.h), or NULL when carts are off. The caller owns
+	 * it; fs_core_reset and fs_core_commit reset and commit it with the core. */
+	struct fs_carts *carts;
 
 	struct fs_sku *skus;
 	uint32_t skus_len, skus_cap;

@@ -775,3 +775,129 @@ int flashsale_stock_follow(flashsale_t *fs, const char *sku, flashsale_stock_cb 
 	rd_kafka_destroy(rk);
 	return rc;
 }
+
+/* ---- carts (issue 31) ------------------------------------------------------------------- */
+
+_Static_assert(FS_CART_LINES_MAX == 8, "flashsale_cart_buy's message says 8");
+
+int flashsale_cart_buy(flashsale_t *fs, const char *buyer_id,
+		       const struct flashsale_cart_line *lines, size_t n, const char *cart_id,
+		       char out_id[37])
+{
+	if (!fs_buyer_valid(buyer_id))
+		return fail(fs, -EINVAL, "invalid buyer id '%s' (1-64 printable, no spaces)",
+			    buyer_id);
+	if (n < 1 || n > FS_CART_LINES_MAX)
+		return fail(fs, -EINVAL, "%s", "a cart has 1 to 8 lines");
+	for (size_t i = 0; i < n; i++) {
+		if (!fs_sku_valid(lines[i].sku))
+			return fail(fs, -EINVAL, "invalid sku '%s' (1-64 of A-Z a-z 0-9 . _ : -)",
+				    lines[i].sku);
+		if (lines[i].qty < 1 || lines[i].qty > FS_QTY_MAX)
+			return fail(fs, -EINVAL, "%s", "qty must be between 1 and 1000000");
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(lines[j].sku, lines[i].sku) == 0)
+				return fail(fs, -EINVAL, "sku '%s' is on two lines", lines[i].sku);
+	}
+	char id[37];
+	if (cart_id) {
+		if (!fs_uuid_canon(cart_id, id))
+			return fail(fs, -EINVAL, "invalid cart id '%s' (a UUID)", cart_id);
+	} else {
+		new_intent_id(id);
+	}
+	fs_buf_clear(&fs->buf);
+	fs_buf_str(&fs->buf, "{\"v\":1,\"type\":\"cart\",\"cart_id\":\"");
+	fs_buf_str(&fs->buf, id);
+	fs_buf_str(&fs->buf, "\",\"buyer_id\":");
+	fs_buf_json_str(&fs->buf, buyer_id);
+	fs_buf_str(&fs->buf, ",\"lines\":[");
+	for (size_t i = 0; i < n; i++) {
+		fs_buf_str(&fs->buf, i ? ",{\"sku\":\"" : "{\"sku\":\"");
+		fs_buf_str(&fs->buf, lines[i].sku);
+		fs_buf_str(&fs->buf, "\"");
+		fs_buf_json_int(&fs->buf, "qty", lines[i].qty);
+		fs_buf_str(&fs->buf, "}");
+	}
+	fs_buf_str(&fs->buf, "]}");
+	int rc = publish_json(fs, id); /* keyed by the cart id: its coordinator */
+	if (rc == 0 && out_id)
+		memcpy(out_id, id, sizeof id);
+	return rc;
+}
+
+static int cart_followup(flashsale_t *fs, const char *type, const char *cart_id)
+{
+	char id[37];
+	if (!fs_uuid_canon(cart_id, id))
+		return fail(fs, -EINVAL, "invalid cart id '%s' (a UUID)", cart_id);
+	fs_buf_clear(&fs->buf);
+	fs_buf_printf(&fs->buf, "{\"v\":1,\"type\":\"%s\",\"cart_id\":\"%s\"}", type, id);
+	return publish_json(fs, id);
+}
+
+int flashsale_cart_confirm(flashsale_t *fs, const char *cart_id)
+{
+	return cart_followup(fs, "confirm", cart_id);
+}
+
+int flashsale_cart_cancel(flashsale_t *fs, const char *cart_id)
+{
+	return cart_followup(fs, "cancel", cart_id);
+}
+
+int flashsale_cart_get(flashsale_t *fs, const char *cart_id, struct flashsale_cart *out)
+{
+	char id[37];
+	if (!fs_uuid_canon(cart_id, id))
+		return fail(fs, -EINVAL, "invalid cart id '%s' (a UUID)", cart_id);
+	PGconn *c = flashsale_pg(fs);
+	if (!c)
+		return -EIO;
+	const char *p[] = {id};
+	PGresult *r =
+		PQexecParams(c,
+			     "SELECT state, coalesce(answer, ''), coalesce(answer_reason, ''), "
+			     "coalesce(line, -1), expires_at_ms, part, off FROM carts WHERE "
+			     "cart_id = $1::uuid",
+			     1, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		int rc = fail(fs, -EIO, "postgres: %s", PQerrorMessage(c));
+		PQclear(r);
+		return rc;
+	}
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		return fail(fs, -ENOENT, "cart %s: not decided yet", id);
+	}
+	memset(out, 0, sizeof *out);
+	memcpy(out->cart_id, id, sizeof id);
+	snprintf(out->state, sizeof out->state, "%s", PQgetvalue(r, 0, 0));
+	snprintf(out->outcome, sizeof out->outcome, "%s", PQgetvalue(r, 0, 1));
+	snprintf(out->reason, sizeof out->reason, "%s", PQgetvalue(r, 0, 2));
+	out->line = out->outcome[0] && strcmp(out->outcome, "held") != 0
+			    ? (int32_t)atoi(PQgetvalue(r, 0, 3))
+			    : -1;
+	out->expires_at_ms = strtoll(PQgetvalue(r, 0, 4), NULL, 10);
+	out->partition = (int32_t)atoi(PQgetvalue(r, 0, 5));
+	out->offset = strtoll(PQgetvalue(r, 0, 6), NULL, 10);
+	PQclear(r);
+	return 0;
+}
+
+int flashsale_cart_wait(flashsale_t *fs, const char *cart_id, int timeout_ms,
+			struct flashsale_cart *out)
+{
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms() + timeout_ms;
+	for (;;) {
+		int rc = flashsale_cart_get(fs, cart_id, out);
+		if (rc == 0 && out->outcome[0])
+			return 0;
+		if (rc < 0 && rc != -ENOENT)
+			return rc;
+		if (mono_ms() >= deadline)
+			return fail(fs, -ETIMEDOUT, "cart %s: no answer in time", cart_id);
+		struct timespec ts = {0, WAIT_POLL_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}

@@ -2,6 +2,7 @@
 #include "io/store.h"
 
 #include "core/buf.h"
+#include "core/cart.h"
 #include "core/commit.h"
 
 #include <assert.h>
@@ -18,11 +19,11 @@
 
 enum {
 	ERR_LEN_MAX = 512,
-	STEPS_MAX = 14,
+	STEPS_MAX = 17,
 	STALE_WAIT_STEPS = 200, /* 200 x 50 ms: how long to wait for a dead connection's backend */
 	STALE_WAIT_STEP_US = 50000,
 	/* Columns of the array-literal parameters of the batch statements. */
-	BUF_COUNT = 64, /* every array parameter of one batch has its own buffer */
+	BUF_COUNT = 66, /* every array parameter of one batch has its own buffer */
 };
 
 struct step {
@@ -325,6 +326,118 @@ static int load_hold_rows(struct fs_store *s, PGresult *r, struct fs_core *core)
 	return rc;
 }
 
+/* A stored outcome name (NULL or empty: none). */
+static enum fs_outcome outcome_of(const PGresult *r, int row, int col)
+{
+	enum fs_outcome o;
+	if (PQgetisnull(r, row, col) || fs_outcome_parse(PQgetvalue(r, row, col), &o) < 0)
+		return 0;
+	return o;
+}
+
+static const char *reason_of(const PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col) ? NULL : fs_cart_reason_static(PQgetvalue(r, row, col));
+}
+
+/* The partition's carts and groups (all of them: a finished one still answers its retries and
+ * follow-ups, and a repeated reserve must find its group), then the waiting order. */
+static int load_carts(struct fs_store *s, const char *part, struct fs_core *core)
+{
+	const char *p[] = {part};
+	PGresult *r = exec(s,
+			   "SELECT cart_id, buyer_id, body_hash, lines, state, round, at, "
+			   "cancel_asked, hold_ms, expires_at_ms, off, outcome, reason, "
+			   "coalesce(line, -1), answer, answer_reason FROM carts WHERE part = $1 "
+			   "ORDER BY off",
+			   1, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	int rc = 0;
+	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+		struct fs_cart k;
+		memset(&k, 0, sizeof k);
+		snprintf(k.cart_id, sizeof k.cart_id, "%s", PQgetvalue(r, i, 0));
+		snprintf(k.buyer_id, sizeof k.buyer_id, "%s", PQgetvalue(r, i, 1));
+		k.body_hash = get_i64(r, i, 2);
+		k.state = fs_cart_state_parse(PQgetvalue(r, i, 4));
+		k.round = (int32_t)get_i64(r, i, 5);
+		k.at = (uint32_t)get_i64(r, i, 6);
+		k.cancel_asked = PQgetvalue(r, i, 7)[0] == 't';
+		k.hold_ms = get_i64(r, i, 8);
+		k.expires_at_ms = get_i64(r, i, 9);
+		k.offset = get_i64(r, i, 10);
+		k.outcome = outcome_of(r, i, 11);
+		k.reason = reason_of(r, i, 12);
+		k.line = (int32_t)get_i64(r, i, 13);
+		k.answer = outcome_of(r, i, 14);
+		k.answer_reason = reason_of(r, i, 15);
+		rc = fs_cart_parse_lines(&k, PQgetvalue(r, i, 3));
+		if (rc == 0 && !k.state)
+			rc = -EINVAL;
+		if (rc == 0)
+			rc = fs_carts_load_cart(core->carts, &k);
+	}
+	PQclear(r);
+	if (rc < 0) {
+		set_err(s, "load carts", strerror(-rc));
+		return rc;
+	}
+	r = exec(s,
+		 "SELECT cart_id, round, coord, buyer_id, lines, state, off FROM cart_groups "
+		 "WHERE part = $1 ORDER BY off",
+		 1, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+		struct fs_group g;
+		char names[FS_CART_LINES_MAX][FS_SKU_LEN_MAX + 1];
+		const char *skus[FS_CART_LINES_MAX];
+		memset(&g, 0, sizeof g);
+		snprintf(g.cart_id, sizeof g.cart_id, "%s", PQgetvalue(r, i, 0));
+		g.round = (int32_t)get_i64(r, i, 1);
+		g.coord = (int32_t)get_i64(r, i, 2);
+		snprintf(g.buyer_id, sizeof g.buyer_id, "%s", PQgetvalue(r, i, 3));
+		g.state = fs_group_state_parse(PQgetvalue(r, i, 5));
+		g.offset = get_i64(r, i, 6);
+		rc = fs_group_parse_lines(&g, PQgetvalue(r, i, 4), names);
+		for (uint32_t l = 0; l < FS_CART_LINES_MAX; l++)
+			skus[l] = names[l];
+		if (rc == 0 && !g.state)
+			rc = -EINVAL;
+		if (rc == 0)
+			rc = fs_carts_load_group(core->carts, core, &g, skus);
+	}
+	PQclear(r);
+	if (rc == 0)
+		rc = fs_carts_load_done(core->carts, core);
+	if (rc < 0)
+		set_err(s, "load cart_groups", strerror(-rc));
+	return rc;
+}
+
+int fs_store_cart_out(struct fs_store *s, int32_t partition, int64_t from, int64_t to,
+		      fs_cart_out_fn fn, void *ctx)
+{
+	char part[16], lo[24], hi[24];
+	snprintf(part, sizeof part, "%" PRId32, partition);
+	snprintf(lo, sizeof lo, "%" PRId64, from);
+	snprintf(hi, sizeof hi, "%" PRId64, to);
+	const char *p[] = {part, lo, hi};
+	PGresult *r = exec(s,
+			   "SELECT to_topic = 'intents', coalesce(to_part, -1), msg_key, payload "
+			   "FROM cart_out WHERE part = $1::int AND off >= $2::bigint AND "
+			   "off < $3::bigint ORDER BY off, seq",
+			   3, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	for (int i = 0; i < PQntuples(r); i++)
+		fn(ctx, PQgetvalue(r, i, 0)[0] == 't', (int32_t)get_i64(r, i, 1),
+		   PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), (size_t)PQgetlength(r, i, 3));
+	PQclear(r);
+	return 0;
+}
+
 int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_t partition,
 		  struct fs_core *core, struct fs_part_meta *meta)
 {
@@ -373,6 +486,8 @@ int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_
 		rc = load_buyers(s, part, core);
 	if (rc == 0)
 		rc = load_holds(s, part, core);
+	if (rc == 0 && core->carts)
+		rc = load_carts(s, part, core);
 	r = PQexec(s->conn, rc == 0 ? "COMMIT" : "ROLLBACK");
 	PQclear(r);
 	return rc;
@@ -939,6 +1054,48 @@ static void add_buyers(struct fs_store *s, const struct fs_tx *t, struct step *s
 	x->params[3] = fs_buf_cstr(units);
 }
 
+/* carts, cart_groups, cart_out (issue 31): the batch's changed carts and groups by upsert, its
+ * outbox rows by insert, each set as one JSON parameter (json_populate_recordset): three
+ * statements, sent only when carts moved. The rows name the partition; the WHERE keeps a
+ * batch from ever writing another's. */
+static void add_carts(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
+{
+	struct fs_buf *carts = buf(s, 63), *groups = buf(s, 64), *outs = buf(s, 65);
+	fs_tx_carts_json(t, t->cas.partition, carts, groups, outs);
+	if (t->carts.len) {
+		struct step *x = &st[(*k)++];
+		x->what = "carts";
+		x->sql =
+			"INSERT INTO carts SELECT * FROM json_populate_recordset(NULL::carts, "
+			"$2::json) WHERE part = $1::int ON CONFLICT (cart_id, part) DO UPDATE SET "
+			"state = EXCLUDED.state, round = EXCLUDED.round, at = EXCLUDED.at, "
+			"cancel_asked = EXCLUDED.cancel_asked, hold_ms = EXCLUDED.hold_ms, "
+			"expires_at_ms = EXCLUDED.expires_at_ms, outcome = EXCLUDED.outcome, "
+			"reason = EXCLUDED.reason, line = EXCLUDED.line, answer = EXCLUDED.answer, "
+			"answer_reason = EXCLUDED.answer_reason";
+		x->nparams = 2;
+		x->params[1] = fs_buf_cstr(carts);
+	}
+	if (t->groups.len) {
+		struct step *x = &st[(*k)++];
+		x->what = "cart_groups";
+		x->sql = "INSERT INTO cart_groups SELECT * FROM json_populate_recordset("
+			 "NULL::cart_groups, $2::json) WHERE part = $1::int ON CONFLICT (cart_id, "
+			 "round, part) DO UPDATE SET state = EXCLUDED.state";
+		x->nparams = 2;
+		x->params[1] = fs_buf_cstr(groups);
+	}
+	if (t->outs.len) {
+		struct step *x = &st[(*k)++];
+		x->what = "cart_out";
+		x->sql = "INSERT INTO cart_out SELECT * FROM "
+			 "json_populate_recordset(NULL::cart_out, "
+			 "$2::json) WHERE part = $1::int";
+		x->nparams = 2;
+		x->params[1] = fs_buf_cstr(outs);
+	}
+}
+
 /* The offset compare-and-set, with the partition's clock and counters: the first statement of
  * every batch. Prepared once per connection (CAS_NAME): its parse and plan were ~0.3 ms of
  * every transaction (pgbench, extended against prepared), a twentieth of a small batch's. */
@@ -951,7 +1108,8 @@ static void add_buyers(struct fs_store *s, const struct fs_tx *t, struct step *s
 	"n_repeats = n_repeats + $11::bigint, n_conflicts = n_conflicts + $12::bigint, "           \
 	"n_invalid = n_invalid + $13::bigint, n_sale = n_sale + $14::bigint, "                     \
 	"n_ticks = n_ticks + $15::bigint, n_forwarded = n_forwarded + $17::bigint, "               \
-	"n_gaps = n_gaps + $19::bigint, n_batches = n_batches + 1, commit_token = $16 "            \
+	"n_gaps = n_gaps + $19::bigint, n_carts = n_carts + $20::bigint, "                         \
+	"n_batches = n_batches + 1, commit_token = $16 "                                           \
 	"WHERE grp = $2 AND topic = $3 AND part = $1::int AND next_offset = $4::bigint "           \
 	"AND ($18::text IS NULL OR commit_token = $18::text) "                                     \
 	"RETURNING 1) SELECT fs_assert((SELECT count(*) FROM cas) = 1, 'FSCAS', "                  \
@@ -967,7 +1125,7 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic, cons
 	x->what = "offset compare-and-set";
 	x->cas = true;
 	x->sql = CAS_SQL; /* sent prepared or not: fs_store_commit_send decides */
-	x->nparams = 19;
+	x->nparams = 20;
 	x->params[17] = s->after ? s->after_token : NULL;
 	x->params[1] = grp;
 	x->params[2] = topic;
@@ -984,6 +1142,7 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic, cons
 		x->params[i + 3] = int_str(buf(s, 44 + i), vals[i]);
 	x->params[16] = int_str(buf(s, 56), c->counts.forwarded);
 	x->params[18] = int_str(buf(s, 61), c->gaps);
+	x->params[19] = int_str(buf(s, 62), c->counts.carts);
 }
 
 /* fs_store_commit_send's hook, told once that the compare-and-set's result is in (or that it
@@ -1118,6 +1277,7 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 	add_reservations(s, t, st, &k, buf(s, 2));
 	add_skus(s, t, st, &k);
 	add_buyers(s, t, st, &k, buf(s, 3));
+	add_carts(s, t, st, &k);
 	s->k = k;
 	snprintf(s->part, sizeof s->part, "%" PRId32, meta->partition);
 	for (int i = 1; i < k; i++)

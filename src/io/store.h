@@ -92,6 +92,13 @@ int fs_store_refused_at(struct fs_store *s, int32_t partition, int64_t offset);
 /* Calls fn for every hold of the partition that expired at a record in [from, to). */
 typedef void (*fs_expired_fn)(void *ctx, const char *intent_id, const char *sku, int64_t qty,
 			      int64_t ended_at_ms, int64_t ended_offset);
+/* Calls fn for every outbox row of the partition (carts, issue 31) whose record's offset is in
+ * [from, to), in order: a protocol message (intents: to_part, key, payload) or a cart's result
+ * (results, keyed by the cart id). 0, or -EIO. */
+typedef void (*fs_cart_out_fn)(void *ctx, bool intents, int32_t to_part, const char *key,
+			       const char *payload, size_t len);
+int fs_store_cart_out(struct fs_store *s, int32_t partition, int64_t from, int64_t to,
+		      fs_cart_out_fn fn, void *ctx);
 int fs_store_expired(struct fs_store *s, int32_t partition, int64_t from, int64_t to,
 		     fs_expired_fn fn, void *ctx);
 

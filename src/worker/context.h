@@ -6,6 +6,7 @@
 
 #include "core/batch.h"
 #include "core/buf.h"
+#include "core/cart.h"
 #include "core/core.h"
 #include "core/record.h"
 #include "io/config.h"
@@ -52,6 +53,7 @@ struct part {
 	int32_t id;
 	struct fs_part_meta meta; /* as committed */
 	struct fs_core core;
+	struct fs_carts carts;	/* core.carts once the partition count is known (issue 31) */
 	struct fs_batch batch;	/* records to decide, contiguous from meta.next_offset */
 	struct fs_batch again;	/* records below meta.next_offset: to answer again */
 	int64_t first_ms;	/* monotonic ms when the pending batch got its first record */
@@ -80,6 +82,10 @@ struct part {
 struct extra {
 	size_t key, key_len, at, len; /* offsets into extras.buf */
 	bool stock;		      /* the stock topic (else results) */
+	/* A cart's protocol message: the intents topic, partition `to` (issue 31). */
+	bool intents;
+	int32_t to;
+	bool cart; /* a cart's result (not an expiry) */
 };
 struct extras {
 	struct fs_buf buf;
@@ -167,6 +173,7 @@ struct fs_out {
 struct worker {
 	struct fs_config cfg;
 	struct fs_record_limits limits;
+	struct fs_record_ext ext; /* the parse's scratch: a cart record's lines or message */
 	struct wio *io;
 	struct fs_store *store;
 	struct part *parts[PARTITIONS_MAX];

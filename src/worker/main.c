@@ -121,6 +121,7 @@ static int rule_check(struct worker *w)
 		} else {
 			w->limits.partitions = n;
 			w->limits.misrouted_reject = strcmp(rec.misrouted, "reject") == 0;
+			w->limits.carts = true; /* a cart's coordinator needs the count */
 			fs_info("topic %s: %" PRId32 " partitions, partitioner %s, misrouted "
 				"records: %s, record.max.bytes %" PRId64,
 				w->cfg.topic_intents, n, FS_PARTITIONER_NAME, rec.misrouted,

@@ -116,6 +116,11 @@ struct part *part_get(struct worker *w, int32_t id)
 			free(p);
 			return NULL;
 		}
+		/* Carts once the topic's partition count is known: the coordinator of a cart is
+		 * the partition of its id, and a message goes where its key routes it. */
+		if (w->limits.carts &&
+		    fs_carts_init(&p->carts, id, w->limits.partitions, FS_CART_LINES_MAX) == 0)
+			p->core.carts = &p->carts;
 		w->parts[id] = p;
 		int j = w->n_parts++;
 		for (; j > 0 && w->part_ids[j - 1] > id; j--)
@@ -223,6 +228,9 @@ void save_replied(struct worker *w, struct part *p)
 void maybe_tick(struct worker *w, struct part *p, int64_t now)
 {
 	int64_t due = fs_core_next_expiry(&p->core);
+	int64_t cart_due = p->core.carts ? fs_carts_next_expiry(p->core.carts) : -1;
+	if (cart_due >= 0 && (due < 0 || cart_due < due))
+		due = cart_due;
 	/* One tick in flight at a time (until it is read back, or ten intervals if it got lost). */
 	bool in_flight = p->tick_pending && now - p->last_tick_ms < 10 * w->cfg.tick_interval_ms;
 	if (due < 0 || p->batch.len || p->n_fly || in_flight ||
@@ -238,6 +246,7 @@ void part_free(struct worker *w, struct part *p)
 {
 	part_drop(w, p);
 	fs_core_free(&p->core);
+	fs_carts_free(&p->carts);
 	fs_batch_free(&p->batch);
 	fs_batch_free(&p->again);
 	fs_seen_free(&p->seen);
@@ -283,8 +292,15 @@ void part_push(struct worker *w, struct part *p, struct fs_batch *target, const 
 		p->first_ms = now;
 	p->last_record_ms = now;
 	struct fs_item *it = fs_batch_push(target);
-	fs_record_parse(&w->limits, m->key, m->key_len, m->payload, m->len, m->partition, m->offset,
-			m->ts_ms, &it->rec);
+	fs_record_parse_ext(&w->limits, m->key, m->key_len, m->payload, m->len, m->partition,
+			    m->offset, m->ts_ms, &it->rec, &w->ext);
+	if (fs_kind_is_cart((int)it->rec.kind) && !it->rec.misrouted &&
+	    fs_batch_keep_ext(target, it, &w->ext) < 0) {
+		fs_error("partition %" PRId32 ": out of memory keeping a cart record at %" PRId64
+			 "; it is rejected",
+			 p->id, m->offset);
+		it->ext = UINT32_MAX; /* decide_cart rejects it: the state stays whole */
+	}
 	if (it->rec.kind == FS_KIND_TICK)
 		p->tick_pending = false;
 	if (it->rec.misrouted &&

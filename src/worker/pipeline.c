@@ -187,6 +187,18 @@ static void answer_expired_again(void *ctx, const char *intent_id, const char *s
 		a->p->tail->failed = true;
 }
 
+/* A cart's outbox row of a record below the stored offset (issue 31): sent again. */
+static void cart_out_again(void *ctx, bool intents, int32_t to, const char *key,
+			   const char *payload, size_t len)
+{
+	struct again_ctx *a = ctx;
+	struct fs_buf one = {.data = (char *)payload, .len = len};
+	if (publish_one(a->w, intents ? FS_TOPIC_INTENTS : FS_TOPIC_RESULTS,
+			intents ? to : FS_PARTITION_ANY, key, strlen(key), &one, a->p->tail) < 0 &&
+	    a->p->tail)
+		a->p->tail->failed = true;
+}
+
 /* One in-line attempt: b decided on the partition's state and committed on the worker's own
  * store. An enum fs_commit_result, or ATTEMPT_STOPPED (shutting down: the state abandoned). */
 enum { ATTEMPT_STOPPED = -1 };
@@ -289,6 +301,9 @@ static int move_tail(struct fs_batch *from, uint32_t k, struct fs_batch *to)
 		*it = *src;
 		if (fs_batch_keep(to, it, fs_item_fwd_key(from, src), src->fwd_key_len,
 				  fs_item_fwd_payload(from, src), src->fwd_len) < 0)
+			return -ENOMEM;
+		if (src->ext < from->exts_len &&
+		    fs_batch_keep_ext(to, it, &from->exts[src->ext]) < 0)
 			return -ENOMEM;
 	}
 	from->len = k;
@@ -510,6 +525,14 @@ void part_answer_again(struct worker *w, struct part *p)
 		fs_warn("partition %" PRId32 ": expiries not answered again: %s", p->id,
 			fs_store_error(w->store));
 		p->tail->failed = true; /* replied stops here: the next start tries again */
+	}
+	if (p->core.carts &&
+	    fs_store_cart_out(w->store, p->id, b->items[0].rec.offset, end, cart_out_again, &ctx) <
+		    0 &&
+	    p->tail) {
+		fs_warn("partition %" PRId32 ": carts' messages and results not sent again: %s",
+			p->id, fs_store_error(w->store));
+		p->tail->failed = true;
 	}
 	fs_batch_clear(b);
 }

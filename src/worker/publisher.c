@@ -150,14 +150,14 @@ void publish_results(struct worker *w, struct part *p, struct fs_batch *b, int64
 	p->tail = f;
 }
 
-static void extras_add(struct extras *ex, const char *key, bool stock, size_t at)
+static struct extra *extras_add(struct extras *ex, const char *key, bool stock, size_t at)
 {
 	if (ex->len == ex->cap) {
 		uint32_t cap = ex->cap ? ex->cap * 2 : 16;
 		struct extra *e = realloc(ex->e, cap * sizeof *e);
 		if (!e) {
 			ex->failed = true;
-			return;
+			return NULL;
 		}
 		ex->e = e;
 		ex->cap = cap;
@@ -169,6 +169,34 @@ static void extras_add(struct extras *ex, const char *key, bool stock, size_t at
 					  .at = at,
 					  .len = key_at - at,
 					  .stock = stock};
+	return &ex->e[ex->len - 1];
+}
+
+/* The carts' outbox (issue 31): protocol messages to the intents topic's partitions, and
+ * the carts' results. The same rows are in the batch's transaction (cart_out), which a
+ * restart sends again from (part_answer_again). */
+static void render_cart_out(struct extras *ex, const struct part *p)
+{
+	const struct fs_carts *cs = p->core.carts;
+	if (!cs)
+		return;
+	for (uint32_t i = 0; i < cs->out_len; i++) {
+		const struct fs_cart_msg *m = &cs->out[i];
+		size_t at = ex->buf.len;
+		fs_cart_msg_json(&ex->buf, m);
+		struct extra *e = extras_add(ex, m->key, false, at);
+		if (e) {
+			e->intents = true;
+			e->to = fs_cart_msg_to(m);
+		}
+	}
+	for (uint32_t i = 0; i < cs->events_len; i++) {
+		size_t at = ex->buf.len;
+		fs_cart_event_json(&ex->buf, &cs->events[i], p->id);
+		struct extra *e = extras_add(ex, cs->events[i].cart_id, false, at);
+		if (e)
+			e->cart = true;
+	}
 }
 
 /* Renders what the core's last decisions owe besides the batch's own results: one `expired`
@@ -195,6 +223,7 @@ void render_extras(struct extras *ex, const struct part *p, int64_t clock_before
 		fs_result_stock(&ex->buf, s, p->id, last_offset, c->clock_ms);
 		extras_add(ex, s->sku, true, at);
 	}
+	render_cart_out(ex, p);
 	for (uint32_t i = 0; c->clock_ms > clock_before && i < c->skus_len; i++) {
 		const struct fs_sku *s = &c->skus[i];
 		if (s->dirty || !fs_sku_window_crossed(s, clock_before, c->clock_ms))
@@ -230,7 +259,18 @@ void produce_extras(struct worker *w, struct part *p, const struct extras *ex)
 				p->tail->failed = true;
 			continue;
 		}
-		w->n.expired++;
+		if (e->intents) {
+			/* Tracked with the batch's results: a lost one stops the replied offset,
+			 * and a restart sends it again (cart_out); its receiver's state makes the
+			 * second copy harmless. */
+			if (publish_one(w, FS_TOPIC_INTENTS, e->to, key, e->key_len, &one,
+					p->tail) < 0 &&
+			    p->tail)
+				p->tail->failed = true;
+			continue;
+		}
+		if (!e->cart)
+			w->n.expired++;
 		if (publish_one(w, FS_TOPIC_RESULTS, FS_PARTITION_ANY, key, e->key_len, &one,
 				p->tail) < 0 &&
 		    p->tail)
