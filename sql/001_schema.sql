@@ -283,3 +283,6 @@ ALTER TABLE partitions ADD COLUMN IF NOT EXISTS n_carts bigint NOT NULL DEFAULT 
 CREATE OR REPLACE VIEW cart_lines AS
     SELECT g.cart_id, g.round, g.part, g.coord, g.buyer_id, g.state, l.sku, l.qty, l.line
     FROM cart_groups g, jsonb_to_recordset(g.lines) AS l(sku text, qty bigint, line int);
+-- The gateway reads a cart's results it does not hold in memory from the outbox, by cart id
+-- (src/gateway/lookup.c): one index entry per result row, none per protocol message.
+CREATE INDEX IF NOT EXISTS cart_out_results ON cart_out (msg_key) WHERE to_topic = 'results';

@@ -58,6 +58,35 @@ static enum gw_route page_route(const char *url, struct gw_path *out)
 	return GW_NOT_FOUND;
 }
 
+/* /v1/carts, /v1/carts/{id}[/events|/confirm|/cancel] (rest: after "/v1/carts"). */
+static enum gw_route cart_route(const char *method, const char *rest, struct gw_path *out,
+				const char **allow)
+{
+	if (*rest == '\0')
+		return pick(method, "POST", GW_CART_POST, "POST", allow);
+	if (*rest != '/')
+		return GW_NOT_FOUND;
+	rest++;
+	const char *slash = strchr(rest, '/');
+	const char *end = slash ? slash : rest + strlen(rest);
+	if (!take(out, rest, end))
+		return GW_NOT_FOUND;
+	const char *tail = slash ? slash + 1 : NULL;
+	if (!tail)
+		return pick(method, "GET", GW_CART, "GET, HEAD", allow);
+	if (strcmp(tail, "events") == 0)
+		return pick(method, "GET", GW_CART_EVENTS, "GET, HEAD", allow);
+	bool confirm = strcmp(tail, "confirm") == 0;
+	if (!confirm && strcmp(tail, "cancel") != 0)
+		return GW_NOT_FOUND;
+	if (strcmp(method, "POST") == 0)
+		return confirm ? GW_CART_CONFIRM : GW_CART_CANCEL;
+	if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+		return confirm ? GW_CART_CONFIRM_GET : GW_CART_CANCEL_GET;
+	*allow = "GET, HEAD, POST";
+	return GW_BAD_METHOD;
+}
+
 enum gw_route gw_route(const char *method, const char *url, struct gw_path *out, const char **allow)
 {
 	memset(out, 0, sizeof *out);
@@ -71,6 +100,8 @@ enum gw_route gw_route(const char *method, const char *url, struct gw_path *out,
 		return pick(method, "GET", page, "GET, HEAD", allow);
 	const char *rest;
 	bool skus;
+	if (strncmp(url, "/v1/carts", 9) == 0)
+		return cart_route(method, url + 9, out, allow);
 	if (strncmp(url, "/v1/skus/", 9) == 0) {
 		rest = url + 9;
 		skus = true;
@@ -121,13 +152,21 @@ enum gw_route_label gw_route_label(enum gw_route r)
 	case GW_INTENT:
 	case GW_CONFIRM_GET:
 	case GW_CANCEL_GET:
+	case GW_CART:
+	case GW_CART_CONFIRM_GET:
+	case GW_CART_CANCEL_GET:
 		return GW_L_INTENT;
 	case GW_INTENT_EVENTS:
+	case GW_CART_EVENTS:
 		return GW_L_INTENT_EVENTS;
 	case GW_CONFIRM:
+	case GW_CART_CONFIRM:
 		return GW_L_CONFIRM;
 	case GW_CANCEL:
+	case GW_CART_CANCEL:
 		return GW_L_CANCEL;
+	case GW_CART_POST:
+		return GW_L_CART;
 	case GW_SKU:
 		return GW_L_SKU;
 	case GW_SKU_EVENTS:
@@ -151,14 +190,15 @@ const char *gw_route_label_name(enum gw_route_label l)
 {
 	static const char *const names[GW_L_COUNT] = {
 		"buy",	      "intent", "intent_events", "confirm", "cancel", "sku",
-		"sku_events", "admin",	"page",		 "health",  "other"};
+		"sku_events", "admin",	"page",		 "health",  "other",  "cart"};
 	return l < GW_L_COUNT ? names[l] : "other";
 }
 
 bool gw_route_has_body(enum gw_route r)
 {
 	return r == GW_BUY || r == GW_ADMIN_OPEN || r == GW_ADMIN_RESTOCK || r == GW_ADMIN_CLOSE ||
-	       r == GW_CONFIRM || r == GW_CANCEL;
+	       r == GW_CONFIRM || r == GW_CANCEL || r == GW_CART_POST || r == GW_CART_CONFIRM ||
+	       r == GW_CART_CANCEL;
 }
 
 bool gw_content_type_json(const char *ct)
@@ -434,4 +474,45 @@ const struct gw_asset *gw_asset_find(const char *name)
 		if (strcmp(gw_assets[i].name, name) == 0)
 			return &gw_assets[i];
 	return NULL;
+}
+
+int gw_parse_cart(const char *body, size_t len, const char *id, struct fs_buf *rec, uint64_t *fp,
+		  const char **why)
+{
+	json_t *o = object_of(body, len, why);
+	if (!o)
+		return -EINVAL;
+	/* The record is built from the body's members, then read back by the worker's parser:
+	 * one judge of what a cart is. Unknown members are left out, as the worker ignores
+	 * them. */
+	json_t *r = json_pack("{s:i, s:s, s:s}", "v", 1, "type", "cart", "cart_id", id);
+	static const char *const members[] = {"buyer_id", "lines", "token"};
+	for (size_t i = 0; r && i < sizeof members / sizeof members[0]; i++) {
+		json_t *v = json_object_get(o, members[i]);
+		if (v)
+			json_object_set(r, members[i], v);
+	}
+	char *s = r ? json_dumps(r, JSON_COMPACT) : NULL;
+	json_decref(r);
+	json_decref(o);
+	if (!s)
+		return -ENOMEM;
+	struct fs_record_limits lim = {.carts = true};
+	struct fs_record rd;
+	int rc = fs_record_parse(&lim, id, strlen(id), s, strlen(s), 0, 0, 0, &rd);
+	if (rc < 0) {
+		*why = rd.reject_reason;
+		free(s);
+		return -EINVAL;
+	}
+	fs_buf_str(rec, s);
+	free(s);
+	*fp = (uint64_t)rd.body_hash;
+	return fs_buf_ok(rec) ? 0 : -ENOMEM;
+}
+
+int gw_record_cart_followup(struct fs_buf *out, const char *type, const char *id)
+{
+	fs_buf_printf(out, "{\"v\":1,\"type\":\"%s\",\"cart_id\":\"%s\"}", type, id);
+	return fs_buf_ok(out) ? 0 : -ENOMEM;
 }

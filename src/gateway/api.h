@@ -30,6 +30,14 @@ enum gw_route {
 	GW_CANCEL_GET,	  /* GET /v1/intents/{id}/cancel */
 	GW_PAGE,	  /* GET /sale/{sku}: the sale page (src/gateway/web) */
 	GW_ASSET,	  /* GET /assets/{name}: the page's files */
+	/* carts (issue 31) */
+	GW_CART_POST,	     /* POST /v1/carts */
+	GW_CART,	     /* GET /v1/carts/{id} */
+	GW_CART_EVENTS,	     /* GET /v1/carts/{id}/events */
+	GW_CART_CONFIRM,     /* POST /v1/carts/{id}/confirm */
+	GW_CART_CANCEL,	     /* POST /v1/carts/{id}/cancel */
+	GW_CART_CONFIRM_GET, /* GET /v1/carts/{id}/confirm */
+	GW_CART_CANCEL_GET,  /* GET /v1/carts/{id}/cancel */
 };
 
 /* The metrics' route label of a route (flashsale_gateway_requests_total{route}): a fixed,
@@ -46,6 +54,7 @@ enum gw_route_label {
 	GW_L_PAGE,
 	GW_L_HEALTH,
 	GW_L_OTHER, /* an unknown path or method */
+	GW_L_CART,  /* POST /v1/carts (a cart's reads and follow-ups count as an intent's) */
 	GW_L_COUNT,
 };
 enum gw_route_label gw_route_label(enum gw_route r);
@@ -91,6 +100,14 @@ struct gw_sale {
  * not_object, missing_buyer_id, bad_buyer_id, missing_qty, bad_qty, bad_token, ...). An
  * empty body is allowed only where every field is optional (confirm, cancel, close). */
 int gw_parse_buy(const char *body, size_t len, struct gw_buy *out, const char **why);
+/* A cart's body, {"buyer_id", "lines": [{"sku", "qty"}...], "token"?}, into the cart record
+ * for the cart id `id` (appended to rec), checked by the worker's own parser (so that the
+ * gateway refuses what the worker would reject, with its reason) and its fingerprint (the
+ * worker's body hash). 0, or -EINVAL with *why. */
+int gw_parse_cart(const char *body, size_t len, const char *id, struct fs_buf *rec, uint64_t *fp,
+		  const char **why);
+/* The record of a cart's confirm or cancel. */
+int gw_record_cart_followup(struct fs_buf *out, const char *type, const char *id);
 int gw_parse_sale(enum gw_route r, const char *body, size_t len, struct gw_sale *out,
 		  const char **why);
 

@@ -12,7 +12,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum gw_kind { GW_K_BUY = 0, GW_K_CONFIRM = 1, GW_K_CANCEL = 2 };
+enum gw_kind {
+	GW_K_BUY = 0,
+	GW_K_CONFIRM = 1,
+	GW_K_CANCEL = 2,
+	/* carts (issue 31): keyed by the cart id */
+	GW_K_CART = 3,
+	GW_K_CART_CONFIRM = 4,
+	GW_K_CART_CANCEL = 5,
+};
 
 enum gw_state {
 	GW_S_STUB = 0,	 /* only waited on: nothing published here, nothing known yet */
@@ -45,7 +53,7 @@ struct gw_entry {
 	char *decision; /* the result's JSON, when decided */
 	int32_t part;	/* where it was decided */
 	int64_t off;
-	struct gw_event ev[GW_EVENTS_MAX]; /* buys only */
+	struct gw_event ev[GW_EVENTS_MAX]; /* buys and carts only */
 	int n_ev;
 	bool provisional; /* decided unknown_intent: a later decision of the id replaces it */
 	bool looked_up;	  /* Postgres was asked (a stub stays one after a miss) */

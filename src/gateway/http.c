@@ -138,14 +138,20 @@ static enum MHD_Result send_unavailable(struct gw_req *r, const char *code, cons
 	return send_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, code, message, "Retry-After", "1");
 }
 
-static const char *const kind_paths[] = {"", "/confirm", "/cancel"};
+/* Where an entry of the request's kind is read: /v1/intents/{id}... or /v1/carts/{id}... */
+static void location_of(const struct gw_req *r, char *out, size_t n)
+{
+	static const char *const tails[] = {"", "/confirm", "/cancel", "", "/confirm", "/cancel"};
+	snprintf(out, n, "%s%s%s", r->kind >= GW_K_CART ? "/v1/carts/" : "/v1/intents/", r->id,
+		 tails[r->kind]);
+}
 
 /* The answer for an entry: its decision (200), or queued (202) while it is on the log and
  * undecided, or unknown (404). */
 static enum MHD_Result send_entry(struct gw_req *r, struct gw_entry *e)
 {
 	char location[128];
-	snprintf(location, sizeof location, "/v1/intents/%s%s", r->id, kind_paths[r->kind]);
+	location_of(r, location, sizeof location);
 	if (e && e->state == GW_S_DECIDED) {
 		json_error_t err;
 		json_t *o = json_loads(e->decision, 0, &err);
@@ -156,7 +162,7 @@ static enum MHD_Result send_entry(struct gw_req *r, struct gw_entry *e)
 		}
 		json_object_del(o, "duplicate");
 		json_object_set_new(o, "status", json_string("decided"));
-		if (e->kind == GW_K_BUY && e->n_ev > 1)
+		if ((e->kind == GW_K_BUY || e->kind == GW_K_CART) && e->n_ev > 1)
 			json_object_set_new(o, "hold", json_string(e->ev[e->n_ev - 1].name));
 		return send_json(r, MHD_HTTP_OK, o, "Content-Location", location, NULL, NULL);
 	}
@@ -245,22 +251,24 @@ static enum MHD_Result get_intent(struct gw *g, struct gw_req *r)
 
 static enum MHD_Result start_stream(struct gw *g, struct gw_req *r);
 
-/* GET /v1/intents/{id}/events: the stream starts once memory or Postgres was asked. */
+/* GET /v1/intents/{id}/events and /v1/carts/{id}/events: the stream starts once memory or
+ * Postgres was asked. */
 static enum MHD_Result intent_events(struct gw *g, struct gw_req *r)
 {
-	struct gw_entry *e = r->entry ? r->entry : gw_cache_get(&g->cache, r->id, GW_K_BUY);
+	enum gw_kind kind = r->route == GW_CART_EVENTS ? GW_K_CART : GW_K_BUY;
+	struct gw_entry *e = r->entry ? r->entry : gw_cache_get(&g->cache, r->id, kind);
 	if (r->phase == GW_PH_NEW && (!e || (e->state == GW_S_STUB && !e->looked_up))) {
 		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
 			return send_unavailable(r, "busy", "too many lookups waiting");
-		e = gw_cache_put(&g->cache, r->id, GW_K_BUY);
+		e = gw_cache_put(&g->cache, r->id, kind);
 		if (!e)
 			return send_unavailable(r, "busy", "too many intents in memory");
 		pin(r, e);
-		gw_lookup(g, r, GW_K_BUY);
+		gw_lookup(g, r, kind);
 		return MHD_YES;
 	}
 	if (!e) {
-		e = gw_cache_put(&g->cache, r->id, GW_K_BUY);
+		e = gw_cache_put(&g->cache, r->id, kind);
 		if (!e)
 			return send_unavailable(r, "busy", "too many intents in memory");
 	}
@@ -271,8 +279,8 @@ static enum MHD_Result intent_events(struct gw *g, struct gw_req *r)
 
 /* POST /v1/skus/{sku}/buys and /v1/intents/{id}/confirm|cancel: the record is published
  * once; a retry with the same key and body gets what the first got. */
-static enum MHD_Result publish_intent(struct gw *g, struct gw_req *r, const struct fs_buf *rec,
-				      uint64_t fp)
+static enum MHD_Result publish_intent(struct gw *g, struct gw_req *r, const char *key,
+				      const struct fs_buf *rec, uint64_t fp)
 {
 	struct gw_entry *e = gw_cache_get(&g->cache, r->id, r->kind);
 	if (e && e->fp != 0 && e->fp != fp)
@@ -300,7 +308,7 @@ static enum MHD_Result publish_intent(struct gw *g, struct gw_req *r, const stru
 	e->fp = fp;
 	snprintf(e->sku, sizeof e->sku, "%s", r->sku);
 	pin(r, e);
-	if (gw_publish(g, r, r->sku, rec) < 0) {
+	if (gw_publish(g, r, key, rec) < 0) {
 		if (e->state == GW_S_PUBLISHING) {
 			e->state = GW_S_STUB;
 			e->fp = 0;
@@ -393,7 +401,47 @@ static enum MHD_Result post_buy(struct gw *g, struct gw_req *r)
 		fs_buf_free(&rec);
 		return MHD_NO;
 	}
-	enum MHD_Result rc = publish_intent(g, r, &rec, fp);
+	enum MHD_Result rc = publish_intent(g, r, r->sku, &rec, fp);
+	fs_buf_free(&rec);
+	return rc;
+}
+
+/* POST /v1/carts: the cart record, keyed by the cart id (its coordinator's partition). No
+ * answer at the edge: a cart's refusal names the first line the worker refuses, which the
+ * stock flags cannot tell. */
+static enum MHD_Result post_cart(struct gw *g, struct gw_req *r)
+{
+	const char *why = NULL;
+	if (!intent_key(r))
+		return send_error(r, MHD_HTTP_BAD_REQUEST, "bad_idempotency_key",
+				  "Idempotency-Key must be a UUID (the cart id)", NULL, NULL);
+	r->kind = GW_K_CART;
+	struct fs_buf rec = {0};
+	uint64_t fp = 0;
+	int rc = gw_parse_cart(r->body, r->body_len, r->id, &rec, &fp, &why);
+	if (rc < 0) {
+		fs_buf_free(&rec);
+		return rc == -EINVAL ? send_error(r, MHD_HTTP_BAD_REQUEST, why, NULL, NULL, NULL)
+				     : MHD_NO;
+	}
+	enum MHD_Result out = publish_intent(g, r, r->id, &rec, fp);
+	fs_buf_free(&rec);
+	return out;
+}
+
+/* POST /v1/carts/{id}/confirm|cancel: keyed by the cart id. */
+static enum MHD_Result post_cart_followup(struct gw *g, struct gw_req *r)
+{
+	bool confirm = r->route == GW_CART_CONFIRM;
+	r->kind = confirm ? GW_K_CART_CONFIRM : GW_K_CART_CANCEL;
+	struct fs_buf rec = {0};
+	if (gw_record_cart_followup(&rec, confirm ? "confirm" : "cancel", r->id) < 0) {
+		fs_buf_free(&rec);
+		return MHD_NO;
+	}
+	enum MHD_Result rc = publish_intent(
+		g, r, r->id, &rec,
+		gw_fingerprint(confirm ? "cart_confirm" : "cart_cancel", "", NULL, 0));
 	fs_buf_free(&rec);
 	return rc;
 }
@@ -439,7 +487,7 @@ static enum MHD_Result post_followup(struct gw *g, struct gw_req *r)
 		fs_buf_free(&rec);
 		return MHD_NO;
 	}
-	enum MHD_Result rc = publish_intent(g, r, &rec, fp);
+	enum MHD_Result rc = publish_intent(g, r, r->sku, &rec, fp);
 	fs_buf_free(&rec);
 	return rc;
 }
@@ -578,6 +626,12 @@ static bool param_ok(struct gw_req *r)
 	case GW_CANCEL:
 	case GW_CONFIRM_GET:
 	case GW_CANCEL_GET:
+	case GW_CART:
+	case GW_CART_EVENTS:
+	case GW_CART_CONFIRM:
+	case GW_CART_CANCEL:
+	case GW_CART_CONFIRM_GET:
+	case GW_CART_CANCEL_GET:
 		return fs_uuid_canon(r->path.param, r->id);
 	default:
 		return true;
@@ -618,7 +672,7 @@ static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 	}
 	if (gw_route_has_body(r->route) &&
 	    (r->body_len > 0 || r->route == GW_BUY || r->route == GW_ADMIN_OPEN ||
-	     r->route == GW_ADMIN_RESTOCK) &&
+	     r->route == GW_ADMIN_RESTOCK || r->route == GW_CART_POST) &&
 	    !gw_content_type_json(header(r, "Content-Type"))) {
 		*rc = send_error(r, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "not_json",
 				 "Content-Type must be application/json", NULL, NULL);
@@ -628,16 +682,21 @@ static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 		*rc = bad_param(r);
 		return false;
 	}
-	if (r->route == GW_INTENT || r->route == GW_CONFIRM_GET || r->route == GW_CANCEL_GET) {
+	if (r->route == GW_INTENT || r->route == GW_CONFIRM_GET || r->route == GW_CANCEL_GET ||
+	    r->route == GW_CART || r->route == GW_CART_CONFIRM_GET ||
+	    r->route == GW_CART_CANCEL_GET) {
 		if (gw_wait_ms(MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait"),
 			       header(r, "Prefer"), g->cfg.http_wait_max_ms, &r->wait_ms) < 0) {
 			*rc = send_error(r, MHD_HTTP_BAD_REQUEST, "bad_wait",
 					 "wait is a number of seconds >= 0", NULL, NULL);
 			return false;
 		}
-		r->kind = r->route == GW_INTENT	       ? GW_K_BUY
-			  : r->route == GW_CONFIRM_GET ? GW_K_CONFIRM
-						       : GW_K_CANCEL;
+		r->kind = r->route == GW_INTENT		    ? GW_K_BUY
+			  : r->route == GW_CONFIRM_GET	    ? GW_K_CONFIRM
+			  : r->route == GW_CANCEL_GET	    ? GW_K_CANCEL
+			  : r->route == GW_CART		    ? GW_K_CART
+			  : r->route == GW_CART_CONFIRM_GET ? GW_K_CART_CONFIRM
+							    : GW_K_CART_CANCEL;
 	}
 	return true;
 }
@@ -672,7 +731,17 @@ static enum MHD_Result step(struct gw *g, struct gw_req *r)
 	case GW_CANCEL_GET:
 		return get_intent(g, r);
 	case GW_INTENT_EVENTS:
+	case GW_CART_EVENTS:
 		return intent_events(g, r);
+	case GW_CART_POST:
+		return post_cart(g, r);
+	case GW_CART_CONFIRM:
+	case GW_CART_CANCEL:
+		return post_cart_followup(g, r);
+	case GW_CART:
+	case GW_CART_CONFIRM_GET:
+	case GW_CART_CANCEL_GET:
+		return get_intent(g, r);
 	case GW_SKU:
 		return get_sku(g, r);
 	case GW_SKU_EVENTS:

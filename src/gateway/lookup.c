@@ -112,6 +112,56 @@ static int query(PGconn *c, const char *id, enum gw_kind kind, struct found *f)
 	return f->decision ? 0 : -EIO;
 }
 
+/* A cart's (issue 31): its results as the worker stored them in its outbox (cart_out: the
+ * very records of the results topic). The kind's first decision that took effect (or the last
+ * unknown_intent, which a later one replaces), and for the cart, what became of it last. */
+static int query_cart(PGconn *c, const char *id, enum gw_kind kind, struct found *f)
+{
+	static const char *const types[] = {[GW_K_CART] = "cart",
+					    [GW_K_CART_CONFIRM] = "cart_confirm",
+					    [GW_K_CART_CANCEL] = "cart_cancel"};
+	const char *p[] = {id, types[kind]};
+	PGresult *r = PQexecParams(
+		c,
+		"SELECT payload, part, off, payload->>'type', payload->>'outcome' FROM cart_out "
+		"WHERE msg_key = $1 AND to_topic = 'results' AND (payload->>'type' = $2 OR ($2 = "
+		"'cart' AND payload->>'type' IN ('cart_confirm', 'cart_cancel', 'cart_expire') AND "
+		"payload->>'outcome' IN ('confirmed', 'confirmed_late', 'cancelled', 'expired', "
+		"'refund_required') AND (payload->>'reason' IS NULL OR payload->>'outcome' = "
+		"'refund_required'))) ORDER BY off, seq",
+		2, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fs_warn("lookup: %s", PQerrorMessage(c));
+		PQclear(r);
+		return -EIO;
+	}
+	int decision = -1, event = -1;
+	for (int i = 0; i < PQntuples(r); i++) {
+		bool own = strcmp(PQgetvalue(r, i, 3), types[kind]) == 0;
+		if (own &&
+		    (decision < 0 || strcmp(PQgetvalue(r, decision, 4), "unknown_intent") == 0))
+			decision = i;
+		else if (!own)
+			event = i;
+	}
+	if (decision < 0) {
+		PQclear(r);
+		return -ENOENT;
+	}
+	f->decision = strdup(PQgetvalue(r, decision, 0));
+	f->part = (int32_t)strtol(PQgetvalue(r, decision, 1), NULL, 10);
+	f->off = strtoll(PQgetvalue(r, decision, 2), NULL, 10);
+	if (event >= 0) {
+		const char *type = PQgetvalue(r, event, 3);
+		snprintf(f->event_name, sizeof f->event_name, "%s",
+			 strcmp(type, "cart_expire") == 0 ? "expired" : PQgetvalue(r, event, 4));
+		f->event = strdup(PQgetvalue(r, event, 0));
+		f->event_off = strtoll(PQgetvalue(r, event, 2), NULL, 10);
+	}
+	PQclear(r);
+	return f->decision ? 0 : -EIO;
+}
+
 static void *lookup_main(void *arg)
 {
 	struct gw *g = arg;
@@ -140,7 +190,8 @@ static void *lookup_main(void *arg)
 			if (!c)
 				c = connect_pg(g);
 			if (c) {
-				rc = query(c, id, kind, &f);
+				rc = kind >= GW_K_CART ? query_cart(c, id, kind, &f)
+						       : query(c, id, kind, &f);
 				if (rc == -EIO && PQstatus(c) != CONNECTION_OK) {
 					PQfinish(c);
 					c = NULL;
@@ -159,7 +210,7 @@ static void *lookup_main(void *arg)
 				e->looked_up = true;
 			if (rc == 0 &&
 			    gw_entry_decide(e, f.decision, f.sku, f.part, f.off, false) &&
-			    kind == GW_K_BUY)
+			    (kind == GW_K_BUY || kind == GW_K_CART))
 				gw_entry_event(e, "decided", f.part, f.off, f.decision);
 			if (rc == 0 && f.event)
 				gw_entry_event(e, f.event_name, f.part, f.event_off, f.event);

@@ -167,6 +167,25 @@ static void on_result(struct gw *g, const rd_kafka_message_t *m)
 		b = gw_cache_get(&g->cache, id, GW_K_BUY);
 		if (b)
 			gw_entry_event(b, "expired", part, off, text);
+	} else if (strcmp(type, "cart") == 0) {
+		/* Carts (issue 31): the cart's answer, then what became of it. */
+		e = gw_cache_put(&g->cache, id, GW_K_CART);
+		if (e && gw_entry_decide(e, text, "", part, off, false))
+			gw_entry_event(e, "decided", part, off, text);
+	} else if (strcmp(type, "cart_confirm") == 0 || strcmp(type, "cart_cancel") == 0) {
+		bool unknown = strcmp(outcome, "unknown_intent") == 0;
+		e = gw_cache_put(&g->cache, id,
+				 strcmp(type, "cart_confirm") == 0 ? GW_K_CART_CONFIRM
+								   : GW_K_CART_CANCEL);
+		if (e)
+			gw_entry_decide(e, text, "", part, off, unknown);
+		b = unknown ? NULL : gw_cache_get(&g->cache, id, GW_K_CART);
+		if (b)
+			gw_entry_event(b, outcome, part, off, text);
+	} else if (strcmp(type, "cart_expire") == 0) {
+		b = gw_cache_get(&g->cache, id, GW_K_CART);
+		if (b)
+			gw_entry_event(b, "expired", part, off, text);
 	}
 	if (e)
 		gw_wake_list(&w, &e->waiters);

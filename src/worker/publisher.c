@@ -88,7 +88,9 @@ static uint32_t render_results(struct worker *w, const struct fs_batch *b, struc
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < b->len; i++) {
 		const struct fs_item *it = &b->items[i];
-		if (it->cls == FS_ITEM_TICK)
+		/* A cart item's answers are the cart module's results (render_cart_out), made
+		 * when the cart is decided, not when its record is read. */
+		if (it->cls == FS_ITEM_TICK || it->cls == FS_ITEM_CART)
 			continue;
 		if (it->cls == FS_ITEM_FORWARD) {
 			forward(w, b, it, f);

@@ -71,6 +71,57 @@ wait_until 30 "the late confirm decided" "[ \"\$(sql \"SELECT state FROM carts W
 wait_until 30 "its lines sold" "[ \"\$(sql \"SELECT sum(sold) FROM skus WHERE sku IN ('LATE-1', 'LATE-7')\")\" = 2 ]"
 audit_ok
 
+# ---- through the gateway: POST /v1/carts, the long-poll, the stream, confirm -------------------
+start_gateway gw
+wait_until 30 "the gateway ready" "[ \$(req GET /readyz) = 200 ]"
+J="Content-Type: application/json"
+# GW-0 and GW-Z (no stock) on partition 2, LATE-7 (one unit left) on 1.
+fs sale open GW-0 --stock 3 --per-buyer 1 --hold 600 >/dev/null
+fs sale open GW-Z --stock 0 --per-buyer 1 --hold 600 >/dev/null
+wait_until 60 "GW-0, GW-Z open" "[ \$(sql \"SELECT count(*) FROM skus WHERE sku LIKE 'GW-%'\") -eq 2 ]"
+# A bad cart is refused with the worker's own reason, nothing published.
+assert_eq 400 "$(req POST /v1/carts -H "$J" -d '{"buyer_id":"g1","lines":[{"sku":"GW-0","qty":1},{"sku":"GW-0","qty":1}]}')" "a cart with a SKU twice"
+assert_eq duplicate_sku "$(body_field error)" "its error"
+key=$(python3 -c 'import uuid; print(uuid.uuid4())')
+body='{"buyer_id":"g1","lines":[{"sku":"GW-0","qty":1},{"sku":"GW-Z","qty":1},{"sku":"LATE-7","qty":1}]}'
+code=$(req POST /v1/carts -H "$J" -H "Idempotency-Key: $key" -d "$body")
+case "$code" in 200 | 202) ;; *) fail "POST /v1/carts: $code $(cat "$IT_DIR/body")" ;; esac
+assert_eq "/v1/carts/$key" "$(header_value Location)$(header_value Content-Location)" "the cart's address"
+assert_eq 200 "$(req GET "/v1/carts/$key?wait=20")" "the long-poll for the cart"
+# GW-Z has no unit: the cart is refused on its line 1; LATE-7 (reserved first, partition 1)
+# is released, GW-0 untouched.
+assert_eq sold_out "$(body_field outcome)" "the gateway's cart answer"
+assert_eq 1 "$(body_field line)" "the refused line"
+wait_until 30 "the refused cart's units back" "[ \"\$(sql \"SELECT string_agg(available::text, ' ' ORDER BY sku) FROM skus WHERE sku IN ('GW-0', 'LATE-7')\")\" = '3 1' ]"
+# A retry with the same key and body: the same answer; another body: 422.
+assert_eq 200 "$(req POST /v1/carts -H "$J" -H "Idempotency-Key: $key" -d "$body")" "the retry"
+assert_eq sold_out "$(body_field outcome)" "the retry's answer"
+assert_eq 422 "$(req POST /v1/carts -H "$J" -H "Idempotency-Key: $key" -d '{"buyer_id":"g1","lines":[{"sku":"GW-0","qty":1}]}')" "the key with another body"
+# A cart that holds, confirmed through the gateway; its stream says so.
+key2=$(python3 -c 'import uuid; print(uuid.uuid4())')
+req POST /v1/carts -H "$J" -H "Idempotency-Key: $key2" -d '{"buyer_id":"g2","lines":[{"sku":"GW-0","qty":1},{"sku":"LATE-7","qty":1}]}' >/dev/null
+assert_eq 200 "$(req GET "/v1/carts/$key2?wait=20")" "the second cart's long-poll"
+assert_eq held "$(body_field outcome)" "the second cart's answer"
+curl -s -N --max-time 15 "$GW/v1/carts/$key2/events" >"$IT_DIR/stream" &
+stream_pid=$!
+code=$(req POST "/v1/carts/$key2/confirm" -H "$J")
+case "$code" in 200 | 202) ;; *) fail "confirm: $code $(cat "$IT_DIR/body")" ;; esac
+assert_eq 200 "$(req GET "/v1/carts/$key2/confirm?wait=20")" "the confirm's long-poll"
+assert_eq confirmed "$(body_field outcome)" "the confirm's answer"
+wait_until 15 "the stream to carry the confirm" "grep -q '^event: confirmed' '$IT_DIR/stream'"
+kill "$stream_pid" 2>/dev/null || true
+grep -q '^event: decided' "$IT_DIR/stream" || fail "the stream has no decided event: $(cat "$IT_DIR/stream")"
+# Known only to Postgres: a second gateway reads the answer from the outbox.
+start_gateway gw2
+wait_until 30 "the second gateway ready" "[ \$(req GET /readyz) = 200 ]"
+assert_eq 200 "$(req GET "/v1/carts/$key2")" "a cart this gateway never saw"
+assert_eq held "$(body_field outcome)" "its answer, from Postgres"
+assert_eq confirmed "$(body_field hold)" "what became of it"
+assert_eq 200 "$(req GET "/v1/carts/$key2/confirm")" "its confirm, from Postgres"
+assert_eq confirmed "$(body_field outcome)" "the confirm's answer, from Postgres"
+kill_worker gw
+kill_worker gw2
+
 # ---- 3. overlapping carts under kill -9 -------------------------------------------------------
 fs sale open MIX-0 --stock 30 --per-buyer 3 --hold 600 >/dev/null
 fs sale open MIX-4 --stock 30 --per-buyer 3 --hold 600 >/dev/null

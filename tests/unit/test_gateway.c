@@ -49,6 +49,18 @@ static void test_routes(void)
 		{"GET", "/sale/HOT/", GW_NOT_FOUND, "", NULL},
 		{"GET", "/sale/HOT/buys", GW_NOT_FOUND, "", NULL},
 		{"GET", "/sale", GW_NOT_FOUND, "", NULL},
+		{"POST", "/v1/carts", GW_CART_POST, "", NULL},
+		{"GET", "/v1/carts", GW_BAD_METHOD, "", "POST"},
+		{"GET", "/v1/carts/abc", GW_CART, "abc", NULL},
+		{"GET", "/v1/carts/abc/events", GW_CART_EVENTS, "abc", NULL},
+		{"POST", "/v1/carts/abc/confirm", GW_CART_CONFIRM, "abc", NULL},
+		{"POST", "/v1/carts/abc/cancel", GW_CART_CANCEL, "abc", NULL},
+		{"GET", "/v1/carts/abc/confirm", GW_CART_CONFIRM_GET, "abc", NULL},
+		{"GET", "/v1/carts/abc/cancel", GW_CART_CANCEL_GET, "abc", NULL},
+		{"PUT", "/v1/carts/abc/cancel", GW_BAD_METHOD, "abc", "GET, HEAD, POST"},
+		{"GET", "/v1/cartsx", GW_NOT_FOUND, "", NULL},
+		{"GET", "/v1/carts/", GW_NOT_FOUND, "", NULL},
+		{"GET", "/v1/carts/abc/other", GW_NOT_FOUND, "abc", NULL},
 		{"GET", "/assets/sale.js", GW_ASSET, "sale.js", NULL},
 		{"HEAD", "/assets/sale.css", GW_ASSET, "sale.css", NULL},
 		{"DELETE", "/assets/sale.js", GW_BAD_METHOD, "sale.js", "GET, HEAD"},
@@ -393,8 +405,64 @@ static void test_cache(void)
 	gw_cache_free(&c);
 }
 
+/* A cart's body becomes the cart record the worker reads (its own parser judges it), with the
+ * worker's body hash as fingerprint. */
+static void test_cart_bodies(void)
+{
+	const char *id = "01a24302-25bb-77ac-a75e-94659905c1ab";
+	struct fs_buf rec = {0};
+	uint64_t fp = 0, fp2 = 0;
+	const char *why = NULL;
+	const char *ok = "{\"buyer_id\":\"al\\\"ice\",\"lines\":[{\"sku\":\"A\",\"qty\":2},"
+			 "{\"sku\":\"B\",\"qty\":1}],\"extra\":1}";
+	CHECK_INT(gw_parse_cart(ok, strlen(ok), id, &rec, &fp, &why), 0);
+	struct fs_record_limits lim = {.carts = true};
+	struct fs_record r;
+	static struct fs_record_ext x;
+	CHECK_INT(fs_record_parse_ext(&lim, id, strlen(id), rec.data, rec.len, 0, 0, 0, &r, &x), 0);
+	CHECK_INT(r.kind, FS_KIND_CART);
+	CHECK_STR(x.cart.buyer_id, "al\"ice");
+	CHECK_INT(x.cart.nlines, 2);
+	CHECK_INT((int64_t)fp, r.body_hash);
+	CHECK(strstr(rec.data, "extra") == NULL);
+	fs_buf_clear(&rec);
+	const char *other = "{\"buyer_id\":\"al\\\"ice\",\"lines\":[{\"sku\":\"A\",\"qty\":1},"
+			    "{\"sku\":\"B\",\"qty\":1}]}";
+	CHECK_INT(gw_parse_cart(other, strlen(other), id, &rec, &fp2, &why), 0);
+	CHECK(fp2 != fp);
+	static const struct {
+		const char *body, *why;
+	} bad[] = {
+		{"[]", "not_object"},
+		{"{", "bad_json"},
+		{"{\"lines\":[{\"sku\":\"A\",\"qty\":1}]}", "missing_buyer_id"},
+		{"{\"buyer_id\":\"b\"}", "missing_lines"},
+		{"{\"buyer_id\":\"b\",\"lines\":[]}", "no_lines"},
+		{"{\"buyer_id\":\"b\",\"lines\":[{\"sku\":\"A\",\"qty\":1},{\"sku\":\"A\","
+		 "\"qty\":1}]}",
+		 "duplicate_sku"},
+		{"{\"buyer_id\":\"b\",\"lines\":[{\"sku\":\"A\",\"qty\":0}]}", "bad_qty"},
+		{"{\"buyer_id\":\"b\",\"lines\":[{\"sku\":\"A B\",\"qty\":1}]}", "bad_line"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		CHECK_CTX("cart body %zu: %s", i, bad[i].body);
+		fs_buf_clear(&rec);
+		why = NULL;
+		CHECK_INT(gw_parse_cart(bad[i].body, strlen(bad[i].body), id, &rec, &fp, &why),
+			  -EINVAL);
+		CHECK_STR(why ? why : "(none)", bad[i].why);
+	}
+	CHECK_CTX("%s", "");
+	fs_buf_clear(&rec);
+	CHECK_INT(gw_record_cart_followup(&rec, "confirm", id), 0);
+	CHECK_INT(fs_record_parse(&lim, id, strlen(id), rec.data, rec.len, 0, 0, 0, &r), 0);
+	CHECK_INT(r.kind, FS_KIND_CART_CONFIRM);
+	fs_buf_free(&rec);
+}
+
 int main(int argc, char **argv)
 {
+	test_cart_bodies();
 	struct check_args a = check_parse_args(argc, argv);
 	if (a.known_bug) {
 		CHECK(!"unknown --known-bug name");
