@@ -230,6 +230,10 @@ struct gen_buy {
 	int64_t qty;
 };
 
+struct gen_cart {
+	char id[FS_UUID_LEN + 1];
+};
+
 struct gen {
 	int n_skus, n_buyers;
 	char sku[SIM_SKUS_MAX][16];
@@ -238,6 +242,7 @@ struct gen {
 	int total, remaining;
 	VEC(struct gen_buy) buys;
 	VEC(int64_t) keyed; /* part << 32 | offset of earlier buy/confirm/cancel records */
+	VEC(struct gen_cart) carts;
 };
 
 static const char *const buyer_names[] = {"b0", "b1", "b2",	"b3",  "b4", "b5",  "b6",
@@ -271,7 +276,8 @@ static void append(struct sim_world *W, struct gen *G, const char *key, size_t k
 	sim_log_append(W, part, key, key_len, val, val_len);
 	const struct sim_rec *r = &W->log[part].recs.v[W->log[part].recs.len - 1];
 	if (r->parsed.kind == FS_KIND_BUY || r->parsed.kind == FS_KIND_CONFIRM ||
-	    r->parsed.kind == FS_KIND_CANCEL)
+	    r->parsed.kind == FS_KIND_CANCEL || r->parsed.kind == FS_KIND_CART ||
+	    r->parsed.kind == FS_KIND_CART_CONFIRM || r->parsed.kind == FS_KIND_CART_CANCEL)
 		*VEC_PUSH(G->keyed) = ((int64_t)part << 32) | (int64_t)(W->log[part].recs.len - 1);
 }
 
@@ -407,6 +413,51 @@ static void gen_followup(struct sim_world *W, struct gen *G, const char *type)
 	append_str(W, G, key, buf);
 }
 
+/* A cart of 1-3 lines (issue 31), keyed by its cart id: its coordinator is that partition,
+ * its lines' SKUs anywhere; one in five is a line the limits refuse (qty 3). */
+static void gen_cart(struct sim_world *W, struct gen *G)
+{
+	struct rng *r = &W->rng;
+	struct gen_cart *c = VEC_PUSH(G->carts);
+	gen_uuid(r, c->id);
+	char buf[512];
+	int n = snprintf(buf, sizeof buf,
+			 "{\"v\":1,\"type\":\"cart\",\"cart_id\":\"%s\",\"buyer_id\":\"%s\","
+			 "\"lines\":[",
+			 c->id, buyer_names[rng_below(r, (uint32_t)G->n_buyers)]);
+	int lines = 1 + (int)rng_below(r, 3), picked[3], got = 0;
+	for (int i = 0; i < lines; i++) {
+		int s = (int)rng_below(r, (uint32_t)G->n_skus);
+		bool dup = false;
+		for (int j = 0; j < got; j++)
+			dup |= picked[j] == s;
+		if (dup)
+			continue;
+		picked[got++] = s;
+		n += snprintf(buf + n, sizeof buf - (size_t)n, "%s{\"sku\":\"%s\",\"qty\":%d}",
+			      got > 1 ? "," : "", G->sku[s],
+			      rng_chance(r, 200) ? 3 : 1 + (int)rng_below(r, 2));
+	}
+	snprintf(buf + n, sizeof buf - (size_t)n, "]}");
+	append_str(W, G, c->id, buf);
+}
+
+/* A confirm or cancel of a cart (mostly a recent one: its hold is still live). */
+static void gen_cart_followup(struct sim_world *W, struct gen *G, const char *type)
+{
+	struct rng *r = &W->rng;
+	char id[FS_UUID_LEN + 1];
+	if (G->carts.len == 0 || rng_chance(r, 80)) {
+		gen_uuid(r, id);
+	} else {
+		size_t n = G->carts.len, k = n - 1 - rng_below(r, n < 6 ? (uint32_t)n : 6);
+		memcpy(id, G->carts.v[k].id, sizeof id);
+	}
+	char buf[160];
+	snprintf(buf, sizeof buf, "{\"v\":1,\"type\":\"%s\",\"cart_id\":\"%s\"}", type, id);
+	append_str(W, G, id, buf);
+}
+
 static void gen_bad(struct sim_world *W, struct gen *G)
 {
 	struct rng *r = &W->rng;
@@ -528,6 +579,10 @@ static void produce_one(struct sim_world *W, struct gen *G)
 		append_str(W, G, G->sku[s], buf);
 	} else if (x < bad + 775) {
 		gen_open(W, G, (int)rng_below(r, (uint32_t)G->n_skus)); /* already_open, mostly */
+	} else if (x < bad + 835) {
+		gen_cart(W, G);
+	} else if (x < bad + 855) {
+		gen_cart_followup(W, G, rng_chance(r, 600) ? "confirm" : "cancel");
 	} else {
 		gen_buy(W, G);
 	}
@@ -873,6 +928,7 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	W->f.misroute = PICK(r, 0, 0, 30, 150);
 	/* The partitioning rule, checked as the live worker does; one seed in four rejects. */
 	W->limits.partitions = W->n_parts;
+	W->limits.carts = true; /* as the worker once it knows the count: carts (issue 31) */
 	W->limits.misrouted_reject = rng_chance(r, 250);
 	W->stats->reject_mode_seeds += W->limits.misrouted_reject;
 	W->now_ms = 1700000000000 + rng_below(r, 1000000);
@@ -941,11 +997,12 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	world_free(W);
 	free(G.buys.v);
 	free(G.keyed.v);
+	free(G.carts.v);
 	return ok;
 }
 
-static const char *const mutation_names[] = {"none", "no-cas", "no-dedupe", "no-reforward",
-					     "stacked-offset-only"};
+static const char *const mutation_names[] = {
+	"none", "no-cas", "no-dedupe", "no-reforward", "stacked-offset-only", "no-cart-resend"};
 
 /* An assertion in the real code (or a crash) ends the process: say which seed it was. The
  * message is written before each seed, so the handler only has to write(2) it. */
@@ -1009,6 +1066,9 @@ static void print_stats(const struct sim_stats *s, double secs)
 	       s->delivered, s->deliver_failed, s->deliver_doubled, s->again_answered,
 	       s->again_conflicts, s->again_invalid, s->expired_replies, s->ticks_appended,
 	       s->skipped_stale, s->inhand_after_fence);
+	printf("sim: carts: %" PRId64 " protocol messages sent (outbox), %" PRId64
+	       " cart results\n",
+	       s->cart_messages, s->cart_results);
 	printf("sim: partitioning: %" PRId64 " records appended to a wrong partition, %" PRId64
 	       " forwards queued (%" PRId64 " of them again after a restart), %" PRId64
 	       " landed; %" PRId64 " seeds in reject mode\n",
@@ -1042,7 +1102,7 @@ static bool coverage_ok(const struct sim_stats *s)
 		  s->forwards_again && s->reject_mode_seeds && s->inhand_after_fence &&
 		  s->overlap_seeds[0] && s->overlap_seeds[1] && s->overlap_seeds[2] && s->stacked &&
 		  s->stacked_redone && s->unknown_committed && s->stacked_same_range &&
-		  s->refused && s->holds_looked_up;
+		  s->refused && s->holds_looked_up && s->cart_messages && s->cart_results;
 	for (size_t i = 0; i < sizeof must_crash_at / sizeof *must_crash_at; i++)
 		ok = ok && s->crash_at[sim_point(must_crash_at[i])];
 	return ok;

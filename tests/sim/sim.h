@@ -77,6 +77,8 @@ struct sim_result {
 	int32_t part;
 	int64_t off;
 	bool expire;
+	/* A cart's result (issue 31): part/off name the record whose step decided it. */
+	bool cart;
 	/* >= 0: not a result but the forward of misrouted record part/off to this partition of
 	 * the intents log (its delivery appends the record's bytes there); json is NULL. */
 	int32_t forward_to;
@@ -96,6 +98,9 @@ enum sim_mutation {
 				      * at that one's end, not that one's commit token: another
 				      * worker's commit of the same range lets it in (src/ before
 				      * the simulator ran the real worker; seed 659) */
+	MUT_NO_CART_RESEND = 5,	     /* a restart does not send again the carts' outbox rows of what
+				      * it reads below the stored offset: protocol messages and cart
+				      * results lost with a crash (issue 31) */
 };
 
 /* The edge calls a process can be suspended in, where a crash is counted (sim_proc.c names
@@ -126,6 +131,7 @@ struct sim_stats {
 	int64_t holds_looked_up;		/* sim_store.h: summed over the seeds */
 	int64_t delivered, deliver_failed, deliver_doubled, ticks_appended, skipped_stale, gaps;
 	int64_t expired_replies, inhand_after_fence, again_missing;
+	int64_t cart_results, cart_messages; /* carts (issue 31): results and protocol messages */
 	int64_t misrouted_appended, forwards_queued, forwards_landed, forwards_again;
 	int64_t reject_mode_seeds;
 	int64_t refused; /* records the store refused for good, rejected store_refused */

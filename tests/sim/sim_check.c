@@ -86,6 +86,41 @@ static const char *opt_i64(bool has, int64_t v, char *buf, size_t n)
 	return buf;
 }
 
+/* carts, cart_groups, cart_out (issue 31). An outbox row without its seq (a message's place
+ * in its batch's list, which the batches decide): its place among its record's messages or
+ * results instead, which the log decides. */
+static void dump_carts(const struct sim_store *s, struct lines *l)
+{
+	for (size_t i = 0; i < s->carts.len; i++) {
+		const struct fs_cart *k = &s->carts.v[i].k;
+		line(l,
+		     "carts %s part=%d state=%s round=%d at=%u cancel=%d hold_ms=%" PRId64
+		     " expires=%" PRId64 " off=%" PRId64 " outcome=%d reason=%s line=%d answer=%d "
+		     "answer_reason=%s lines=%u hash=%" PRId64,
+		     k->cart_id, (int)s->carts.v[i].part, fs_cart_state_name(k->state), k->round,
+		     k->at, k->cancel_asked, k->hold_ms, k->expires_at_ms, k->offset, k->outcome,
+		     opt(k->reason != NULL, k->reason), k->line, k->answer,
+		     opt(k->answer_reason != NULL, k->answer_reason), k->nlines, k->body_hash);
+	}
+	for (size_t i = 0; i < s->groups.len; i++) {
+		const struct fs_group *g = &s->groups.v[i].g;
+		line(l,
+		     "cart_groups %s round=%d part=%d coord=%d state=%s off=%" PRId64 " lines=%u",
+		     g->cart_id, g->round, (int)s->groups.v[i].part, g->coord,
+		     fs_group_state_name(g->state), g->offset, g->nlines);
+	}
+	for (size_t i = 0; i < s->outs.len; i++) {
+		const struct ss_out *o = &s->outs.v[i];
+		int nth = 0;
+		for (size_t j = 0; j < s->outs.len; j++)
+			nth += s->outs.v[j].part == o->part && s->outs.v[j].off == o->off &&
+			       s->outs.v[j].intents == o->intents && s->outs.v[j].seq < o->seq;
+		line(l, "cart_out %d off=%06" PRId64 " %s #%d to=%d key=%s %s", (int)o->part,
+		     o->off, o->intents ? "message" : "result", nth, (int)o->to, o->key,
+		     o->payload);
+	}
+}
+
 /* Every column of every table, except replied_offset and n_batches (they depend on the
  * faults and the batch sizes, not on the log). */
 static void dump(const struct sim_store *s, int n_parts, struct lines *l)
@@ -98,10 +133,11 @@ static void dump(const struct sim_store *s, int n_parts, struct lines *l)
 		line(l,
 		     "partitions %d next=%" PRId64 " first=%" PRId64 " clock=%" PRId64
 		     " records=%" PRId64 " fresh=%" PRId64 " repeats=%" PRId64 " conflicts=%" PRId64
-		     " invalid=%" PRId64 " sale=%" PRId64 " ticks=%" PRId64 " forwarded=%" PRId64,
+		     " invalid=%" PRId64 " sale=%" PRId64 " ticks=%" PRId64 " forwarded=%" PRId64
+		     " carts=%" PRId64,
 		     p, r->next_offset, r->first_offset, r->clock_ms, r->n_records, r->n_fresh,
 		     r->n_repeats, r->n_conflicts, r->n_invalid, r->n_sale, r->n_ticks,
-		     r->n_forwarded);
+		     r->n_forwarded, r->n_carts);
 	}
 	for (size_t i = 0; i < s->decisions.len; i++) {
 		const struct ss_decision *d = &s->decisions.v[i];
@@ -157,6 +193,7 @@ static void dump(const struct sim_store *s, int n_parts, struct lines *l)
 		const struct ss_buyer *b = &s->buyers.v[i];
 		line(l, "buyers %s %s units=%" PRId64, b->sku, b->buyer, b->units);
 	}
+	dump_carts(s, l);
 	qsort(l->v.v, l->v.len, sizeof *l->v.v, cmp_line);
 }
 
@@ -172,6 +209,8 @@ static void lines_free(struct lines *l)
 struct oracle {
 	struct sim_store store;
 	struct fs_core core[SIM_PARTS_MAX];
+	struct fs_carts carts[SIM_PARTS_MAX];
+	struct fs_record_ext ext;
 	struct fs_batch batch[SIM_PARTS_MAX];
 	VEC(int64_t) clock[SIM_PARTS_MAX]; /* the partition clock after each record */
 };
@@ -182,6 +221,9 @@ static bool oracle_run(struct sim_world *W, struct oracle *o)
 	for (int p = 0; p < W->n_parts; p++) {
 		const struct sim_log *log = &W->log[p];
 		fs_core_init(&o->core[p], p);
+		if (W->limits.carts &&
+		    fs_carts_init(&o->carts[p], p, W->n_parts, FS_CART_LINES_MAX) == 0)
+			o->core[p].carts = &o->carts[p];
 		fs_batch_init(&o->batch[p], (uint32_t)(log->recs.len ? log->recs.len : 1));
 		if (log->recs.len == 0)
 			continue;
@@ -192,8 +234,11 @@ static bool oracle_run(struct sim_world *W, struct oracle *o)
 		for (size_t i = 0; i < log->recs.len; i++) {
 			const struct sim_rec *r = &log->recs.v[i];
 			struct fs_item *it = fs_batch_push(&o->batch[p]);
-			fs_record_parse(&W->limits, r->key, r->key_len, r->val, r->val_len, p,
-					(int64_t)i, r->ts, &it->rec);
+			fs_record_parse_ext(&W->limits, r->key, r->key_len, r->val, r->val_len, p,
+					    (int64_t)i, r->ts, &it->rec, &o->ext);
+			if (fs_kind_is_cart((int)it->rec.kind) && !it->rec.misrouted &&
+			    fs_batch_keep_ext(&o->batch[p], it, &o->ext) < 0)
+				return sim_fail(W, "sim", "oracle: out of memory");
 			if (it->rec.kind != r->parsed.kind ||
 			    it->rec.body_hash != r->parsed.body_hash)
 				return sim_fail(W, "INV-4",
@@ -232,6 +277,7 @@ static void oracle_free(struct sim_world *W, struct oracle *o)
 {
 	for (int p = 0; p < W->n_parts; p++) {
 		fs_core_free(&o->core[p]);
+		fs_carts_free(&o->carts[p]);
 		fs_batch_free(&o->batch[p]);
 		free(o->clock[p].v);
 	}
@@ -260,12 +306,31 @@ static bool compare_stores(struct sim_world *W, const struct oracle *o)
 
 /* ---- the store alone ---------------------------------------------------------------------- */
 
+/* The units the store's cart groups of a SKU (and of one buyer, or all) hold or sold. */
+static int64_t group_units(const struct sim_store *s, const char *sku, const char *buyer, bool held,
+			   bool sold)
+{
+	int64_t units = 0;
+	for (size_t i = 0; i < s->groups.len; i++) {
+		const struct fs_group *g = &s->groups.v[i].g;
+		bool counts = (sold && g->state == FS_GROUP_SOLD) ||
+			      (held && (g->state == FS_GROUP_PENDING || g->state == FS_GROUP_HELD));
+		if (!counts || (buyer && strcmp(g->buyer_id, buyer) != 0))
+			continue;
+		for (uint32_t l = 0; l < g->nlines; l++)
+			if (strcmp(g->lines[l].sku, sku) == 0)
+				units += g->lines[l].qty;
+	}
+	return units;
+}
+
 static bool check_inv1(struct sim_world *W)
 {
 	const struct sim_store *s = W->store;
 	for (size_t i = 0; i < s->skus.len; i++) {
 		const struct ss_sku *k = &s->skus.v[i];
-		int64_t held = 0, sold = 0;
+		int64_t held = group_units(s, k->sku, NULL, true, false),
+			sold = group_units(s, k->sku, NULL, false, true);
 		for (size_t r = 0; r < s->resv.len; r++) {
 			const struct ss_resv *v = &s->resv.v[r];
 			if (strcmp(v->sku, k->sku) != 0)
@@ -290,7 +355,7 @@ static bool check_inv1(struct sim_world *W)
 		const struct ss_resv *v = &s->resv.v[r];
 		if (strcmp(v->status, "held") != 0 && strcmp(v->status, "confirmed") != 0)
 			continue;
-		int64_t units = 0;
+		int64_t units = group_units(s, v->sku, v->buyer, true, true);
 		for (size_t q = 0; q < s->resv.len; q++) {
 			const struct ss_resv *u = &s->resv.v[q];
 			if (strcmp(u->sku, v->sku) == 0 && strcmp(u->buyer, v->buyer) == 0 &&
@@ -315,6 +380,83 @@ static bool check_inv1(struct sim_world *W)
 						" units, over the limit %" PRId64,
 						v->buyer, v->sku, units,
 						s->skus.v[q].per_buyer_limit);
+	}
+	return true;
+}
+
+/* INV-8 (carts, issue 31), once the protocol settled: every cart decided, no group waiting
+ * or pending; a held cart's groups of its round all held, a confirmed one's all sold, any
+ * other's none; every group a cart's, with its buyer; every buyer's units those of its
+ * reservations and groups. */
+static const struct fs_group *store_group(const struct sim_store *s, const char *id, int32_t round,
+					  int32_t part)
+{
+	for (size_t i = 0; i < s->groups.len; i++)
+		if (s->groups.v[i].part == part && s->groups.v[i].g.round == round &&
+		    strcmp(s->groups.v[i].g.cart_id, id) == 0)
+			return &s->groups.v[i].g;
+	return NULL;
+}
+
+static bool check_carts(struct sim_world *W)
+{
+	const struct sim_store *s = W->store;
+	for (size_t i = 0; i < s->groups.len; i++) {
+		const struct fs_group *g = &s->groups.v[i].g;
+		if (g->state == FS_GROUP_WAITING || g->state == FS_GROUP_PENDING)
+			return sim_fail(W, "INV-8", "cart %s: its group at %d is still %s",
+					g->cart_id, (int)s->groups.v[i].part,
+					fs_group_state_name(g->state));
+		const struct fs_cart *k = NULL;
+		for (size_t c = 0; c < s->carts.len && !k; c++)
+			if (s->carts.v[c].part == g->coord &&
+			    strcmp(s->carts.v[c].k.cart_id, g->cart_id) == 0)
+				k = &s->carts.v[c].k;
+		if (!k || strcmp(k->buyer_id, g->buyer_id) != 0)
+			return sim_fail(W, "INV-8", "cart %s: a group at %d of no such cart",
+					g->cart_id, (int)s->groups.v[i].part);
+	}
+	for (size_t i = 0; i < s->carts.len; i++) {
+		const struct fs_cart *k = &s->carts.v[i].k;
+		if (k->state == FS_CART_RESERVING || k->state == FS_CART_LATE)
+			return sim_fail(W, "INV-8", "cart %s is still %s", k->cart_id,
+					fs_cart_state_name(k->state));
+		bool live = k->state == FS_CART_HELD;
+		bool sold = k->state == FS_CART_CONFIRMED || k->state == FS_CART_CONFIRMED_LATE;
+		for (int32_t r = 1; r <= k->round; r++) {
+			for (uint32_t g = 0; g < k->ngroups; g++) {
+				const struct fs_group *gr =
+					store_group(s, k->cart_id, r, k->parts[g]);
+				int st = gr ? gr->state : 0;
+				bool bad = r == k->round && (live || sold)
+						   ? st != (live ? FS_GROUP_HELD : FS_GROUP_SOLD)
+						   : st == FS_GROUP_HELD || st == FS_GROUP_SOLD;
+				if (bad)
+					return sim_fail(
+						W, "INV-8",
+						"cart %s (%s, round %d): its group of round %d "
+						"at %d is %s",
+						k->cart_id, fs_cart_state_name(k->state), k->round,
+						r, (int)k->parts[g],
+						gr ? fs_group_state_name(st) : "missing");
+			}
+		}
+	}
+	for (size_t i = 0; i < s->buyers.len; i++) {
+		const struct ss_buyer *b = &s->buyers.v[i];
+		int64_t units = group_units(s, b->sku, b->buyer, true, true);
+		for (size_t r = 0; r < s->resv.len; r++) {
+			const struct ss_resv *v = &s->resv.v[r];
+			if (strcmp(v->sku, b->sku) == 0 && strcmp(v->buyer, b->buyer) == 0 &&
+			    (strcmp(v->status, "held") == 0 || strcmp(v->status, "confirmed") == 0))
+				units += v->qty;
+		}
+		if (units != b->units)
+			return sim_fail(W, "INV-1",
+					"buyer %s of sku %s: units %" PRId64
+					", its reservations and "
+					"cart lines say %" PRId64,
+					b->buyer, b->sku, b->units, units);
 	}
 	return true;
 }
@@ -448,18 +590,19 @@ static bool check_offsets(struct sim_world *W)
 			sale += W->store->sales.v[i].part == p;
 		if (r->n_records != len || r->n_fresh != fresh || r->n_invalid != invalid ||
 		    r->n_sale != sale || r->n_forwarded != fwd || r->n_gaps != 0 ||
-		    fresh + invalid + sale + fwd + r->n_repeats + r->n_conflicts + r->n_ticks !=
+		    fresh + invalid + sale + fwd + r->n_repeats + r->n_conflicts + r->n_ticks +
+				    r->n_carts !=
 			    len)
 			return sim_fail(W, "INV-2",
 					"partition %d: %" PRId64 " records, counted %" PRId64
 					" (fresh %" PRId64 "/%" PRId64 " rows, invalid %" PRId64
 					"/%" PRId64 ", sale %" PRId64 "/%" PRId64
 					", forwarded %" PRId64 "/%" PRId64 ", repeats %" PRId64
-					", conflicts %" PRId64 ", ticks %" PRId64 ", gaps %" PRId64
-					")",
+					", conflicts %" PRId64 ", ticks %" PRId64 ", carts %" PRId64
+					", gaps %" PRId64 ")",
 					p, len, r->n_records, r->n_fresh, fresh, r->n_invalid,
 					invalid, r->n_sale, sale, r->n_forwarded, fwd, r->n_repeats,
-					r->n_conflicts, r->n_ticks, r->n_gaps);
+					r->n_conflicts, r->n_ticks, r->n_carts, r->n_gaps);
 	}
 	return true;
 }
@@ -549,6 +692,20 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 			break;
 		}
 		const struct fs_batch *b = &o->batch[r->part];
+		if (r->cart) {
+			/* A cart's result: one the replay makes, byte for byte (its outbox). */
+			bool found = false;
+			for (size_t k = 0; k < o->store.outs.len && !found; k++)
+				found = !o->store.outs.v[k].intents &&
+					o->store.outs.v[k].part == r->part &&
+					o->store.outs.v[k].off == r->off &&
+					strcmp(o->store.outs.v[k].payload, r->json) == 0;
+			if (!found)
+				ok = sim_fail(W, "INV-4",
+					      "a cart result that the replay does not make: %s",
+					      r->json);
+			continue;
+		}
 		if (r->expire) {
 			/* The hold must have expired in the replay, and the reply say where. */
 			const struct fs_hold *h = NULL;
@@ -615,6 +772,17 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 					      h->intent_id, p, h->ended_offset);
 		}
 	}
+	/* INV-2 for carts: every result the replay makes was published. */
+	for (size_t k = 0; ok && k < o->store.outs.len; k++) {
+		const struct ss_out *x = &o->store.outs.v[k];
+		bool seen = x->intents;
+		for (size_t i = 0; i < W->results.len && !seen; i++)
+			seen = W->results.v[i].cart &&
+			       strcmp(W->results.v[i].json, x->payload) == 0;
+		if (!seen)
+			ok = sim_fail(W, "INV-2", "a cart's result was never published: %s",
+				      x->payload);
+	}
 	/* INV-3, literally: all replies for a buy's intent id on one partition carry one outcome
 	 * (conflicts are answers to another body). Sorted by intent id and partition, then
 	 * compared with the neighbour. */
@@ -627,7 +795,7 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 		const struct fs_record *rec = &W->log[r->part].recs.v[r->off].parsed;
 		/* A buy the store refused for good had no effect and did not take its id (a
 		 * resend is decided fresh, docs/reference/records.md): not its decision. */
-		if (r->expire || rec->kind != FS_KIND_BUY ||
+		if (r->expire || r->cart || rec->kind != FS_KIND_BUY ||
 		    strstr(r->json, "\"reason\":\"store_refused\""))
 			continue;
 		br[nbr].id = rec->intent_id;
@@ -653,7 +821,7 @@ bool sim_check(struct sim_world *W)
 {
 	if (W->store->check_failed[0])
 		return sim_fail(W, "INV-1", "the store refused a row: %s", W->store->check_failed);
-	if (!check_offsets(W) || !check_inv1(W) || !check_rows(W))
+	if (!check_offsets(W) || !check_inv1(W) || !check_rows(W) || !check_carts(W))
 		return false;
 	struct oracle *o = calloc(1, sizeof *o);
 	if (!o)

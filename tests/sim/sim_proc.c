@@ -594,13 +594,19 @@ static void result_meta(struct sim_proc *P, const void *key, const char *val, si
 	m->r.forward_to = -1;
 	m->r.json = sim_strndup(val, len);
 	static const char expire[] = "{\"v\":1,\"type\":\"expire\",";
-	if (strncmp(m->r.json, expire, sizeof expire - 1) == 0) {
+	static const char cart[] = "{\"v\":1,\"type\":\"cart";
+	bool is_cart = strncmp(m->r.json, cart, sizeof cart - 1) == 0;
+	if (is_cart || strncmp(m->r.json, expire, sizeof expire - 1) == 0) {
 		const char *pa = strstr(m->r.json, ",\"partition\":");
 		const char *of = strstr(m->r.json, ",\"offset\":");
-		m->r.expire = true;
+		m->r.expire = !is_cart;
+		m->r.cart = is_cart;
 		m->r.part = pa ? (int32_t)strtol(pa + 13, NULL, 10) : -1;
 		m->r.off = of ? strtoll(of + 10, NULL, 10) : -1;
-		W->stats->expired_replies++;
+		if (is_cart)
+			W->stats->cart_results++;
+		else
+			W->stats->expired_replies++;
 		return;
 	}
 	const struct part *p = NULL;
@@ -652,12 +658,17 @@ static bool forward_meta(struct sim_proc *P, const void *val, struct sim_msg *m)
 static void queue_msg(struct sim_proc *P, enum fs_topic topic, int32_t partition, const void *key,
 		      size_t key_len, const void *value, size_t len, struct inflight *tag)
 {
+	static const char cart_msg[] = "{\"v\":1,\"type\":\"cart_";
 	struct sim_msg m = {.topic = topic, .partition = partition, .tag = tag};
 	m.r.forward_to = -1;
 	if (topic == FS_TOPIC_RESULTS) {
 		result_meta(P, key, value, len, &m);
 	} else if (topic == FS_TOPIC_INTENTS && !key) {
 		m.tick = true;
+	} else if (topic == FS_TOPIC_INTENTS && len > sizeof cart_msg - 1 &&
+		   memcmp(value, cart_msg, sizeof cart_msg - 1) == 0) {
+		m.cart = true; /* the carts' protocol, from the outbox */
+		P->W->stats->cart_messages++;
 	} else if (topic == FS_TOPIC_INTENTS && !forward_meta(P, value, &m)) {
 		/* Not tracked: reported delivered, never landed. */
 		*VEC_PUSH(P->reports) = (struct sim_report){.tag = tag};
@@ -732,7 +743,7 @@ static void land(struct sim_world *W, struct sim_msg *m)
 		r->json = sim_strndup(m->r.json, strlen(m->r.json));
 		return;
 	}
-	if (!m->tick) {
+	if (!m->tick && !m->cart) {
 		W->stats->forwards_landed++;
 		VEC(uint8_t) *l = (void *)&W->landed[m->r.part];
 		while ((int64_t)l->len <= m->r.off)
@@ -954,13 +965,33 @@ static int64_t confirmed_units(const struct sim_world *W, int32_t part, const ch
 	return units;
 }
 
+/* The units the loaded cart groups hold (pending or held) or sold of SKU k, of one buyer or all
+ * (carts, issue 31: their lines count as holds do). */
+static int64_t group_units(const struct fs_core *c, uint32_t k, const char *buyer, bool sold)
+{
+	int64_t units = 0;
+	for (uint32_t i = 0; c->carts && i < c->carts->groups_len; i++) {
+		const struct fs_group *g = &c->carts->groups[i];
+		bool counts = sold ? g->state == FS_GROUP_SOLD
+				   : g->state == FS_GROUP_PENDING || g->state == FS_GROUP_HELD;
+		if (!counts || (buyer && strcmp(g->buyer_id, buyer) != 0))
+			continue;
+		for (uint32_t l = 0; l < g->nlines; l++)
+			if (g->lines[l].sku_index == k)
+				units += g->lines[l].qty;
+	}
+	return units;
+}
+
 /* A state loaded from one snapshot of the store is consistent with itself: per SKU, held is
  * its loaded holds' (the live ones only: issue 28, item 12) and sold the store's confirmed
  * reservations'; per buyer, units are its held holds' and confirmed reservations'. */
 static void check_loaded(struct sim_world *W, const struct fs_core *c, int32_t part)
 {
 	for (uint32_t k = 0; k < c->skus_len; k++) {
-		int64_t held = 0, sold = confirmed_units(W, part, c->skus[k].sku, NULL);
+		int64_t held = group_units(c, k, NULL, false),
+			sold = confirmed_units(W, part, c->skus[k].sku, NULL) +
+			       group_units(c, k, NULL, true);
 		for (uint32_t i = 0; i < c->holds_len; i++) {
 			const struct fs_hold *h = &c->holds[i];
 			if (h->sku_index == k && h->status == FS_HOLD_HELD)
@@ -978,7 +1009,9 @@ static void check_loaded(struct sim_world *W, const struct fs_core *c, int32_t p
 	}
 	for (uint32_t b = 0; b < c->buyers_len; b++) {
 		const struct fs_buyer *u = &c->buyers[b];
-		int64_t units = confirmed_units(W, part, c->skus[u->sku_index].sku, u->buyer_id);
+		int64_t units = confirmed_units(W, part, c->skus[u->sku_index].sku, u->buyer_id) +
+				group_units(c, u->sku_index, u->buyer_id, false) +
+				group_units(c, u->sku_index, u->buyer_id, true);
 		for (uint32_t i = 0; i < c->holds_len; i++) {
 			const struct fs_hold *h = &c->holds[i];
 			if (h->buyer_index == b && h->status == FS_HOLD_HELD)
@@ -1096,18 +1129,32 @@ int fs_store_expired(struct fs_store *s, int32_t partition, int64_t from, int64_
 	return 0;
 }
 
-/* Carts (issue 31) are not simulated yet: the simulated workers run with limits.carts off, so
- * this is never called; a call fails the seed rather than pass unseen. */
+struct out_rows {
+	VEC(struct ss_out) v;
+};
+
+static void collect_out(void *ctx, const struct ss_out *o)
+{
+	struct out_rows *e = ctx;
+	*VEC_PUSH(e->v) = *o;
+}
+
 int fs_store_cart_out(struct fs_store *s, int32_t partition, int64_t from, int64_t to,
 		      fs_cart_out_fn fn, void *ctx)
 {
-	(void)fn;
-	(void)ctx;
-	sim_fail(s->P->W, "carts",
-		 "partition %" PRId32 ": outbox rows [%" PRId64 ", %" PRId64 ") asked for, but "
-		 "carts are not simulated",
-		 partition, from, to);
-	return -EIO;
+	yield(s->P, "cart_out");
+	if (store_fails(s, "cart_out"))
+		return -EIO;
+	/* Copied first, as the expiries: fn produces (a yield). */
+	struct out_rows e = {0};
+	if (s->P->W->mutation != MUT_NO_CART_RESEND)
+		ss_cart_out(s->P->W->store, partition, from, to, collect_out, &e);
+	for (size_t i = 0; i < e.v.len; i++) {
+		const struct ss_out *o = &e.v.v[i];
+		fn(ctx, o->intents, o->to, o->key, o->payload, strlen(o->payload));
+	}
+	free(e.v.v);
+	return 0;
 }
 
 int fs_store_lookup(struct fs_store *s, struct fs_batch *b)

@@ -62,6 +62,7 @@ struct sim_msg {
 	struct inflight *tag;
 	struct sim_result r; /* results: the record it answers; forwards: the original */
 	bool tick;
+	bool cart; /* a cart's protocol message (issue 31): appended where it is sent */
 };
 
 /* A delivery report not yet served (wio_serve, wio_flush). */

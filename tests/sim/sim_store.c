@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { T_PART = 1, T_RESV, T_SKU, T_BUYER };
+enum { T_PART = 1, T_RESV, T_SKU, T_BUYER, T_CART, T_GROUP };
 
 static uint64_t id_hash(const char *id)
 {
@@ -29,6 +29,9 @@ void ss_free(struct sim_store *s)
 	free(s->resv.v);
 	free(s->skus.v);
 	free(s->buyers.v);
+	free(s->carts.v);
+	free(s->groups.v);
+	free(s->outs.v);
 	free(s->undo.v);
 	memset(s, 0, sizeof *s);
 }
@@ -255,6 +258,48 @@ int ss_lookup_holds(struct sim_store *s, const struct fs_batch *b, struct fs_cor
 	return rc;
 }
 
+/* As store.c's load_carts: every cart and group of the partition, then the waiting order. */
+static int load_carts(const struct sim_store *s, int32_t part, struct fs_core *core)
+{
+	int rc = 0;
+	for (size_t i = 0; i < s->carts.len && rc == 0; i++)
+		if (s->carts.v[i].part == part)
+			rc = fs_carts_load_cart(core->carts, &s->carts.v[i].k);
+	for (size_t i = 0; i < s->groups.len && rc == 0; i++) {
+		const struct fs_group *g = &s->groups.v[i].g;
+		if (s->groups.v[i].part != part)
+			continue;
+		const char *skus[FS_CART_LINES_MAX];
+		for (uint32_t l = 0; l < g->nlines; l++)
+			skus[l] = g->lines[l].sku;
+		rc = fs_carts_load_group(core->carts, core, g, skus);
+	}
+	return rc == 0 ? fs_carts_load_done(core->carts, core) : rc;
+}
+
+static int cmp_out(const void *a, const void *b)
+{
+	const struct ss_out *x = a, *y = b;
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+int ss_cart_out(struct sim_store *s, int32_t part, int64_t from, int64_t to, ss_out_fn fn,
+		void *ctx)
+{
+	VEC(struct ss_out) rows = {0};
+	for (size_t i = 0; i < s->outs.len; i++)
+		if (s->outs.v[i].part == part && s->outs.v[i].off >= from && s->outs.v[i].off < to)
+			*VEC_PUSH(rows) = s->outs.v[i];
+	if (rows.len)
+		qsort(rows.v, rows.len, sizeof *rows.v, cmp_out);
+	for (size_t i = 0; i < rows.len; i++)
+		fn(ctx, &rows.v[i]);
+	free(rows.v);
+	return 0;
+}
+
 int ss_load_step(struct sim_store *s, int step, int32_t part, struct fs_core *core,
 		 struct fs_part_meta *meta)
 {
@@ -287,6 +332,8 @@ int ss_load_step(struct sim_store *s, int step, int32_t part, struct fs_core *co
 			rc = load_buyers(s, part, core);
 		if (rc == 0)
 			rc = load_holds(s, part, core);
+		if (rc == 0 && core->carts)
+			rc = load_carts(s, part, core);
 		return rc;
 	}
 	}
@@ -415,6 +462,9 @@ void ss_tx_free(struct ss_tx *t)
 	free(t->resv.v);
 	free(t->skus.v);
 	free(t->buyers.v);
+	free(t->carts.v);
+	free(t->groups.v);
+	free(t->outs.v);
 	fs_tx_free(&t->built);
 	memset(t, 0, sizeof *t);
 }
@@ -423,6 +473,42 @@ static void tx_clear(struct ss_tx *t)
 {
 	t->offsets.len = t->decisions.len = t->rejects.len = t->sales.len = 0;
 	t->forwards.len = t->resv.len = t->skus.len = t->buyers.len = 0;
+	t->carts.len = t->groups.len = t->outs.len = 0;
+}
+
+/* The carts' rows, copied; an outbox row's payload rendered as store.c renders it
+ * (fs_tx_carts_json writes the same text). */
+static void copy_cart_rows(struct ss_tx *t, const struct fs_tx *x)
+{
+	int32_t part = x->cas.partition;
+	for (uint32_t i = 0; i < x->carts.len; i++)
+		*VEC_PUSH(t->carts) = (struct ss_cart){.part = part, .k = *x->carts.v[i]};
+	for (uint32_t i = 0; i < x->groups.len; i++)
+		*VEC_PUSH(t->groups) = (struct ss_group){.part = part, .g = *x->groups.v[i]};
+	struct fs_buf b = {0};
+	for (uint32_t i = 0; i < x->outs.len; i++) {
+		const struct fs_tx_cart_out *o = &x->outs.v[i];
+		struct ss_out *r = VEC_PUSH(t->outs);
+		memset(r, 0, sizeof *r);
+		r->part = part;
+		r->off = o->offset;
+		r->seq = o->seq;
+		r->intents = o->msg != NULL;
+		fs_buf_clear(&b);
+		if (o->msg) {
+			r->to = fs_cart_msg_to(o->msg);
+			copy_text(r->key, sizeof r->key, o->msg->key);
+			fs_cart_msg_json(&b, o->msg);
+		} else {
+			r->to = -1;
+			copy_text(r->key, sizeof r->key, o->ev->cart_id);
+			fs_cart_event_json(&b, o->ev, part);
+		}
+		if (b.len >= sizeof r->payload)
+			abort(); /* SS_PAYLOAD_MAX too small: the test's, not the worker's */
+		copy_text(r->payload, sizeof r->payload, fs_buf_cstr(&b));
+	}
+	fs_buf_free(&b);
 }
 
 /* The rows of fs_tx_build, copied: the batch and the core they point into move on. */
@@ -553,6 +639,7 @@ void ss_tx_build(struct ss_tx *t, const struct fs_part_meta *meta, int64_t next_
 		*VEC_PUSH(t->offsets) = b->items[i].rec.offset;
 	copy_items(t, &t->built);
 	copy_core_rows(t, &t->built);
+	copy_cart_rows(t, &t->built);
 }
 
 static void save_undo(struct sim_store *s, int table, size_t index)
@@ -570,6 +657,12 @@ static void save_undo(struct sim_store *s, int table, size_t index)
 	case T_SKU:
 		u->old.sku = s->skus.v[index];
 		break;
+	case T_CART:
+		u->old.cart = s->carts.v[index];
+		break;
+	case T_GROUP:
+		u->old.group = s->groups.v[index];
+		break;
 	default:
 		u->old.buyer = s->buyers.v[index];
 		break;
@@ -577,7 +670,7 @@ static void save_undo(struct sim_store *s, int table, size_t index)
 }
 
 struct lens {
-	size_t decisions, rejects, sales, resv, skus, buyers, forwards;
+	size_t decisions, rejects, sales, resv, skus, buyers, forwards, carts, groups, outs;
 };
 
 static void rollback(struct sim_store *s, const struct lens *l)
@@ -594,11 +687,20 @@ static void rollback(struct sim_store *s, const struct lens *l)
 		case T_SKU:
 			s->skus.v[u->index] = u->old.sku;
 			break;
+		case T_CART:
+			s->carts.v[u->index] = u->old.cart;
+			break;
+		case T_GROUP:
+			s->groups.v[u->index] = u->old.group;
+			break;
 		default:
 			s->buyers.v[u->index] = u->old.buyer;
 			break;
 		}
 	}
+	s->carts.len = l->carts;
+	s->groups.len = l->groups;
+	s->outs.len = l->outs;
 	s->decisions.len = l->decisions;
 	s->rejects.len = l->rejects;
 	s->sales.len = l->sales;
@@ -650,6 +752,7 @@ static int stmt_cas(struct sim_store *s, const struct ss_tx *t, uint64_t token)
 	p->n_sale += c->counts.sale;
 	p->n_ticks += c->counts.ticks;
 	p->n_forwarded += c->counts.forwarded;
+	p->n_carts += c->counts.carts;
 	p->n_gaps += c->gaps;
 	p->n_batches++;
 	p->commit_token = token;
@@ -818,12 +921,56 @@ static int stmt_forwards(struct sim_store *s, const struct ss_tx *t)
 	return 0;
 }
 
+/* carts, cart_groups: upserts (their rows name the partition: the WHERE part = $1 holds by
+ * construction); cart_out: an insert whose primary key (part, off, seq) fails the statement
+ * on a duplicate. */
+static int stmt_carts(struct sim_store *s, const struct ss_tx *t)
+{
+	for (size_t i = 0; i < t->carts.len; i++) {
+		const struct ss_cart *c = &t->carts.v[i];
+		size_t k = 0;
+		while (k < s->carts.len && !(s->carts.v[k].part == c->part &&
+					     strcmp(s->carts.v[k].k.cart_id, c->k.cart_id) == 0))
+			k++;
+		if (k < s->carts.len) {
+			save_undo(s, T_CART, k);
+			s->carts.v[k] = *c;
+		} else {
+			*VEC_PUSH(s->carts) = *c;
+		}
+	}
+	for (size_t i = 0; i < t->groups.len; i++) {
+		const struct ss_group *g = &t->groups.v[i];
+		size_t k = 0;
+		while (k < s->groups.len &&
+		       !(s->groups.v[k].part == g->part && s->groups.v[k].g.round == g->g.round &&
+			 strcmp(s->groups.v[k].g.cart_id, g->g.cart_id) == 0))
+			k++;
+		if (k < s->groups.len) {
+			save_undo(s, T_GROUP, k);
+			s->groups.v[k] = *g;
+		} else {
+			*VEC_PUSH(s->groups) = *g;
+		}
+	}
+	for (size_t i = 0; i < t->outs.len; i++) {
+		const struct ss_out *o = &t->outs.v[i];
+		for (size_t k = 0; k < s->outs.len; k++)
+			if (s->outs.v[k].part == o->part && s->outs.v[k].off == o->off &&
+			    s->outs.v[k].seq == o->seq)
+				return 2;
+		*VEC_PUSH(s->outs) = *o;
+	}
+	return 0;
+}
+
 int ss_tx_apply(struct sim_store *s, const struct ss_tx *t, uint64_t token, enum ss_fault fault,
 		int64_t *before, bool *applied)
 {
 	int32_t part = t->built.cas.partition;
-	struct lens l = {s->decisions.len, s->rejects.len, s->sales.len,   s->resv.len,
-			 s->skus.len,	   s->buyers.len,  s->forwards.len};
+	struct lens l = {s->decisions.len, s->rejects.len, s->sales.len,    s->resv.len,
+			 s->skus.len,	   s->buyers.len,  s->forwards.len, s->carts.len,
+			 s->groups.len,	   s->outs.len};
 	s->undo.len = 0;
 	s->refused = false;
 	*before = s->parts[part].exists ? s->parts[part].next_offset : -2;
@@ -842,6 +989,8 @@ int ss_tx_apply(struct sim_store *s, const struct ss_tx *t, uint64_t token, enum
 		rc = stmt_skus(s, t);
 	if (rc == 0 && (s->failed_stmt = "buyers"))
 		rc = stmt_buyers(s, t);
+	if (rc == 0 && (s->failed_stmt = "carts"))
+		rc = stmt_carts(s, t);
 	if (rc == 0)
 		s->failed_stmt = NULL;
 	/* COMMIT, unless the transaction failed or the connection died before COMMIT arrived. */

@@ -25,6 +25,7 @@ struct ss_part {
 	int64_t next_offset, first_offset, replied_offset, clock_ms;
 	int64_t n_records, n_fresh, n_repeats, n_conflicts, n_invalid, n_sale, n_ticks, n_batches;
 	int64_t n_forwarded;
+	int64_t n_carts;
 	int64_t n_gaps;	       /* the simulated log has none: the check asserts 0 */
 	uint64_t commit_token; /* the attempt that moved next_offset last; 0: NULL */
 };
@@ -108,6 +109,30 @@ struct ss_buyer {
 	int64_t units;
 };
 
+/* carts (issue 31): carts and cart_groups rows are the cart module's own structs, keyed
+ * (cart_id, part) and (cart_id, round, part); cart_out rows keyed (part, off, seq). */
+struct ss_cart {
+	int32_t part;
+	struct fs_cart k;
+};
+
+struct ss_group {
+	int32_t part;
+	struct fs_group g;
+};
+
+enum { SS_PAYLOAD_MAX = 1600 };
+
+struct ss_out {
+	int32_t part;
+	int64_t off;
+	int32_t seq;
+	bool intents; /* a protocol message (to_part), else a cart's result */
+	int32_t to;
+	char key[FS_SKU_LEN_MAX + 1];
+	char payload[SS_PAYLOAD_MAX];
+};
+
 struct ss_undo {
 	int table;
 	size_t index;
@@ -116,6 +141,8 @@ struct ss_undo {
 		struct ss_resv resv;
 		struct ss_sku sku;
 		struct ss_buyer buyer;
+		struct ss_cart cart;
+		struct ss_group group;
 	} old;
 };
 
@@ -134,6 +161,9 @@ struct sim_store {
 	VEC(struct ss_resv) resv;
 	VEC(struct ss_sku) skus;
 	VEC(struct ss_buyer) buyers;
+	VEC(struct ss_cart) carts;
+	VEC(struct ss_group) groups;
+	VEC(struct ss_out) outs;
 	VEC(struct ss_undo) undo;
 	const char *failed_stmt; /* the statement that failed the last commit (diagnostics) */
 	bool refused;		 /* the last commit was refused for good (SIM_REFUSED_BUYER) */
@@ -171,6 +201,10 @@ typedef void (*ss_expired_fn)(void *ctx, const struct ss_resv *r);
 int ss_expired(struct sim_store *s, int32_t part, int64_t from, int64_t to, ss_expired_fn fn,
 	       void *ctx);
 int ss_lookup(struct sim_store *s, struct fs_batch *b);
+/* fs_store_cart_out: the partition's outbox rows with off in [from, to), by (off, seq). */
+typedef void (*ss_out_fn)(void *ctx, const struct ss_out *o);
+int ss_cart_out(struct sim_store *s, int32_t part, int64_t from, int64_t to, ss_out_fn fn,
+		void *ctx);
 int ss_lookup_holds(struct sim_store *s, const struct fs_batch *b, struct fs_core *core);
 /* A transaction as rows (fs_store_commit_prepare's statements): built from the batch and the
  * core when the commit is prepared, applied when it is sent. */
@@ -194,6 +228,9 @@ struct ss_tx {
 	VEC(struct ss_resv) resv; /* the upsert's rows */
 	VEC(struct ss_tx_sku) skus;
 	VEC(struct ss_buyer) buyers;
+	VEC(struct ss_cart) carts;
+	VEC(struct ss_group) groups;
+	VEC(struct ss_out) outs;
 };
 
 /* Reads b and core into t (reused: its arrays are kept); careful as fs_tx_build's. */
