@@ -1125,7 +1125,8 @@ int fs_carts_load_done(struct fs_carts *cs, const struct fs_core *c)
 	int rc = grow_pending(cs, c->skus_len);
 	if (rc < 0)
 		return rc;
-	memset(cs->pending, 0, (size_t)cs->pending_cap * sizeof *cs->pending);
+	if (cs->pending)
+		memset(cs->pending, 0, (size_t)cs->pending_cap * sizeof *cs->pending);
 	cs->waiting_len = 0;
 	for (uint32_t gi = 0; gi < cs->groups_len; gi++) {
 		const struct fs_group *g = &cs->groups[gi];
