@@ -20,13 +20,15 @@ enum {
 	FS_LOAD_BUYERS_MAX = 10000000,
 	/* A repeat goes out this many records after its original (a retry, not a double send). */
 	DUP_DELAY = 64,
-	PAYLOAD_MAX = 256,
+	PAYLOAD_MAX = 1024,
+	CART_SKUS_MAX = 64, /* --cart-lines: the SKUs of the list */
 	POLL_EVERY = 1000,
 	POISON_RUN = 100,
 };
 
 struct pending_dup {
 	int64_t due;
+	char key[FS_UUID_LEN + 1]; /* a cart's id; a buy's key is the SKU */
 	char payload[PAYLOAD_MAX];
 	int len;
 };
@@ -91,10 +93,15 @@ static const char usage_load[] =
 	"--id-version 4 makes them all random, to measure what such ids cost the worker.\n"
 	"--ids writes every distinct intent id, one per line. The seed (printed) makes the\n"
 	"choice of repeats and the default buyer prefix reproducible. Exit 1 if any record was\n"
-	"not delivered.\n";
+	"not delivered.\n"
+	"--cart-lines L: carts instead of buys (issue 31): SKU is then a comma-separated list\n"
+	"of SKUs, and each buyer publishes one cart of L distinct SKUs drawn from it (seeded),\n"
+	"--qty units each, keyed by a fresh cart id (written by --ids).\n";
 
 struct load_opts {
-	int64_t buyers, qty, rate, seed, dup_count, poison, id_version;
+	int64_t buyers, qty, rate, seed, dup_count, poison, id_version, cart_lines;
+	int nskus;
+	char skus[CART_SKUS_MAX][FS_SKU_LEN_MAX + 1];
 	double dup_ratio;
 	const char *sku, *prefix, *ids_path;
 	char prefix_buf[32];
@@ -116,6 +123,7 @@ static int load_parse(int argc, char **argv, struct load_opts *o)
 		{"dup-count", CLI_INT, &o->dup_count, 0, FS_LOAD_BUYERS_MAX},
 		{"poison", CLI_INT, &o->poison, 0, FS_LOAD_BUYERS_MAX},
 		{"id-version", CLI_INT, &o->id_version, 4, 7},
+		{"cart-lines", CLI_INT, &o->cart_lines, 1, FS_CART_LINES_MAX},
 		{NULL},
 	};
 	int rc = cli_parse(argc, argv, usage_load, spec, 1, 1);
@@ -132,7 +140,31 @@ static int load_parse(int argc, char **argv, struct load_opts *o)
 		return 2;
 	}
 	o->sku = argv[optind];
-	if (!fs_sku_valid(o->sku)) {
+	if (o->cart_lines > 0) {
+		/* SKU,SKU,...: each checked, each once. */
+		const char *p = o->sku;
+		while (*p) {
+			size_t n = strcspn(p, ",");
+			if (o->nskus == CART_SKUS_MAX || n == 0 || n > FS_SKU_LEN_MAX) {
+				cli_err("load: --cart-lines: SKU must be a list of 1 to %d SKUs",
+					CART_SKUS_MAX);
+				return 2;
+			}
+			memcpy(o->skus[o->nskus], p, n);
+			o->skus[o->nskus][n] = '\0';
+			if (!fs_sku_valid(o->skus[o->nskus])) {
+				cli_err("load: invalid sku '%s'", o->skus[o->nskus]);
+				return 2;
+			}
+			o->nskus++;
+			p += n + (p[n] == ',');
+		}
+		if (o->nskus < o->cart_lines) {
+			cli_err("load: --cart-lines %" PRId64 " needs at least that many SKUs",
+				o->cart_lines);
+			return 2;
+		}
+	} else if (!fs_sku_valid(o->sku)) {
 		cli_err("load: invalid sku '%s'", o->sku);
 		return 2;
 	}
@@ -163,20 +195,51 @@ struct load_run {
 
 static struct pending_dup ring[DUP_DELAY + 1];
 
-/* Buyer i's buy, and its repeat queued if it gets one. */
+/* Buyer i's cart (--cart-lines): L distinct SKUs of the list, drawn with the seed's PRNG. */
+static int cart_payload(struct load_run *r, int64_t i, const char *id, char *payload, size_t n)
+{
+	const struct load_opts *o = r->o;
+	int len =
+		snprintf(payload, n,
+			 "{\"v\":1,\"type\":\"cart\",\"cart_id\":\"%s\",\"buyer_id\":\"%s-%" PRId64
+			 "\",\"lines\":[",
+			 id, o->prefix, i);
+	int picked[FS_CART_LINES_MAX];
+	for (int64_t l = 0; l < o->cart_lines; l++) {
+		int s;
+		bool again;
+		do {
+			s = (int)(rng_next(&r->rng) % (uint64_t)o->nskus);
+			again = false;
+			for (int64_t j = 0; j < l; j++)
+				again |= picked[j] == s;
+		} while (again);
+		picked[l] = s;
+		len += snprintf(payload + len, n - (size_t)len,
+				"%s{\"sku\":\"%s\",\"qty\":%" PRId64 "}", l ? "," : "", o->skus[s],
+				o->qty);
+	}
+	len += snprintf(payload + len, n - (size_t)len, "]}");
+	return len;
+}
+
+/* Buyer i's buy (or cart), and its repeat queued if it gets one. */
 static int publish_buy(struct load_run *r, int64_t i)
 {
 	const struct load_opts *o = r->o;
 	char payload[PAYLOAD_MAX];
 	char id[FS_UUID_LEN + 1];
 	intent_id_next(&r->id_state, (int)o->id_version, id);
-	int len = snprintf(payload, sizeof payload,
-			   "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\","
-			   "\"buyer_id\":\"%s-%" PRId64 "\",\"qty\":%" PRId64 "}",
-			   id, o->sku, o->prefix, i, o->qty);
+	int len = o->cart_lines > 0
+			  ? cart_payload(r, i, id, payload, sizeof payload)
+			  : snprintf(payload, sizeof payload,
+				     "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":"
+				     "\"%s\",\"buyer_id\":\"%s-%" PRId64 "\",\"qty\":%" PRId64 "}",
+				     id, o->sku, o->prefix, i, o->qty);
 	if (r->ids)
 		fprintf(r->ids, "%s\n", id);
-	int rc = flashsale_publish_raw(r->fs, o->sku, strlen(o->sku), payload, (size_t)len);
+	const char *key = o->cart_lines > 0 ? id : o->sku;
+	int rc = flashsale_publish_raw(r->fs, key, strlen(key), payload, (size_t)len);
 	r->sent++;
 	/* --dup-count: exactly that many, spread evenly; --dup-ratio: by chance. */
 	bool dup;
@@ -188,6 +251,7 @@ static int publish_buy(struct load_run *r, int64_t i)
 	if (rc == 0 && dup) {
 		struct pending_dup *d = &ring[(r->ring_head + r->ring_len) % (DUP_DELAY + 1)];
 		d->due = i + DUP_DELAY;
+		snprintf(d->key, sizeof d->key, "%s", o->cart_lines > 0 ? id : "");
 		memcpy(d->payload, payload, (size_t)len);
 		d->len = len;
 		r->ring_len++;
@@ -224,8 +288,8 @@ static int publish_due(struct load_run *r, int64_t i, bool original)
 	while (rc == 0 && r->ring_len > 0 &&
 	       (ring[r->ring_head].due <= i || !original || r->ring_len == DUP_DELAY + 1)) {
 		struct pending_dup *d = &ring[r->ring_head];
-		rc = flashsale_publish_raw(r->fs, r->o->sku, strlen(r->o->sku), d->payload,
-					   (size_t)d->len);
+		const char *key = d->key[0] ? d->key : r->o->sku;
+		rc = flashsale_publish_raw(r->fs, key, strlen(key), d->payload, (size_t)d->len);
 		r->ring_head = (r->ring_head + 1) % (DUP_DELAY + 1);
 		r->ring_len--;
 		r->sent++;

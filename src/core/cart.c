@@ -112,7 +112,9 @@ void fs_carts_free(struct fs_carts *cs)
 	free(cs->carts);
 	free(cs->heap);
 	free(cs->groups);
-	free(cs->waiting);
+	for (uint32_t i = 0; i < cs->wq_cap; i++)
+		free(cs->wq[i].v);
+	free(cs->wq);
 	free(cs->pending);
 	free(cs->local);
 	free(cs->out);
@@ -130,6 +132,8 @@ void fs_carts_reset(struct fs_carts *cs)
 	cs->heap_len = 0;
 	cs->groups_len = 0;
 	cs->waiting_len = 0;
+	for (uint32_t i = 0; i < cs->wq_cap; i++)
+		cs->wq[i].head = cs->wq[i].len = 0;
 	if (cs->pending)
 		memset(cs->pending, 0, (size_t)cs->pending_cap * sizeof *cs->pending);
 	cs->local_len = 0;
@@ -184,11 +188,8 @@ static int grow_groups(struct fs_carts *cs)
 {
 	if (cs->groups_len < cs->groups_cap)
 		return 0;
-	uint32_t cap = cs->groups_cap, cap2 = cs->groups_cap;
-	int rc = grow((void **)&cs->waiting, &cap, cs->groups_len, sizeof *cs->waiting);
-	if (rc == 0)
-		rc = grow((void **)&cs->dirty_groups, &cap2, cs->groups_len,
-			  sizeof *cs->dirty_groups);
+	uint32_t cap2 = cs->groups_cap;
+	int rc = grow((void **)&cs->dirty_groups, &cap2, cs->groups_len, sizeof *cs->dirty_groups);
 	if (rc == 0)
 		rc = grow((void **)&cs->groups, &cs->groups_cap, cs->groups_len,
 			  sizeof *cs->groups);
@@ -210,6 +211,35 @@ static int grow_pending(struct fs_carts *cs, uint32_t skus_len)
 	cs->pending = n;
 	cs->pending_cap = ncap;
 	return 0;
+}
+
+/* The waiting queues cover every SKU index of the core. */
+static int grow_wq(struct fs_carts *cs, uint32_t skus_len)
+{
+	if (skus_len <= cs->wq_cap)
+		return 0;
+	uint32_t ncap = cs->wq_cap ? cs->wq_cap : 16;
+	while (ncap < skus_len)
+		ncap *= 2;
+	struct fs_wq *n = realloc(cs->wq, (size_t)ncap * sizeof *n);
+	if (!n)
+		return -ENOMEM;
+	memset(n + cs->wq_cap, 0, (size_t)(ncap - cs->wq_cap) * sizeof *n);
+	cs->wq = n;
+	cs->wq_cap = ncap;
+	return 0;
+}
+
+/* Room for one more group in SKU si's queue (before any state changes). */
+static int wq_room(struct fs_carts *cs, uint32_t si)
+{
+	struct fs_wq *q = &cs->wq[si];
+	if (q->head > 0 && q->head * 2 >= q->len) {
+		memmove(q->v, q->v + q->head, (q->len - q->head) * sizeof *q->v);
+		q->len -= q->head;
+		q->head = 0;
+	}
+	return grow((void **)&q->v, &q->cap, q->len, sizeof *q->v);
 }
 
 static uint32_t find_cart(const struct fs_carts *cs, const char *cart_id)
@@ -508,23 +538,57 @@ static int decide_group(struct fs_carts *cs, struct fs_core *c, uint32_t gi, boo
 	return answer(cs, g, true, &d, -1, hold_ms);
 }
 
-/* Decides the waiting groups again, in the order they came (units came back, or pending
- * units became held for good). */
-static int wake(struct fs_carts *cs, struct fs_core *c)
+/* True if the group's line on SKU si lacks units now. */
+static bool short_on(const struct fs_carts *cs, const struct fs_core *c, uint32_t gi, uint32_t si)
 {
-	uint32_t kept = 0;
-	for (uint32_t k = 0; k < cs->waiting_len; k++) {
-		uint32_t gi = cs->waiting[k];
-		bool waits;
-		int rc = decide_group(cs, c, gi, &waits);
+	const struct fs_group *g = &cs->groups[gi];
+	for (uint32_t i = 0; i < g->nlines; i++)
+		if (g->lines[i].sku_index == si)
+			return c->skus[si].available < g->lines[i].qty;
+	return false;
+}
+
+/* Decides again the groups waiting on SKU si, in the order they came, once its units changed
+ * (a group there ended: units came back, or pending units became held for good). The first
+ * one still short of units of si keeps its place and those behind it wait on (they are
+ * decided again at si's next change): so each change costs the groups it decides plus the
+ * ones it passes, not the whole queue. A group waiting for another SKU is passed. */
+static int wake_sku(struct fs_carts *cs, struct fs_core *c, uint32_t si)
+{
+	struct fs_wq *q = &cs->wq[si];
+	for (uint32_t k = q->head; k < q->len; k++) {
+		uint32_t gi = q->v[k];
+		bool waits = cs->groups[gi].state == FS_GROUP_WAITING;
+		if (waits) {
+			int rc = decide_group(cs, c, gi, &waits);
+			if (rc < 0)
+				return rc;
+			q = &cs->wq[si]; /* (decide_group does not grow the queues) */
+			if (!waits) {
+				cs->waiting_len--;
+				cs->counts.wakes++;
+			} else if (short_on(cs, c, gi, si)) {
+				break;
+			}
+		}
+		if (!waits && k == q->head)
+			q->head++; /* left the queue's front */
+	}
+	return 0;
+}
+
+/* The changes a group's end made: its SKUs' queues are decided again. */
+static int wake(struct fs_carts *cs, struct fs_core *c, uint32_t gi)
+{
+	uint32_t skus[FS_CART_LINES_MAX], n = cs->groups[gi].nlines;
+	for (uint32_t i = 0; i < n; i++)
+		skus[i] = cs->groups[gi].lines[i].sku_index;
+	for (uint32_t i = 0; i < n && cs->waiting_len; i++) {
+		int rc = skus[i] == FS_MAP_NONE || skus[i] >= cs->wq_cap ? 0
+									 : wake_sku(cs, c, skus[i]);
 		if (rc < 0)
 			return rc;
-		if (waits)
-			cs->waiting[kept++] = gi;
-		else
-			cs->counts.wakes++;
 	}
-	cs->waiting_len = kept;
 	return 0;
 }
 
@@ -538,6 +602,13 @@ static int on_reserve(struct fs_carts *cs, struct fs_core *c, const struct fs_ca
 	int rc = grow_groups(cs);
 	if (rc == 0)
 		rc = grow_pending(cs, c->skus_len);
+	if (rc == 0)
+		rc = grow_wq(cs, c->skus_len);
+	for (uint32_t i = 0; rc == 0 && i < m->nlines; i++) {
+		uint32_t si = fs_core_sku_index(c, m->lines[i].sku);
+		if (si != FS_MAP_NONE)
+			rc = wq_room(cs, si);
+	}
 	if (rc < 0)
 		return rc;
 	uint32_t gi = cs->groups_len;
@@ -564,9 +635,16 @@ static int on_reserve(struct fs_carts *cs, struct fs_core *c, const struct fs_ca
 	if (rc < 0)
 		return rc;
 	if (waits) {
-		cs->groups[gi].state = FS_GROUP_WAITING;
+		g = &cs->groups[gi];
+		g->state = FS_GROUP_WAITING;
 		mark_group(cs, gi);
-		cs->waiting[cs->waiting_len++] = gi;
+		for (uint32_t i = 0; i < g->nlines; i++) {
+			if (g->lines[i].sku_index == FS_MAP_NONE)
+				continue; /* (a group of an unknown SKU is refused: never here) */
+			struct fs_wq *q = &cs->wq[g->lines[i].sku_index];
+			q->v[q->len++] = gi;
+		}
+		cs->waiting_len++;
 		cs->counts.waits++;
 	}
 	return 0;
@@ -615,7 +693,7 @@ static int on_end(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_m
 		return 0;
 	}
 	mark_group(cs, gi);
-	return cs->waiting_len ? wake(cs, c) : 0;
+	return cs->waiting_len ? wake(cs, c, gi) : 0;
 }
 
 /* ---- C: carts --------------------------------------------------------------------------- */
@@ -1120,31 +1198,55 @@ int fs_carts_load_group(struct fs_carts *cs, const struct fs_core *c, const stru
 	return 0;
 }
 
+static const struct fs_carts *sort_cs; /* (qsort has no context: loading is one thread's) */
+
+static int cmp_group_off(const void *a, const void *b)
+{
+	int64_t x = sort_cs->groups[*(const uint32_t *)a].offset,
+		y = sort_cs->groups[*(const uint32_t *)b].offset;
+	return (x > y) - (x < y);
+}
+
 int fs_carts_load_done(struct fs_carts *cs, const struct fs_core *c)
 {
 	int rc = grow_pending(cs, c->skus_len);
+	if (rc == 0)
+		rc = grow_wq(cs, c->skus_len);
 	if (rc < 0)
 		return rc;
 	if (cs->pending)
 		memset(cs->pending, 0, (size_t)cs->pending_cap * sizeof *cs->pending);
-	cs->waiting_len = 0;
+	for (uint32_t i = 0; i < cs->wq_cap; i++)
+		cs->wq[i].head = cs->wq[i].len = 0;
+	uint32_t *w = malloc(((size_t)cs->groups_len + 1) * sizeof *w), n = 0;
+	if (!w)
+		return -ENOMEM;
 	for (uint32_t gi = 0; gi < cs->groups_len; gi++) {
 		const struct fs_group *g = &cs->groups[gi];
 		if (g->state == FS_GROUP_PENDING)
 			for (uint32_t i = 0; i < g->nlines; i++)
 				if (g->lines[i].sku_index != FS_MAP_NONE)
 					cs->pending[g->lines[i].sku_index] += g->lines[i].qty;
-		if (g->state != FS_GROUP_WAITING)
-			continue;
-		/* In the order they came: insertion by offset (waiting groups are few). */
-		uint32_t at = cs->waiting_len++;
-		while (at > 0 && cs->groups[cs->waiting[at - 1]].offset > g->offset) {
-			cs->waiting[at] = cs->waiting[at - 1];
-			at--;
-		}
-		cs->waiting[at] = gi;
+		if (g->state == FS_GROUP_WAITING)
+			w[n++] = gi;
 	}
-	return 0;
+	/* The queues in the order the groups came: their reserves' offsets. */
+	sort_cs = cs;
+	qsort(w, n, sizeof *w, cmp_group_off);
+	cs->waiting_len = n;
+	for (uint32_t k = 0; k < n && rc == 0; k++) {
+		const struct fs_group *g = &cs->groups[w[k]];
+		for (uint32_t i = 0; i < g->nlines && rc == 0; i++) {
+			uint32_t si = g->lines[i].sku_index;
+			if (si == FS_MAP_NONE)
+				continue;
+			rc = wq_room(cs, si);
+			if (rc == 0)
+				cs->wq[si].v[cs->wq[si].len++] = w[k];
+		}
+	}
+	free(w);
+	return rc;
 }
 
 /* Reads a stored lines array: n objects, each with a string "sku" and integers `a` and `b`. */

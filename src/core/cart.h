@@ -148,9 +148,16 @@ struct fs_carts {
 	struct fs_group *groups;
 	uint32_t groups_len, groups_cap;
 	struct fs_map group_index; /* (cart id, round) -> groups */
-	uint32_t *waiting;	   /* waiting groups, in the order they came */
-	uint32_t waiting_len;
-	int64_t *pending; /* by SKU index: units pending groups hold */
+	/* The waiting groups by SKU index: per SKU, the groups waiting with a line on it, in the
+	 * order they came (their reserves' offsets); a group that stopped waiting is dropped when
+	 * reached. */
+	struct fs_wq {
+		uint32_t *v;
+		uint32_t head, len, cap;
+	} * wq;
+	uint32_t wq_cap;
+	uint32_t waiting_len; /* groups waiting now */
+	int64_t *pending;     /* by SKU index: units pending groups hold */
 	uint32_t pending_cap;
 
 	/* Messages for this partition, handled within the step that made them. */
@@ -216,7 +223,7 @@ int fs_carts_load_group(struct fs_carts *cs, const struct fs_core *c, const stru
  * group's qty and line, and its SKUs' names into skus. 0, or -EINVAL if it is not that. */
 int fs_cart_parse_lines(struct fs_cart *k, const char *json);
 int fs_group_parse_lines(struct fs_group *g, const char *json, char (*skus)[FS_SKU_LEN_MAX + 1]);
-/* The waiting groups in the order they came, and the pending units by SKU. */
+/* The waiting queues (by the groups' offsets), and the pending units by SKU. */
 int fs_carts_load_done(struct fs_carts *cs, const struct fs_core *c);
 /* The names the store keeps a reason by, as static strings (NULL for an unknown one). */
 const char *fs_cart_reason_static(const char *reason);

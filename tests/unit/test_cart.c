@@ -193,10 +193,20 @@ static void reload(struct net *n, int32_t p)
 		CHECK_INT(fs_carts_load_group(&fresh, &pt->core, g, skus), 0);
 	}
 	CHECK_INT(fs_carts_load_done(&fresh, &pt->core), 0);
-	/* The same waiting list, pending units and next expiry as before. */
+	/* The same waiting groups, queued in the same order (the live queues may still hold
+	 * groups that stopped waiting: they are passed), pending units and next expiry. */
 	CHECK_INT(fresh.waiting_len, old.waiting_len);
-	for (uint32_t i = 0; i < old.waiting_len && i < fresh.waiting_len; i++)
-		CHECK_INT(fresh.waiting[i], old.waiting[i]);
+	for (uint32_t si = 0; si < pt->core.skus_len && si < old.wq_cap; si++) {
+		const struct fs_wq *a = &old.wq[si], *b = si < fresh.wq_cap ? &fresh.wq[si] : NULL;
+		uint32_t j = b ? b->head : 0;
+		for (uint32_t k = a->head; k < a->len; k++) {
+			if (old.groups[a->v[k]].state != FS_GROUP_WAITING)
+				continue;
+			CHECK(b && j < b->len && b->v[j] == a->v[k]);
+			j++;
+		}
+		CHECK_INT(j, b ? b->len : 0);
+	}
 	for (uint32_t si = 0; si < pt->core.skus_len; si++)
 		CHECK_INT(fs_carts_pending_units(&fresh, si), fs_carts_pending_units(&old, si));
 	CHECK_INT(fs_carts_next_expiry(&fresh), fs_carts_next_expiry(&old));
