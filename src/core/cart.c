@@ -115,6 +115,7 @@ void fs_carts_free(struct fs_carts *cs)
 	for (uint32_t i = 0; i < cs->wq_cap; i++)
 		free(cs->wq[i].v);
 	free(cs->wq);
+	free(cs->todo);
 	free(cs->pending);
 	free(cs->local);
 	free(cs->out);
@@ -538,57 +539,61 @@ static int decide_group(struct fs_carts *cs, struct fs_core *c, uint32_t gi, boo
 	return answer(cs, g, true, &d, -1, hold_ms);
 }
 
-/* True if the group's line on SKU si lacks units now. */
-static bool short_on(const struct fs_carts *cs, const struct fs_core *c, uint32_t gi, uint32_t si)
-{
-	const struct fs_group *g = &cs->groups[gi];
-	for (uint32_t i = 0; i < g->nlines; i++)
-		if (g->lines[i].sku_index == si)
-			return c->skus[si].available < g->lines[i].qty;
-	return false;
-}
-
-/* Decides again the groups waiting on SKU si, in the order they came, once its units changed
- * (a group there ended: units came back, or pending units became held for good). The first
- * one still short of units of si keeps its place and those behind it wait on (they are
- * decided again at si's next change): so each change costs the groups it decides plus the
- * ones it passes, not the whole queue. A group waiting for another SKU is passed. */
+/* Decides again the groups waiting on SKU si, in the order they came, up to the first one
+ * that still waits (for si or another SKU): strict order per SKU, so each walk costs the
+ * groups it decides plus one. A group decided here leaves its other SKUs' queues too, whose
+ * fronts may have been waiting behind it: those SKUs are walked again (*todo). */
 static int wake_sku(struct fs_carts *cs, struct fs_core *c, uint32_t si)
 {
 	struct fs_wq *q = &cs->wq[si];
-	for (uint32_t k = q->head; k < q->len; k++) {
-		uint32_t gi = q->v[k];
-		bool waits = cs->groups[gi].state == FS_GROUP_WAITING;
-		if (waits) {
+	while (q->head < q->len) {
+		uint32_t gi = q->v[q->head];
+		if (cs->groups[gi].state == FS_GROUP_WAITING) {
+			bool waits;
 			int rc = decide_group(cs, c, gi, &waits);
 			if (rc < 0)
 				return rc;
-			q = &cs->wq[si]; /* (decide_group does not grow the queues) */
-			if (!waits) {
-				cs->waiting_len--;
-				cs->counts.wakes++;
-			} else if (short_on(cs, c, gi, si)) {
+			q = &cs->wq[si];
+			if (waits)
 				break;
+			cs->waiting_len--;
+			cs->counts.wakes++;
+			const struct fs_group *g = &cs->groups[gi];
+			for (uint32_t i = 0; i < g->nlines; i++) {
+				uint32_t other = g->lines[i].sku_index;
+				if (other == si || other == FS_MAP_NONE)
+					continue;
+				rc = grow((void **)&cs->todo, &cs->todo_cap, cs->todo_len,
+					  sizeof *cs->todo);
+				if (rc < 0)
+					return rc;
+				cs->todo[cs->todo_len++] = other;
 			}
 		}
-		if (!waits && k == q->head)
-			q->head++; /* left the queue's front */
+		q->head++; /* decided, or had stopped waiting: off the front */
 	}
 	return 0;
 }
 
-/* The changes a group's end made: its SKUs' queues are decided again. */
+/* The changes a group's end made: its SKUs' queues are walked, then those of the SKUs of the
+ * groups decided meanwhile, until none is left (each walk either decides or stops). */
 static int wake(struct fs_carts *cs, struct fs_core *c, uint32_t gi)
 {
-	uint32_t skus[FS_CART_LINES_MAX], n = cs->groups[gi].nlines;
-	for (uint32_t i = 0; i < n; i++)
-		skus[i] = cs->groups[gi].lines[i].sku_index;
-	for (uint32_t i = 0; i < n && cs->waiting_len; i++) {
-		int rc = skus[i] == FS_MAP_NONE || skus[i] >= cs->wq_cap ? 0
-									 : wake_sku(cs, c, skus[i]);
+	const struct fs_group *g = &cs->groups[gi];
+	cs->todo_len = 0;
+	for (uint32_t i = 0; i < g->nlines; i++) {
+		int rc = grow((void **)&cs->todo, &cs->todo_cap, cs->todo_len, sizeof *cs->todo);
+		if (rc < 0)
+			return rc;
+		if (g->lines[i].sku_index != FS_MAP_NONE)
+			cs->todo[cs->todo_len++] = g->lines[i].sku_index;
+	}
+	for (uint32_t k = 0; k < cs->todo_len && cs->waiting_len; k++) {
+		int rc = cs->todo[k] < cs->wq_cap ? wake_sku(cs, c, cs->todo[k]) : 0;
 		if (rc < 0)
 			return rc;
 	}
+	cs->todo_len = 0;
 	return 0;
 }
 
