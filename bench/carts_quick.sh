@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# bench/carts_quick.sh [PARTITIONS] [CARTS] [STOCK]: how long carts take to be answered, until
+# scripts/bench has its cart scenario (issue 31). On the local services (scripts/services up),
+# with build/: a fresh database and topics, one worker, 20 SKUs of STOCK units (per buyer 1),
+# then CARTS carts of 3 distinct lines over them from `flashsale load --cart-lines 3` (seed 1);
+# prints the seconds from the first publish until every cart has its answer, the answers, and
+# the worker's decide and commit times. Defaults: 4 partitions, 100,000 carts, 2,000 units.
+# Drops its database and topics at the end.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+parts=${1:-4} carts=${2:-100000} stock=${3:-2000}
+# shellcheck disable=SC1091
+. .local/env
+dir=.local/bench/carts
+mkdir -p "$dir"
+db=fs_carts_quick_$$
+topic=carts-quick-$$
+admin="$(printf '%s' "$FLASHSALE_PG_ADMIN" | sed -E 's/dbname=[^ ]+//') dbname=$db"
+psql "$FLASHSALE_PG_ADMIN" -X -q -c "CREATE DATABASE $db"
+for f in sql/*.sql; do PGOPTIONS='-c client_min_messages=warning' psql "$admin" -X -q -v ON_ERROR_STOP=1 -f "$f"; done
+psql "$admin" -X -q -c "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA public TO flashsale"
+cat >"$dir/flashsale.conf" <<EOF
+topic.intents = $topic.intents
+topic.results = $topic.results
+topic.stock = $topic.stock
+group = $topic
+stats.interval.ms = 2000
+pg = $(printf '%s' "$FLASHSALE_PG" | sed -E 's/dbname=[^ ]+//') dbname=$db
+EOF
+unset FLASHSALE_PG
+fs() { build/flashsale -c "$dir/flashsale.conf" "$@"; }
+cleanup() {
+	[ -n "${wpid:-}" ] && kill "$wpid" 2>/dev/null && wait "$wpid" 2>/dev/null
+	fs topics delete >/dev/null 2>&1 || true
+	psql "$FLASHSALE_PG_ADMIN" -X -q -c "DROP DATABASE IF EXISTS $db" || true
+}
+trap cleanup EXIT
+fs topics create --partitions "$parts" >/dev/null
+build/flashsale-worker -c "$dir/flashsale.conf" >"$dir/worker.log" 2>&1 &
+wpid=$!
+skus=""
+for i in $(seq 1 20); do
+	fs sale open "S$i" --stock "$stock" --per-buyer 1 --hold 600s --wait 60 >/dev/null
+	skus="$skus${skus:+,}S$i"
+done
+start=$(date +%s.%N)
+fs load "$skus" --cart-lines 3 --buyers "$carts" --seed 1 >/dev/null
+left=$carts
+deadline=$(($(date +%s) + 600))
+while [ "$left" -gt 0 ] && [ "$(date +%s)" -lt "$deadline" ]; do
+	left=$(psql "$admin" -X -A -t -c "SELECT $carts - count(*) FROM carts WHERE answer IS NOT NULL")
+	[ "$left" -gt 0 ] && sleep 0.2
+done
+end=$(date +%s.%N)
+echo "partitions=$parts carts=$carts stock=$stock: every cart answered $(echo "$end - $start" | bc) s after the first publish (unanswered: $left)"
+echo "answers: $(psql "$admin" -X -A -t -c "SELECT string_agg(answer || ' ' || n, ', ') FROM (SELECT answer, count(*) n FROM carts GROUP BY 1 ORDER BY 2 DESC) x")"
+echo "units: $(psql "$admin" -X -A -t -c "SELECT 'held ' || sum(held) || ', available ' || sum(available) || ', sold ' || sum(sold) FROM skus")"
+build/flashsale -c "$dir/flashsale.conf" audit --no-replay >"$dir/audit.txt" 2>&1 && echo "audit: ok" || { echo "audit: FAILED ($dir/audit.txt)"; exit 1; }
+sleep 2.5 # the stats line that covers the end (stats.interval.ms 2000 here)
+echo "worker: $(grep -o 'batches=[0-9]* .*ms_decide=[0-9]* ms_commit=[0-9]*' "$dir/worker.log" | tail -1 | sed 's/ fenced.*ms_decide/ ms_decide/')"
