@@ -29,6 +29,16 @@
  *                       --redis-port); the winners then run the conditional-update statement.
  *                       Only when built with hiredis.
  *
+ * Carts (issue 31; the seed on shopping-cart checkout): each buyer is a cart of --lines distinct
+ * SKUs out of --skus (SKU-0 ..), each with --stock units, drawn from the seed; all or nothing:
+ *
+ *   cart-for-update     BEGIN; per line in the cart's order: SELECT stock ... FOR UPDATE
+ *                       (--think-us after each, the seed's 2 ms of pricing); if every line
+ *                       has a unit: per line UPDATE and INSERT order; COMMIT, else ROLLBACK.
+ *                       Carts whose orders cross deadlock: Postgres kills one (40P01), which
+ *                       is counted and tried again (at most --max-retries times).
+ *   cart-sorted         the same with the lines locked in SKU order: no deadlock.
+ *
  * Everything lives in schema `peers` of the database named by --pg (dropped and created again
  * on every run); the database `flashsale` is refused. Only loopback servers are accepted. */
 #include <errno.h>
@@ -73,12 +83,14 @@ enum approach {
 	A_FOR_UPDATE,
 	A_OPTIMISTIC,
 	A_REDIS_GATE,
+	A_CART_FOR_UPDATE,
+	A_CART_SORTED,
 	A_COUNT,
 };
 
 static const char *const approach_names[A_COUNT] = {
-	"read-then-write", "conditional-update", "idempotent-reserve",
-	"for-update",	   "optimistic",	 "redis-gate",
+	"read-then-write", "conditional-update", "idempotent-reserve", "for-update",
+	"optimistic",	   "redis-gate",	 "cart-for-update",    "cart-sorted",
 };
 
 enum outcome {
@@ -99,6 +111,7 @@ struct opts {
 	long think_us;
 	long redis_port;
 	double dup_ratio;
+	long skus, lines; /* carts */
 	uint64_t seed;
 	const char *pg;
 	const char *sku;
@@ -116,6 +129,8 @@ struct client {
 	uint64_t count[O_ERROR + 1];
 	uint64_t retries;
 	uint64_t gate_mismatch;
+	uint64_t deadlocks; /* carts: transactions Postgres ended with 40P01 */
+	bool deadlocked;    /* the last statement's error was a deadlock */
 	uint32_t *lat_us;
 	size_t lat_len, lat_cap;
 	bool dead;
@@ -191,11 +206,13 @@ static const char usage[] =
 	"usage: flashsale-peers --approach NAME --pg CONNINFO [--clients N] [--buyers N]\n"
 	"                       [--stock N] [--sku SKU] [--time-limit S] [--max-retries N]\n"
 	"                       [--think-us N] [--dup-ratio X] [--seed N] [--redis-port P]\n"
-	"                       [--progress]\n"
+	"                       [--skus N] [--lines N] [--progress]\n"
 	"       flashsale-peers --list\n"
 	"\n"
 	"Runs one approach (read-then-write, conditional-update, idempotent-reserve, for-update,\n"
-	"optimistic, redis-gate) with N clients (default 32, at most 256) over --buyers buyers\n"
+	"optimistic, redis-gate; for carts cart-for-update and cart-sorted, each buyer a cart of\n"
+	"--lines SKUs (3) out of --skus (20), --stock units each, all or nothing, the deadlocks\n"
+	"counted and retried) with N clients (default 32, at most 256) over --buyers buyers\n"
 	"(default 100000, at most 10000000) for one SKU with --stock units (default 500), in the\n"
 	"schema `peers` of the database --pg names (or $FLASHSALE_BENCH_PG), dropped and created\n"
 	"again. Prints one line: PEER approach=... (see bench/peers.c for every field).\n"
@@ -247,6 +264,8 @@ static void parse_args(int argc, char **argv)
 	opt.max_retries = 100;
 	opt.redis_port = 56379;
 	opt.sku = "PHONE-X";
+	opt.skus = 20;
+	opt.lines = 3;
 	opt.seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -299,6 +318,10 @@ static void parse_args(int argc, char **argv)
 			opt.think_us = parse_long(name, v, 0, THINK_US_MAX);
 		} else if (!strcmp(name, "redis-port")) {
 			opt.redis_port = parse_long(name, v, 1, 65535);
+		} else if (!strcmp(name, "skus")) {
+			opt.skus = parse_long(name, v, 1, 100000);
+		} else if (!strcmp(name, "lines")) {
+			opt.lines = parse_long(name, v, 1, 16);
 		} else if (!strcmp(name, "seed")) {
 			opt.seed = (uint64_t)parse_long(name, v, 0, LONG_MAX);
 		} else if (!strcmp(name, "dup-ratio")) {
@@ -312,6 +335,8 @@ static void parse_args(int argc, char **argv)
 	}
 	if (opt.approach == A_COUNT)
 		usage_die("--approach is required");
+	if (opt.lines > opt.skus)
+		usage_die("--lines %ld needs at least as many --skus", opt.lines);
 	if (!opt.pg || !*opt.pg)
 		usage_die("--pg (or FLASHSALE_BENCH_PG) is required");
 }
@@ -474,7 +499,12 @@ static void pg_prepare_all(PGconn *c)
 	}
 }
 
-/* The set-up, on its own connection: schema, tables, the SKU's row. */
+static bool is_cart(void)
+{
+	return opt.approach == A_CART_FOR_UPDATE || opt.approach == A_CART_SORTED;
+}
+
+/* The set-up, on its own connection: schema, tables, the SKU's row (carts: --skus rows). */
 static void pg_setup(void)
 {
 	PGconn *c = pg_connect();
@@ -497,11 +527,18 @@ static void pg_setup(void)
 		pg_must_cmd(c, "CREATE UNIQUE INDEX orders_key ON peers.orders (order_key)");
 	else
 		pg_must_cmd(c, "CREATE INDEX orders_key ON peers.orders (order_key)");
-	char stock[24];
+	char stock[24], n[24];
 	snprintf(stock, sizeof stock, "%ld", opt.stock);
+	snprintf(n, sizeof n, "%ld", opt.skus);
 	const char *p[2] = {opt.sku, stock};
-	PQclear(pg_must(c, "INSERT INTO peers.stock (sku, stock) VALUES ($1, $2)", 2, p,
-			PGRES_COMMAND_OK));
+	if (is_cart())
+		PQclear(pg_must(c,
+				"INSERT INTO peers.stock (sku, stock) SELECT 'SKU-' || i, $2 FROM "
+				"generate_series(0, $1::int - 1) i",
+				2, (const char *const[]){n, stock}, PGRES_COMMAND_OK));
+	else
+		PQclear(pg_must(c, "INSERT INTO peers.stock (sku, stock) VALUES ($1, $2)", 2, p,
+				PGRES_COMMAND_OK));
 	pg_must_cmd(c, "ANALYZE peers.stock");
 	PQfinish(c);
 }
@@ -550,6 +587,7 @@ static long long redis_left(void)
 
 struct req {
 	const char *params[4];
+	char sku[32]; /* carts: the line's SKU */
 	char key[37];
 	char buyer[24];
 	char version[24];
@@ -557,7 +595,9 @@ struct req {
 
 static void client_error(struct client *cl, const PGresult *r)
 {
-	if (atomic_fetch_add(&errors_shown, 1) < ERRORS_SHOWN) {
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	cl->deadlocked = state && !strcmp(state, "40P01");
+	if (!cl->deadlocked && atomic_fetch_add(&errors_shown, 1) < ERRORS_SHOWN) {
 		char msg[512];
 		snprintf(msg, sizeof msg, "%s",
 			 r ? PQresultErrorMessage(r) : PQerrorMessage(cl->pg));
@@ -710,6 +750,72 @@ static enum outcome redis_gate(struct client *cl, struct req *rq)
 }
 #endif
 
+/* Carts: buyer b's cart, --lines distinct SKU indexes drawn from the seed (in the cart's
+ * order). */
+static void cart_of(uint64_t b, long *skus)
+{
+	uint64_t x = opt.seed ^ (b * 0x9E3779B97F4A7C15ULL);
+	for (long l = 0; l < opt.lines; l++) {
+		bool again;
+		do {
+			x = splitmix64(x);
+			skus[l] = (long)(x % (uint64_t)opt.skus);
+			again = false;
+			for (long j = 0; j < l; j++)
+				again |= skus[j] == skus[l];
+		} while (again);
+	}
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+	return (x > y) - (x < y);
+}
+
+/* One try of a cart: O_WIN, O_SOLD_OUT, or O_ERROR (cl->deadlocked: a deadlock). */
+static enum outcome cart_try(struct client *cl, struct req *rq, const long *skus)
+{
+	rq->params[0] = rq->sku;
+	if (exec(cl, S_BEGIN, rq, NULL, NULL) < 0)
+		return O_ERROR;
+	bool all = true;
+	for (long l = 0; l < opt.lines; l++) {
+		long stock = 0, n;
+		snprintf(rq->sku, sizeof rq->sku, "SKU-%ld", skus[l]);
+		if ((n = exec(cl, S_READ_FOR_UPDATE, rq, &stock, NULL)) < 0)
+			return O_ERROR;
+		all &= n == 1 && stock > 0;
+		think();
+	}
+	if (!all)
+		return finish(cl, rq, S_ROLLBACK, O_SOLD_OUT);
+	for (long l = 0; l < opt.lines; l++) {
+		snprintf(rq->sku, sizeof rq->sku, "SKU-%ld", skus[l]);
+		if (exec(cl, S_DECREMENT, rq, NULL, NULL) < 0 ||
+		    exec(cl, S_INSERT_ORDER, rq, NULL, NULL) < 0)
+			return O_ERROR;
+	}
+	return finish(cl, rq, S_COMMIT, O_WIN);
+}
+
+static enum outcome cart(struct client *cl, struct req *rq)
+{
+	long skus[16];
+	cart_of(strtoull(rq->buyer, NULL, 10), skus);
+	if (opt.approach == A_CART_SORTED)
+		qsort(skus, (size_t)opt.lines, sizeof *skus, cmp_long);
+	for (long attempt = 0;; attempt++) {
+		cl->deadlocked = false;
+		enum outcome o = cart_try(cl, rq, skus);
+		if (o != O_ERROR || !cl->deadlocked)
+			return o;
+		cl->deadlocks++;
+		if (attempt >= opt.max_retries)
+			return O_GAVE_UP;
+	}
+}
+
 static enum outcome run_one(struct client *cl, struct req *rq)
 {
 	switch (opt.approach) {
@@ -727,6 +833,10 @@ static enum outcome run_one(struct client *cl, struct req *rq)
 #ifdef FS_HAVE_HIREDIS
 		return redis_gate(cl, rq);
 #endif
+		break;
+	case A_CART_FOR_UPDATE:
+	case A_CART_SORTED:
+		return cart(cl, rq);
 	case A_COUNT:
 		break;
 	}
@@ -888,13 +998,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "\r%60s\r", "");
 	}
 
-	uint64_t count[O_ERROR + 1] = {0}, retries = 0, mismatch = 0;
+	uint64_t count[O_ERROR + 1] = {0}, retries = 0, mismatch = 0, deadlocks = 0;
 	size_t nlat = 0;
 	bool dead = false;
 	for (int i = 0; i < nc; i++) {
 		for (int k = 0; k <= O_ERROR; k++)
 			count[k] += cls[i].count[k];
 		retries += cls[i].retries;
+		deadlocks += cls[i].deadlocks;
 		mismatch += cls[i].gate_mismatch;
 		nlat += cls[i].lat_len;
 		dead |= cls[i].dead;
@@ -919,15 +1030,27 @@ int main(int argc, char **argv)
 	/* The check, in SQL. */
 	PGconn *c = pg_connect();
 	const char *p[1] = {opt.sku};
-	PGresult *r = pg_must(c,
-			      "SELECT (SELECT count(*) FROM peers.orders), "
-			      "(SELECT count(*) - count(DISTINCT order_key) FROM peers.orders), "
-			      "(SELECT stock FROM peers.stock WHERE sku = $1)",
-			      1, p, PGRES_TUPLES_OK);
+	/* Carts: units over every SKU, an order row per line (order key and SKU once each), a
+	 * SKU below zero oversold. */
+	PGresult *r = pg_must(
+		c,
+		is_cart()
+			? "SELECT (SELECT count(*) FROM peers.orders), (SELECT count(*) - "
+			  "count(DISTINCT (order_key, sku)) FROM peers.orders), (SELECT sum(stock) "
+			  "FROM peers.stock), (SELECT coalesce(-sum(stock) FILTER (WHERE stock < "
+			  "0), "
+			  "0) FROM peers.stock WHERE $1::text IS NOT NULL)"
+			: "SELECT (SELECT count(*) FROM peers.orders), "
+			  "(SELECT count(*) - count(DISTINCT order_key) FROM peers.orders), "
+			  "(SELECT stock FROM peers.stock WHERE sku = $1), 0",
+		1, p, PGRES_TUPLES_OK);
 	long long sold = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
 	long long dups = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
 	long long left = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+	long long below_zero = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
 	PQclear(r);
+	long long supply = is_cart() ? opt.stock * opt.skus : opt.stock;
+	long long per_win = is_cart() ? opt.lines : 1;
 	PQfinish(c);
 	long long gate_left = 0;
 #ifdef FS_HAVE_HIREDIS
@@ -937,9 +1060,11 @@ int main(int argc, char **argv)
 
 	bool complete = !atomic_load(&timed_out) && !dead && count[O_ERROR] == 0 &&
 			(uint64_t)atomic_load(&req_done) == req_total;
-	long long oversell = sold > opt.stock ? sold - opt.stock : 0;
+	long long oversell = is_cart() ? below_zero : sold > opt.stock ? sold - opt.stock : 0;
 	long long want = opt.stock < opt.buyers ? opt.stock : opt.buyers;
-	long long undersold = complete && sold < want ? want - sold : 0;
+	/* (A cart's lines compete over several SKUs: what a complete run sells is not known
+	 * beforehand.) */
+	long long undersold = complete && !is_cart() && sold < want ? want - sold : 0;
 	char check[160] = "";
 #define FAIL(what)                                                                                 \
 	snprintf(check + strlen(check), sizeof check - strlen(check), "%s%s", *check ? "," : "",   \
@@ -950,9 +1075,9 @@ int main(int argc, char **argv)
 		FAIL("undersold");
 	if (dups > 0)
 		FAIL("order_twice");
-	if (sold + left != opt.stock)
+	if (sold + left != supply)
 		FAIL("stock_mismatch");
-	if ((uint64_t)sold != count[O_WIN])
+	if ((uint64_t)sold != count[O_WIN] * (uint64_t)per_win)
 		FAIL("wins_mismatch");
 	if (opt.approach == A_REDIS_GATE && gate_left != left)
 		FAIL("gate_mismatch");
@@ -967,13 +1092,15 @@ int main(int argc, char **argv)
 	       "max_ms=%.3f sold=%lld oversell=%lld undersold=%lld stock_left=%lld "
 	       "dup_orders=%lld won=%" PRIu64 " sold_out=%" PRIu64 " repeats=%" PRIu64
 	       " retries=%" PRIu64 " retries_per_sale=%.2f gave_up=%" PRIu64 " errors=%" PRIu64
-	       " gate_left=%lld gate_mismatch=%" PRIu64 " complete=%s check=%s\n",
+	       " gate_left=%lld gate_mismatch=%" PRIu64 " skus=%ld lines=%ld deadlocks=%" PRIu64
+	       " complete=%s check=%s\n",
 	       approach_names[opt.approach], opt.clients, opt.buyers, req_total, opt.stock, seconds,
 	       (double)attempts / sec, (double)count[O_WIN] / sec, percentile_ms(lat, nlat, 0.50),
 	       percentile_ms(lat, nlat, 0.99), nlat ? (double)lat[nlat - 1] / 1000.0 : 0.0, sold,
 	       oversell, undersold, left, dups, count[O_WIN], count[O_SOLD_OUT], count[O_REPEAT],
 	       retries, count[O_WIN] ? (double)retries / (double)count[O_WIN] : 0.0,
-	       count[O_GAVE_UP], count[O_ERROR], gate_left, mismatch, complete ? "yes" : "no",
+	       count[O_GAVE_UP], count[O_ERROR], gate_left, mismatch, is_cart() ? opt.skus : 1,
+	       is_cart() ? opt.lines : 1, deadlocks, complete ? "yes" : "no",
 	       *check ? check : "ok");
 	free(lat);
 	free(cls);
