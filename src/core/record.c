@@ -480,10 +480,9 @@ static int parse_intent(const struct obj *o, struct fs_record *r)
 	return 0;
 }
 
-static int parse_buy(const struct obj *o, const void *key, size_t key_len, struct fs_record *r)
+/* The buyer id of a buy or a cart. */
+static int parse_buyer(const struct obj *o, struct fs_record *r)
 {
-	if (parse_intent(o, r) < 0 || parse_sku(o, key, key_len, r) < 0)
-		return -EINVAL;
 	struct val buyer;
 	int rc = get_str(o, "buyer_id", &buyer);
 	if (rc == 0)
@@ -491,7 +490,14 @@ static int parse_buy(const struct obj *o, const void *key, size_t key_len, struc
 	if (rc < 0 || !buyer_valid_n(buyer.s, buyer.len))
 		return reject(r, "bad_buyer_id");
 	val_copy(r->buyer_id, &buyer);
-	rc = get_int(o, "qty", 1, FS_QTY_MAX, &r->qty);
+	return 0;
+}
+
+static int parse_buy(const struct obj *o, const void *key, size_t key_len, struct fs_record *r)
+{
+	if (parse_intent(o, r) < 0 || parse_sku(o, key, key_len, r) < 0 || parse_buyer(o, r) < 0)
+		return -EINVAL;
+	int rc = get_int(o, "qty", 1, FS_QTY_MAX, &r->qty);
 	if (rc == 0)
 		return reject(r, "missing_qty");
 	if (rc < 0)
@@ -659,17 +665,10 @@ static int64_t cart_hash(const struct fs_record *r, const struct fs_cart_req *c)
 static int parse_cart(const struct obj *o, const void *key, size_t key_len, struct fs_record *r,
 		      struct fs_record_ext *x)
 {
-	if (parse_cart_id(o, r) < 0 || cart_key(key, key_len, r) < 0)
+	if (parse_cart_id(o, r) < 0 || cart_key(key, key_len, r) < 0 || parse_buyer(o, r) < 0)
 		return -EINVAL;
-	struct val buyer;
-	int rc = get_str(o, "buyer_id", &buyer);
-	if (rc == 0)
-		return reject(r, "missing_buyer_id");
-	if (rc < 0 || !buyer_valid_n(buyer.s, buyer.len))
-		return reject(r, "bad_buyer_id");
-	val_copy(r->buyer_id, &buyer);
 	struct val token;
-	rc = get_str(o, "token", &token);
+	int rc = get_str(o, "token", &token);
 	if (rc < 0 || (rc > 0 && token.len > FS_TOKEN_LEN_MAX))
 		return reject(r, "bad_token");
 	struct fs_cart_req tmp, *c = x ? &x->cart : &tmp;

@@ -58,6 +58,39 @@ static enum gw_route page_route(const char *url, struct gw_path *out)
 	return GW_NOT_FOUND;
 }
 
+/* "{param}[/tail]": the parameter into out, *tail after its slash (NULL: none). */
+static bool param_and_tail(const char *rest, struct gw_path *out, const char **tail)
+{
+	const char *slash = strchr(rest, '/');
+	const char *end = slash ? slash : rest + strlen(rest);
+	*tail = slash ? slash + 1 : NULL;
+	return take(out, rest, end);
+}
+
+/* .../confirm and .../cancel of an intent or a cart: POST publishes, GET reads its decision.
+ * `first` is the POST confirm route; the cancel, GET confirm and GET cancel ones follow it in
+ * that order (enum gw_route: CONFIRM, CANCEL, CONFIRM_GET, CANCEL_GET for both). */
+_Static_assert(GW_CANCEL == GW_CONFIRM + 1 && GW_CONFIRM_GET == GW_CONFIRM + 2 &&
+		       GW_CANCEL_GET == GW_CONFIRM + 3 && GW_CART_CANCEL == GW_CART_CONFIRM + 1 &&
+		       GW_CART_CONFIRM_GET == GW_CART_CONFIRM + 2 &&
+		       GW_CART_CANCEL_GET == GW_CART_CONFIRM + 3,
+	       "followup_route counts on the routes' order");
+
+static enum gw_route followup_route(const char *method, const char *tail, enum gw_route first,
+				    const char **allow)
+{
+	bool confirm = strcmp(tail, "confirm") == 0;
+	if (!confirm && strcmp(tail, "cancel") != 0)
+		return GW_NOT_FOUND;
+	int k = confirm ? 0 : 1;
+	if (strcmp(method, "POST") == 0)
+		return (enum gw_route)(first + k);
+	if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+		return (enum gw_route)(first + 2 + k);
+	*allow = "GET, HEAD, POST";
+	return GW_BAD_METHOD;
+}
+
 /* /v1/carts, /v1/carts/{id}[/events|/confirm|/cancel] (rest: after "/v1/carts"). */
 static enum gw_route cart_route(const char *method, const char *rest, struct gw_path *out,
 				const char **allow)
@@ -67,24 +100,14 @@ static enum gw_route cart_route(const char *method, const char *rest, struct gw_
 	if (*rest != '/')
 		return GW_NOT_FOUND;
 	rest++;
-	const char *slash = strchr(rest, '/');
-	const char *end = slash ? slash : rest + strlen(rest);
-	if (!take(out, rest, end))
+	const char *tail;
+	if (!param_and_tail(rest, out, &tail))
 		return GW_NOT_FOUND;
-	const char *tail = slash ? slash + 1 : NULL;
 	if (!tail)
 		return pick(method, "GET", GW_CART, "GET, HEAD", allow);
 	if (strcmp(tail, "events") == 0)
 		return pick(method, "GET", GW_CART_EVENTS, "GET, HEAD", allow);
-	bool confirm = strcmp(tail, "confirm") == 0;
-	if (!confirm && strcmp(tail, "cancel") != 0)
-		return GW_NOT_FOUND;
-	if (strcmp(method, "POST") == 0)
-		return confirm ? GW_CART_CONFIRM : GW_CART_CANCEL;
-	if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
-		return confirm ? GW_CART_CONFIRM_GET : GW_CART_CANCEL_GET;
-	*allow = "GET, HEAD, POST";
-	return GW_BAD_METHOD;
+	return followup_route(method, tail, GW_CART_CONFIRM, allow);
 }
 
 enum gw_route gw_route(const char *method, const char *url, struct gw_path *out, const char **allow)
@@ -111,11 +134,9 @@ enum gw_route gw_route(const char *method, const char *url, struct gw_path *out,
 	} else {
 		return GW_NOT_FOUND;
 	}
-	const char *slash = strchr(rest, '/');
-	const char *end = slash ? slash : rest + strlen(rest);
-	if (!take(out, rest, end))
+	const char *tail;
+	if (!param_and_tail(rest, out, &tail))
 		return GW_NOT_FOUND;
-	const char *tail = slash ? slash + 1 : NULL;
 	if (!tail)
 		return skus ? pick(method, "GET", GW_SKU, "GET, HEAD", allow)
 			    : pick(method, "GET", GW_INTENT, "GET, HEAD", allow);
@@ -133,15 +154,7 @@ enum gw_route gw_route(const char *method, const char *url, struct gw_path *out,
 			return pick(method, "POST", GW_ADMIN_CLOSE, "POST", allow);
 		return GW_NOT_FOUND;
 	}
-	bool confirm = strcmp(tail, "confirm") == 0;
-	if (!confirm && strcmp(tail, "cancel") != 0)
-		return GW_NOT_FOUND;
-	if (strcmp(method, "POST") == 0)
-		return confirm ? GW_CONFIRM : GW_CANCEL;
-	if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
-		return confirm ? GW_CONFIRM_GET : GW_CANCEL_GET;
-	*allow = "GET, HEAD, POST";
-	return GW_BAD_METHOD;
+	return followup_route(method, tail, GW_CONFIRM, allow);
 }
 
 enum gw_route_label gw_route_label(enum gw_route r)
