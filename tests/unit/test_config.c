@@ -1,6 +1,7 @@
 /* test_config.c: the configuration parser (src/io/config.c): defaults, the fixture files in
  * tests/data/config, the exact `file:line: reason` errors, --set and environment precedence. */
 #include "check.h"
+#include "core/core.h"
 #include "io/config.h"
 
 #include <errno.h>
@@ -415,6 +416,16 @@ static void config_reference(FILE *out)
 		     "docs/reference/configuration.md`;\n`meson test --suite unit` fails when the "
 		     "two differ. Do not edit by hand.\n\n");
 	fs_config_describe_markdown(out);
+	fprintf(out,
+		"\n## Bounds that are not settings\n\n"
+		"Protocol constants: every worker and every replay must decide alike, so these are "
+		"compiled in,\nnot configured.\n\n"
+		"| bound | value | what it bounds |\n|---|---|---|\n"
+		"| `FS_CART_LINES_MAX` (src/core/record.h) | %d | the lines of a cart (issue 31): "
+		"more is rejected `too_many_lines` |\n"
+		"| `FS_SKUS_PER_PARTITION_MAX` (src/core/core.h) | %d | the SKUs one partition "
+		"holds: an `open` of one more is rejected `too_many_skus` |\n",
+		FS_CART_LINES_MAX, FS_SKUS_PER_PARTITION_MAX);
 }
 
 /* The reference page says what the key table says. */
