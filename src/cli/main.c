@@ -414,7 +414,8 @@ static const char usage_result[] =
 	"usage: flashsale result INTENT_ID [--wait SECONDS] [--json]\n"
 	"\n"
 	"Prints a buy's decision from Postgres. With --wait, if it is not decided yet, follows\n"
-	"the results topic until it arrives (exit 1 on timeout).\n";
+	"the results topic until it arrives (exit 1 on timeout). The id of a cart its\n"
+	"coordinator has read prints the cart, as `flashsale cart show` does.\n";
 
 static int cmd_result(flashsale_t *fs, int argc, char **argv)
 {
@@ -428,6 +429,9 @@ static int cmd_result(flashsale_t *fs, int argc, char **argv)
 	int rc = cli_parse(argc, argv, usage_result, spec, 1, 1);
 	if (rc >= 0)
 		return rc;
+	struct flashsale_cart cart;
+	if (flashsale_cart_get(fs, argv[optind], &cart) == 0)
+		return cart_show(fs, argv[optind], wait_s, NULL, json);
 	struct flashsale_result r;
 	rc = flashsale_result_wait(fs, argv[optind], (int)(wait_s * 1000), &r);
 	if (rc == -ENOENT || rc == -ETIMEDOUT) {

@@ -46,6 +46,7 @@ cart1=$(head -n 1 "$IT_DIR/carts1")
 out=$(fs cart show "$cart1" --json)
 say "first cart: $out"
 case "$out" in *'"outcome":"held"'* | *'"outcome":"sold_out"'*) ;; *) fail "cart show: $out" ;; esac
+assert_eq "$out" "$(fs result "$cart1" --json)" "result of a cart id: the cart"
 audit_ok
 
 # ---- 2. confirm, cancel, expiry, late confirm ------------------------------------------------
