@@ -115,7 +115,7 @@ void fs_carts_free(struct fs_carts *cs)
 	for (uint32_t i = 0; i < cs->wq_cap; i++)
 		free(cs->wq[i].v);
 	free(cs->wq);
-	free(cs->todo);
+	free(cs->walk);
 	free(cs->pending);
 	free(cs->local);
 	free(cs->out);
@@ -542,7 +542,7 @@ static int decide_group(struct fs_carts *cs, struct fs_core *c, uint32_t gi, boo
 /* Decides again the groups waiting on SKU si, in the order they came, up to the first one
  * that still waits (for si or another SKU): strict order per SKU, so each walk costs the
  * groups it decides plus one. A group decided here leaves its other SKUs' queues too, whose
- * fronts may have been waiting behind it: those SKUs are walked again (*todo). */
+ * fronts may have been waiting behind it: those SKUs are walked again (*walk). */
 static int wake_sku(struct fs_carts *cs, struct fs_core *c, uint32_t si)
 {
 	struct fs_wq *q = &cs->wq[si];
@@ -563,11 +563,11 @@ static int wake_sku(struct fs_carts *cs, struct fs_core *c, uint32_t si)
 				uint32_t other = g->lines[i].sku_index;
 				if (other == si || other == FS_MAP_NONE)
 					continue;
-				rc = grow((void **)&cs->todo, &cs->todo_cap, cs->todo_len,
-					  sizeof *cs->todo);
+				rc = grow((void **)&cs->walk, &cs->walk_cap, cs->walk_len,
+					  sizeof *cs->walk);
 				if (rc < 0)
 					return rc;
-				cs->todo[cs->todo_len++] = other;
+				cs->walk[cs->walk_len++] = other;
 			}
 		}
 		q->head++; /* decided, or had stopped waiting: off the front */
@@ -580,20 +580,20 @@ static int wake_sku(struct fs_carts *cs, struct fs_core *c, uint32_t si)
 static int wake(struct fs_carts *cs, struct fs_core *c, uint32_t gi)
 {
 	const struct fs_group *g = &cs->groups[gi];
-	cs->todo_len = 0;
+	cs->walk_len = 0;
 	for (uint32_t i = 0; i < g->nlines; i++) {
-		int rc = grow((void **)&cs->todo, &cs->todo_cap, cs->todo_len, sizeof *cs->todo);
+		int rc = grow((void **)&cs->walk, &cs->walk_cap, cs->walk_len, sizeof *cs->walk);
 		if (rc < 0)
 			return rc;
 		if (g->lines[i].sku_index != FS_MAP_NONE)
-			cs->todo[cs->todo_len++] = g->lines[i].sku_index;
+			cs->walk[cs->walk_len++] = g->lines[i].sku_index;
 	}
-	for (uint32_t k = 0; k < cs->todo_len && cs->waiting_len; k++) {
-		int rc = cs->todo[k] < cs->wq_cap ? wake_sku(cs, c, cs->todo[k]) : 0;
+	for (uint32_t k = 0; k < cs->walk_len && cs->waiting_len; k++) {
+		int rc = cs->walk[k] < cs->wq_cap ? wake_sku(cs, c, cs->walk[k]) : 0;
 		if (rc < 0)
 			return rc;
 	}
-	cs->todo_len = 0;
+	cs->walk_len = 0;
 	return 0;
 }
 

@@ -157,8 +157,8 @@ struct fs_carts {
 	} * wq;
 	uint32_t wq_cap;
 	uint32_t waiting_len; /* groups waiting now */
-	uint32_t *todo;	      /* the SKUs whose queues a wake walks */
-	uint32_t todo_len, todo_cap;
+	uint32_t *walk;	      /* the SKUs whose queues a wake walks */
+	uint32_t walk_len, walk_cap;
 	int64_t *pending; /* by SKU index: units pending groups hold */
 	uint32_t pending_cap;
 
