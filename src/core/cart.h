@@ -137,7 +137,7 @@ struct fs_cart_counts {
 /* The carts and groups of one partition. */
 struct fs_carts {
 	int32_t partition, partitions;
-	uint32_t lines_max; /* cart.lines.max: at most FS_CART_LINES_MAX */
+	uint32_t lines_max; /* the lines a cart may have: FS_CART_LINES_MAX (tests may set less) */
 
 	struct fs_cart *carts;
 	uint32_t carts_len, carts_cap;
