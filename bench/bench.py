@@ -2,7 +2,7 @@
 """The benchmark of issue 5: flashsale next to the approaches teams use today, in one run, on this
 machine, against the same local PostgreSQL.
 
-  scripts/bench [--quick] [--clients N] [--only S1..S11] [--no-flashsale] [--s5-seconds N]
+  scripts/bench [--quick] [--clients N] [--only S1..S12] [--no-flashsale] [--s5-seconds N]
                 [--out DIR]
   scripts/bench report [--rows FILE] [--out DIR] [--check]
 
@@ -48,6 +48,11 @@ from a rows file, running nothing (scripts/bench report --help).
   S11 what the metrics cost: S1's flashsale run with the worker's metrics endpoint on and
      scraped every 100 ms, against the same run with it off, alternated (off, scraped, off,
      scraped); the medians and their ratio                           flashsale only
+  S12 carts (issue 31): the seed's table (8 customers x 15 carts of 3 lines over 8 SKUs),
+     then 100,000 carts of 3 lines over 20 SKUs of 2,000 units (--quick: 10,000 carts, 200
+     units), each by the lock-based peers cart-for-update (cart order) and cart-sorted, and
+     by flashsale on 1 partition (one step) and on 4 (the reservation protocol); carts/s,
+     deadlocks, units, against cart-sorted (bench/cart_runs.py)
   (S5 and S8 use this invocation's S1 rate; --only S5 and --only S8 run S1's flashsale run
   first; --only S8, S9 or S10 runs the three and the floor. Issue 29 named them S7-S9.)
 """
@@ -76,7 +81,8 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
-import gateway_runs  # noqa: E402 (after the line above)
+import cart_runs  # noqa: E402 (after the line above)
+import gateway_runs  # noqa: E402
 import machine  # noqa: E402
 import metrics_runs  # noqa: E402
 import open_loop  # noqa: E402
@@ -97,7 +103,7 @@ SIZES = {  # (default, --quick)
     "s1_buyers": (100000, 10000), "s1_stock": (500, 500), "s2_buyers": (20000, 2000),
     "s2_stock": (20000, 2000), "time_limit": (90, 30), "s3_intents": (1000000, 100000),
     "s3_stock": (10000, 1000), "s4_intents": (500000, 50000), "s5_seconds": (15, 5),
-    "s10_waiting": (10000, 2000),
+    "s10_waiting": (10000, 2000), "s12_carts": (100000, 10000), "s12_stock": (2000, 200),
 }
 
 
@@ -144,10 +150,10 @@ def parse_flags(argv):
         usage_error("--clients must be in 1..256")
     if not re.fullmatch(r"|[1-9]|[1-9][0-9]|[1-5][0-9][0-9]|600", opts["s5_seconds"]):
         usage_error("--s5-seconds takes 1..600")
-    if not re.fullmatch(r"|S[1-9]|S1[01]", opts["only"]):
-        usage_error("--only takes S1 .. S11")
+    if not re.fullmatch(r"|S[1-9]|S1[012]", opts["only"]):
+        usage_error("--only takes S1 .. S12")
     if not opts["flashsale"] and opts["only"] not in ("", "S1", "S2"):
-        usage_error("S3 .. S11 are flashsale runs: --no-flashsale leaves nothing to run")
+        usage_error("S3 .. S12 are flashsale runs: --no-flashsale leaves nothing to run")
     return opts
 
 
@@ -284,12 +290,12 @@ def plan(b):
     alone = []
     if b.with_flashsale:
         if not b.only:
-            alone = ["S3", "S4", "S5", "S6", "S7", "S8", "S11"]
+            alone = ["S3", "S4", "S5", "S6", "S7", "S8", "S11", "S12"]
         elif b.only == "S5":
             alone = ["S1", "S5"]
         elif b.only in ("S8", "S9", "S10"):
             alone = ["S1", "S8"]
-        elif b.only in ("S3", "S4", "S6", "S7", "S11"):
+        elif b.only in ("S3", "S4", "S6", "S7", "S11", "S12"):
             alone = [b.only]
     per_scenario = len(b.approaches) + (1 if b.with_flashsale else 0)
     b.runs_total = per_scenario * len(scenarios) + len(alone)
@@ -299,6 +305,8 @@ def plan(b):
         b.runs_total += 4  # the two HTTP floors, S9, S10
     if "S11" in alone:
         b.runs_total += 1  # its two rows
+    if "S12" in alone:
+        b.runs_total += cart_runs.RUNS - 1  # two sizes, two peers and two flashsale runs each
     plus = " + flashsale" if b.with_flashsale else ""
     also = ("and flashsale alone in " + " ".join(alone)) if alone else ""
     say("%d runs: %d peers x %d scenario(s)%s %s, %s clients per peer, at most %d s per peer run"
@@ -326,7 +334,7 @@ def run_all(b, scenarios, alone):
         "S5": [open_loop.flashsale_s5, lambda b: open_loop.s5_floor(b, "plain"),
                lambda b: open_loop.s5_floor(b, "durable"), open_loop.s5_disk],
         "S6": [runs.flashsale_s6], "S7": [runs.flashsale_s7], "S8": [gateway_runs.run_all],
-        "S11": [metrics_runs.flashsale_s11],
+        "S11": [metrics_runs.flashsale_s11], "S12": [cart_runs.run_all],
     }
     for sc in alone:
         for run in alone_runs[sc]:
@@ -345,7 +353,8 @@ def header_of(b, argv, facts):
         "s2_buyers": str(b.s2_buyers), "s2_stock": str(b.s2_stock),
         "s3_intents": str(b.s3_intents), "s3_stock": str(b.s3_stock),
         "s4_intents": str(b.s4_intents), "s5_seconds": str(b.s5_seconds),
-        "s10_waiting": str(b.s10_waiting),
+        "s10_waiting": str(b.s10_waiting), "s12_carts": str(b.s12_carts),
+        "s12_stock": str(b.s12_stock),
         "s5_warm_s": str(open_loop.S5_WARM_S),
     }
     return h

@@ -5,7 +5,7 @@
 # then CARTS carts of 3 distinct lines over them from `flashsale load --cart-lines 3` (seed 1);
 # prints the seconds from the first publish until every cart has its answer, the answers, and
 # the worker's decide and commit times. Defaults: 4 partitions, 100,000 carts, 2,000 units.
-# Drops its database and topics at the end.
+# Drops its database and topics at the end (KEEP=1 keeps them, for a look).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -32,6 +32,7 @@ unset FLASHSALE_PG
 fs() { build/flashsale -c "$dir/flashsale.conf" "$@"; }
 cleanup() {
 	[ -n "${wpid:-}" ] && kill "$wpid" 2>/dev/null && wait "$wpid" 2>/dev/null
+	[ -n "${KEEP:-}" ] && { echo "kept: database $db, topics $topic.*"; return; }
 	fs topics delete >/dev/null 2>&1 || true
 	psql "$FLASHSALE_PG_ADMIN" -X -q -c "DROP DATABASE IF EXISTS $db" || true
 }

@@ -811,7 +811,10 @@ static enum outcome cart(struct client *cl, struct req *rq)
 		if (o != O_ERROR || !cl->deadlocked)
 			return o;
 		cl->deadlocks++;
-		if (attempt >= opt.max_retries)
+		/* Past the time limit a cart stops retrying: without this, carts deadlocking
+		 * over and over (one second of deadlock_timeout each) kept a run going for
+		 * twice its limit. */
+		if (attempt >= opt.max_retries || mono_s() >= deadline)
 			return O_GAVE_UP;
 	}
 }

@@ -169,7 +169,7 @@ def render(header, rows):
     return (report_text.INTRO.format(**fields) + peer_tables(rows)
             + "What the checks found (every run that did not end with check=ok):\n\n"
             + checks_found(rows, max_retries) + "\n" + report_text.WHY
-            + alone_table(rows) + http_table(rows) + metrics_table(rows))
+            + alone_table(rows) + http_table(rows) + metrics_table(rows) + cart_table(rows))
 
 
 ALONE_NAMES = {"S5-floor": "S5 floor", "S5-floor-durable": "S5 floor, durable",
@@ -407,6 +407,79 @@ def metrics_table(rows):
         out += ["", "Scraped against off: %.2fx (the medians)." % (
             awk_num(value(on, "attempts_per_s")) / awk_num(value(off, "attempts_per_s")))]
     out.append("")
+    return "".join(line + "\n" for line in out)
+
+
+CART_TITLES = {"S12-seed": "the seed's table", "S12": "the large run"}
+
+
+def _cart_rows(rows, sc):
+    """SC's rows and its reference: the cart-sorted peer's row when its check passed."""
+    found = [r for r in rows if value(r, "scenario") == sc]
+    base = [r for r in found if value(r, "approach") == "cart-sorted"
+            and value(r, "check") == "ok"]
+    return found, (base[0] if base else None)
+
+
+def _cart_line(r, base):
+    v = lambda k: value(r, k)  # noqa: E731
+    name = v("approach") + (" (worker)" if v("kind") == "flashsale" else "")
+    if v("check") == "error":
+        return FAILED_ROW_CART % name
+    bv = lambda k: value(base, k) if base else ""  # noqa: E731
+    supply = awk_num(v("stock")) * awk_num(v("skus"))
+    per_cart = (("%.1f" % (awk_num(v("records")) / awk_num(v("requests"))))
+                if is_num(v("records")) and awk_num(v("requests")) > 0 else "-")
+    over = "**%s**" % v("oversell") if awk_num(v("oversell")) > 0 else v("oversell")
+    return "| %s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |" % (
+        name, _ms(v("seconds"), bv("seconds")), _rate(v("attempts_per_s"), bv("attempts_per_s")),
+        commify(v("won")), commify(v("sold")), commify("%d" % supply), over,
+        v("deadlocks") or "-", per_cart, v("batches") or "-", v("check"))
+
+
+FAILED_ROW_CART = "| %s | failed | - | - | - | - | - | - | - | error |"
+
+
+def cart_table(rows):
+    """## Carts: S12, the seed's table and the large run, every row against cart-sorted."""
+    if not any(value(r, "scenario") in CART_TITLES for r in rows):
+        return ""
+    out = ["## Carts: S12\n",
+           "Carts of several lines, all or nothing (issue 31). The peers lock each line's row "
+           "`FOR UPDATE`, in the cart's order (cart-for-update: crossing carts deadlock, "
+           "Postgres ends one, it is retried) or in SKU order (cart-sorted); flashsale decides "
+           "on one partition (every line on the cart's own partition: one step) and on four "
+           "(the reservation protocol, docs/DESIGN-NOTES.md). carts/s = carts decided, held or "
+           "refused, per second (flashsale: from the first publish to the last answer stored); "
+           "units = units the held carts took; oversell = units beyond a SKU's stock; records "
+           "and batches: the worker's, the protocol's messages included. Ratios against "
+           "cart-sorted.\n"]
+    targets = []
+    for sc, title in CART_TITLES.items():
+        found, base = _cart_rows(rows, sc)
+        if not found:
+            continue
+        f = found[0]
+        out += ["### %s %s: %s carts of %s lines over %s SKUs of %s units\n" % (
+                    sc, title, commify(value(f, "buyers")), value(f, "lines"),
+                    value(f, "skus"), commify(value(f, "stock"))),
+                "| approach | seconds | carts/s | carts held | units / supply | oversell "
+                "| deadlocks | records/cart | batches | check |",
+                "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
+        out += [_cart_line(r, base) for r in found]
+        out.append("")
+        if sc != "S12" or not base:
+            continue
+        for r in found:
+            if value(r, "kind") != "flashsale" or value(r, "check") != "ok":
+                continue
+            x = awk_num(value(r, "attempts_per_s")) / max(awk_num(value(base, "attempts_per_s")),
+                                                         1e-9)
+            targets.append("%s: %.2fx cart-sorted, %s" % (
+                value(r, "approach"), x, "met" if x >= 10 else "missed"))
+    if targets:
+        out += ["Target (issue 31): 0 deadlocks, no oversell, and >= 10x cart-sorted on the "
+                "large run: " + "; ".join(targets) + ".", ""]
     return "".join(line + "\n" for line in out)
 
 

@@ -70,13 +70,15 @@ def _tee(src, log_path):
             sys.stderr.buffer.flush()
 
 
-def run_peer(b, sc, ap, buyers, stock):
-    """One peer run: APPROACH for BUYERS buyers of STOCK units."""
+def run_peer(b, sc, ap, buyers, stock, clients=None, extra=()):
+    """One peer run: APPROACH for BUYERS buyers of STOCK units (CLIENTS: the invocation's unless
+    given; EXTRA: more flags, the carts' --skus ...)."""
     log = b.path("peer-%s-%s.log" % (sc, ap))
+    clients = clients or b.clients
     proc.settle()
-    cmd = [b.peers, "--approach", ap, "--clients", b.clients, "--buyers", str(buyers),
+    cmd = [b.peers, "--approach", ap, "--clients", clients, "--buyers", str(buyers),
            "--stock", str(stock), "--time-limit", str(b.time_limit), "--max-retries",
-           str(b.max_retries), "--redis-port", b.redis_port]
+           str(b.max_retries), "--redis-port", b.redis_port] + list(extra)
     if sys.stdout.isatty():
         cmd.append("--progress")
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -88,7 +90,7 @@ def run_peer(b, sc, ap, buyers, stock):
     if (rc != 0 and rc != 3) or not line:
         b.progress(sc, ap, "FAILED (exit %d, log %s)" % (rc, log))
         b.add(parse_kv("scenario=%s kind=peer approach=%s clients=%s buyers=%s stock=%s "
-                       "check=error" % (sc, ap, b.clients, buyers, stock)))
+                       "check=error" % (sc, ap, clients, buyers, stock)))
         b.failed += 1
         return
     if line.startswith("PEER "):
@@ -98,7 +100,9 @@ def run_peer(b, sc, ap, buyers, stock):
     b.progress(sc, ap, "%7.1f s %9s attempts/s %8s winners/s  p99 %8.1f ms  %s" % (
         fnum(f("seconds")), commify(f("attempts_per_s")), commify(f("winners_per_s")),
         fnum(f("p99_ms")),
-        "sold %s/%s  check=%s" % (commify(f("sold")), commify(str(stock)), f("check"))))
+        "sold %s/%s  check=%s" % (commify(f("sold")), commify(str(
+            stock * int(f("skus") or 1) if sc.startswith("S12") else stock)), f("check"))
+        + ("  deadlocks %s" % f("deadlocks") if sc.startswith("S12") else "")))
 
 
 def flashsale_failed(b, sc, buyers, stock, why):

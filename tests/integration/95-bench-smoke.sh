@@ -12,7 +12,10 @@
 #   3. S3 .. S7 and S5's two floors pass their checks (every intent answered), the durable one
 #      counted its flushes, S5's disk probe flushed and gave its percentiles in order, S6's
 #      rebuilt decisions are identical to the fresh ones, and S7 forwarded every buy of its
-#      misrouted run and measured its routed one.
+#      misrouted run and measured its routed one. S12 (carts): both sizes have a row for
+#      both lock-based peers; cart-sorted and flashsale on 1 and 4 partitions pass their
+#      checks with no oversell, 3 units per held cart within the supply, cart-sorted without
+#      a deadlock, and every one of the seed table's 120 carts held.
 #   4. DIR has the report, with every section, the chart and the rows (the run's own,
 #      .local/bench/rows.jsonl), and `scripts/bench report --check` finds that the rows give
 #      that report again; docs/ is untouched.
@@ -99,10 +102,27 @@ assert_eq yes "$(val "$(row S6 flashsale)" same_decisions)" "S6 rebuilt decision
 s7=$(row S7 flashsale)
 assert_eq "$(val "$s7" requests)" "$(val "$s7" forwarded)" "S7 buys forwarded (all of them)"
 [ "$(val "$s7" routed_per_s)" -gt 0 ] 2>/dev/null || fail "S7: no rate for the routed run: $s7"
+# S12, carts: the peers ran (cart order may stop at the time limit); the sorted one and both
+# flashsale runs sold within the supply, 3 units per held cart, without a deadlock; the seed's
+# carts all fit in its stock, so every one of them is held.
+for sc in S12-seed S12; do
+	[ -n "$(row "$sc" cart-for-update)" ] || fail "$sc cart-for-update: no row"
+	for ap in cart-sorted flashsale-1p flashsale-4p; do
+		line=$(row "$sc" "$ap")
+		won=$(val "$line" won) sold=$(val "$line" sold)
+		supply=$(($(val "$line" stock) * $(val "$line" skus)))
+		assert_eq "ok 0" "$(val "$line" check) $(val "$line" oversell)" "$sc $ap check, oversell"
+		[ "$won" -gt 0 ] 2>/dev/null && [ "$sold" = $((3 * won)) ] && [ "$sold" -le "$supply" ] ||
+			fail "$sc $ap: $won carts held, $sold units of $supply: $line"
+		[ "$ap" != cart-sorted ] || assert_eq 0 "$(val "$line" deadlocks)" "$sc cart-sorted deadlocks"
+		[ "$sc" != S12-seed ] || assert_eq 120 "$won" "$sc $ap carts held"
+	done
+done
 
 # 4.
 for section in '## The machine' '## S1 hot SKU' '## S2 all winners' '## flashsale alone' \
-	'| S5 floor |' '| S5 floor, durable |' '| S5 disk alone |' '| S6 |' '| S7 |'; do
+	'| S5 floor |' '| S5 floor, durable |' '| S5 disk alone |' '| S6 |' '| S7 |' \
+	'## Carts: S12' '| flashsale-4p (worker) |'; do
 	grep -qF "$section" "$out/BENCHMARKS.md" 2>/dev/null || fail "report: no '$section'"
 done
 [ -s "$out/benchmarks.png" ] || fail "no chart in $out"
