@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench/carts_quick.sh [PARTITIONS] [CARTS] [STOCK]: how long carts take to be answered, until
-# scripts/bench has its cart scenario (issue 31). On the local services (scripts/services up),
-# with build/: a fresh database and topics, one worker, 20 SKUs of STOCK units (per buyer 1),
+# bench/carts_quick.sh [PARTITIONS] [CARTS] [STOCK]: how long carts take to be answered, a
+# quick probe beside scripts/bench S12 (issue 31; docs/PERFORMANCE.md item 45). On the local
+# services (scripts/services up), with build/: a fresh database and topics, one worker, 20 SKUs of STOCK units (per buyer 1),
 # then CARTS carts of 3 distinct lines over them from `flashsale load --cart-lines 3` (seed 1);
 # prints the seconds from the first publish until every cart has its answer, the answers, and
 # the worker's decide and commit times. Defaults: 4 partitions, 100,000 carts, 2,000 units.
