@@ -2,7 +2,7 @@
 """The benchmark of issue 5: flashsale next to the approaches teams use today, in one run, on this
 machine, against the same local PostgreSQL.
 
-  scripts/bench [--quick] [--clients N] [--only S1..S12] [--no-flashsale] [--s5-seconds N]
+  scripts/bench [--quick] [--clients N] [--only S1..S13] [--no-flashsale] [--s5-seconds N]
                 [--out DIR]
   scripts/bench report [--rows FILE] [--out DIR] [--check]
 
@@ -53,7 +53,12 @@ from a rows file, running nothing (scripts/bench report --help).
      units), each by the lock-based peers cart-for-update (cart order) and cart-sorted, and
      by flashsale on 1 partition (one step) and on 4 (the reservation protocol); carts/s,
      deadlocks, units, against cart-sorted (bench/cart_runs.py)
-  (S5 and S8 use this invocation's S1 rate; --only S5 and --only S8 run S1's flashsale run
+  S13 the latency curve (issue 32): the worker's sustained capacity (an open loop whose rate
+     goes up while the last answer comes within 250 ms of the last publish; 5 s probes,
+     --quick: 2 s), then p50/p99/p99.9 at 10, 25, 50, 75 and 90% of it, each beside S5's
+     plain and durable floors at the same rate (10 s each; --quick: 3 s, 10/50/90%); drawn into
+     latency-curve.png beside the report (bench/curve_runs.py)             flashsale only
+  (S5, S8 and S13 use this invocation's S1 rate; --only S5, S8 and S13 run S1's flashsale run
   first; --only S8, S9 or S10 runs the three and the floor. Issue 29 named them S7-S9.)
 """
 # Before the first flashsale run, one unmeasured S1-sized sale warms the broker up (its JIT),
@@ -82,6 +87,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 import cart_runs  # noqa: E402 (after the line above)
+import curve_runs  # noqa: E402
 import gateway_runs  # noqa: E402
 import machine  # noqa: E402
 import metrics_runs  # noqa: E402
@@ -150,10 +156,10 @@ def parse_flags(argv):
         usage_error("--clients must be in 1..256")
     if not re.fullmatch(r"|[1-9]|[1-9][0-9]|[1-5][0-9][0-9]|600", opts["s5_seconds"]):
         usage_error("--s5-seconds takes 1..600")
-    if not re.fullmatch(r"|S[1-9]|S1[012]", opts["only"]):
-        usage_error("--only takes S1 .. S12")
+    if not re.fullmatch(r"|S[1-9]|S1[0-3]", opts["only"]):
+        usage_error("--only takes S1 .. S13")
     if not opts["flashsale"] and opts["only"] not in ("", "S1", "S2"):
-        usage_error("S3 .. S12 are flashsale runs: --no-flashsale leaves nothing to run")
+        usage_error("S3 .. S13 are flashsale runs: --no-flashsale leaves nothing to run")
     return opts
 
 
@@ -290,9 +296,9 @@ def plan(b):
     alone = []
     if b.with_flashsale:
         if not b.only:
-            alone = ["S3", "S4", "S5", "S6", "S7", "S8", "S11", "S12"]
-        elif b.only == "S5":
-            alone = ["S1", "S5"]
+            alone = ["S3", "S4", "S5", "S6", "S7", "S8", "S11", "S12", "S13"]
+        elif b.only in ("S5", "S13"):
+            alone = ["S1", b.only]
         elif b.only in ("S8", "S9", "S10"):
             alone = ["S1", "S8"]
         elif b.only in ("S3", "S4", "S6", "S7", "S11", "S12"):
@@ -307,6 +313,8 @@ def plan(b):
         b.runs_total += 1  # its two rows
     if "S12" in alone:
         b.runs_total += cart_runs.RUNS - 1  # two sizes, two peers and two flashsale runs each
+    if "S13" in alone:
+        b.runs_total += curve_runs.runs(b.quick) - 1  # the capacity, a worker and two floors a point
     plus = " + flashsale" if b.with_flashsale else ""
     also = ("and flashsale alone in " + " ".join(alone)) if alone else ""
     say("%d runs: %d peers x %d scenario(s)%s %s, %s clients per peer, at most %d s per peer run"
@@ -335,6 +343,7 @@ def run_all(b, scenarios, alone):
                lambda b: open_loop.s5_floor(b, "durable"), open_loop.s5_disk],
         "S6": [runs.flashsale_s6], "S7": [runs.flashsale_s7], "S8": [gateway_runs.run_all],
         "S11": [metrics_runs.flashsale_s11], "S12": [cart_runs.run_all],
+        "S13": [curve_runs.run_all],
     }
     for sc in alone:
         for run in alone_runs[sc]:

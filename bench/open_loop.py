@@ -50,17 +50,18 @@ def s5_rate_of(s1_rate):
     return s1_rate, top // 2
 
 
-def flashsale_s5(b):
-    """S5: the open loop against a worker."""
-    log, stock = b.log("flashsale-S5.log"), 500
-    top, rate = s5_rate_of(b.s1_rate)
-    n = rate * (b.s5_seconds + S5_WARM_S)
-    b.s5_rate = rate
-    log.echo("open loop at %d intents/s (half of %s), %d intents; the first %d s not timed"
-             % (rate, top, n, S5_WARM_S))
-    run = proc.Run(log, "bench-s5", 1)
+def worker_point(b, name, rate, n, stock=500):
+    """One open loop against a fresh worker (run NAME, one partition, a sale of STOCK units):
+    N intents at RATE per second, timed after the first S5_WARM_S seconds and whole. Returns
+    (ok, the timed TIMING line, the whole one, the slowest transaction in ms, sold, left,
+    audit)."""
+    log = b.log("flashsale-%s.log" % name)
+    log.echo("open loop at %d intents/s, %d intents; the first %d s not timed"
+             % (rate, n, S5_WARM_S))
+    run = proc.Run(log, "bench-" + name.lower(), 1)
     run.fs("sale", "open", "S5", "--stock", str(stock), out="null")
-    worker = run.start_worker(b.path("s5-worker.log"))
+    wlog = b.path("%s-worker.log" % name.lower())
+    worker = run.start_worker(wlog)
     ok = ready(run)
     loaded, start = s5_load(run, rate, n)  # the intents only: the sale record is not timed
     ok = loaded and ok
@@ -71,28 +72,39 @@ def flashsale_s5(b):
     ok = run.fs_ok("timing", "--since", str(start + S5_WARM_S * 1000), "--timeout", "300",
                    out="log") and ok
     sold, left = run.summary_sums(["S5"])
-    audit = run.audit(b.path("s5-audit.txt"))
+    audit = run.audit(b.path("%s-audit.txt" % name.lower()))
     proc.stop(worker)
     timing, whole_line = log.last("TIMING "), log.last("WHOLE ")
     log.close()
-    if not timing:
-        flashsale_failed(b, "S5", n, stock, "log %s" % log.path)
-        return
     # The worker's slowest batch transaction (its exit line): a latency tail that is the
     # database's own (a stalled WAL flush) shows here.
-    exits = proc.file_lines(b.path("s5-worker.log"), " exit: ")
+    exits = proc.file_lines(wlog, " exit: ")
     slowest = field(exits[-1] if exits else "", "ms_commit_max") or "-"
+    return ok, timing, whole_line, slowest, sold, left, audit, log.path
+
+
+def flashsale_s5(b):
+    """S5: the open loop against a worker."""
+    stock = 500
+    top, rate = s5_rate_of(b.s1_rate)
+    n = rate * (b.s5_seconds + S5_WARM_S)
+    b.s5_rate = rate
+    ok, timing, whole_line, slowest, sold, left, audit, log_path = worker_point(
+        b, "S5", rate, n, stock)
+    if not timing:
+        flashsale_failed(b, "S5", n, stock, "log %s" % log_path)
+        return
     whole_p99 = field(whole_line, "p99_ms") or "-"
     client = client_ms(timing)
     b.add(flashsale_row("S5", n, stock, sold, left, audit, 0 if ok else 1, timing,
                         "offered_per_s=%d slowest_commit_ms=%s whole_p99_ms=%s client_ms=%s"
                         % (rate, slowest, whole_p99, client)))
-    b.progress("S5", "flashsale", "offered %s/s: p50 %s ms  p99 %s ms  p99.9 %s ms  max %s ms  "
-               "slowest transaction %s ms  p99 with the first %s s %s ms  from the publish call "
-               "p50/p99/p99.9 %s ms  audit=%s" % (
-                   commify(str(rate)), field(timing, "p50_ms"), field(timing, "p99_ms"),
-                   field(timing, "p999_ms"), field(timing, "max_ms"), slowest, S5_WARM_S,
-                   whole_p99, client, audit))
+    b.progress("S5", "flashsale", "offered %s/s (half of %s): p50 %s ms  p99 %s ms  p99.9 %s ms  "
+               "max %s ms  slowest transaction %s ms  p99 with the first %s s %s ms  from the "
+               "publish call p50/p99/p99.9 %s ms  audit=%s" % (
+                   commify(str(rate)), commify(top), field(timing, "p50_ms"),
+                   field(timing, "p99_ms"), field(timing, "p999_ms"), field(timing, "max_ms"),
+                   slowest, S5_WARM_S, whole_p99, client, audit))
 
 
 def _echo_ready(echo_log, pid_proc):
@@ -106,7 +118,7 @@ def _echo_ready(echo_log, pid_proc):
     return bool(proc.file_lines(echo_log, "flashsale-echo: ready"))
 
 
-def _floor_timing(b, kind, sc, label, rate, n):
+def floor_timing(b, kind, sc, label, rate, n):
     """The floor's commands: (TIMING line, exit line of flashsale-echo, rc, log path)."""
     echo_cmd = ["build/bench/flashsale-echo"]
     if kind == "durable":
@@ -145,7 +157,7 @@ def s5_floor(b, kind):
     label = "floor" if kind == "plain" else "floor, durable"
     rate = b.s5_rate if b.s5_rate > 0 else 10000
     n = rate * (b.s5_seconds + S5_WARM_S)
-    timing, exit_line, rc, log_path = _floor_timing(b, kind, sc, label, rate, n)
+    timing, exit_line, rc, log_path = floor_timing(b, kind, sc, label, rate, n)
     if not timing:
         b.progress("S5", label, "FAILED (log %s)" % log_path)
         b.add(parse_kv("scenario=%s kind=floor approach=echo check=error" % sc))

@@ -169,7 +169,8 @@ def render(header, rows):
     return (report_text.INTRO.format(**fields) + peer_tables(rows)
             + "What the checks found (every run that did not end with check=ok):\n\n"
             + checks_found(rows, max_retries) + "\n" + report_text.WHY
-            + alone_table(rows) + http_table(rows) + metrics_table(rows) + cart_table(rows))
+            + alone_table(rows) + http_table(rows) + metrics_table(rows) + cart_table(rows)
+            + curve_table(rows))
 
 
 ALONE_NAMES = {"S5-floor": "S5 floor", "S5-floor-durable": "S5 floor, durable",
@@ -483,6 +484,140 @@ def cart_table(rows):
     return "".join(line + "\n" for line in out)
 
 
+def _curve_rows(rows):
+    """S13's capacity row, its probes, and its points by fraction: {pct: {kind: row}}."""
+    cap, probes, points = None, [], {}
+    for r in rows:
+        sc = value(r, "scenario")
+        if sc == "S13-capacity":
+            cap = r
+        elif sc == "S13-probe":
+            probes.append(r)
+        elif sc in ("S13", "S13-floor", "S13-floor-durable"):
+            pct = int(awk_num(value(r, "fraction")))
+            points.setdefault(pct, {})[{"S13": "worker", "S13-floor": "plain",
+                                        "S13-floor-durable": "durable"}[sc]] = r
+    return cap, probes, points
+
+
+def _p99_over(w, d):
+    """The worker's p99 over the durable floor's, or None."""
+    if not w or not d or not is_num(value(w, "p99_ms")) or not is_num(value(d, "p99_ms")):
+        return None
+    return awk_num(value(w, "p99_ms")) / max(awk_num(value(d, "p99_ms")), 1.0)
+
+
+def curve_table(rows):
+    """## The latency curve: S13, the capacity and every point beside its floors."""
+    cap, probes, points = _curve_rows(rows)
+    if not cap:
+        return ""
+    v = lambda k: value(cap, k)  # noqa: E731
+    out = ["## The latency curve: S13\n",
+           "The worker's sustained capacity, found with an open loop (S5's load: one hot SKU, one "
+           "partition, one worker) whose rate goes up while the last answer comes within %s ms "
+           "of the last publish, then the latency at fractions of it, each beside the plain "
+           "floor and the durable floor at the same offered rate (flashsale-echo, as S5's); "
+           "latency on the broker's clock, after an untimed first second (bench/curve_runs.py)."
+           "\n" % v("lag_ms")]
+    if v("check") == "error":
+        return "".join(line + "\n" for line in out + ["The capacity search failed.", ""])
+    s1 = awk_num(v("s1_per_s")) if is_num(v("s1_per_s")) else 0
+    out.append("Sustained capacity: **%s intents/s**%s; the first rate that fell behind: %s. "
+               "Probes (%s s each): %s.\n" % (
+                   commify(v("capacity_per_s")),
+                   " (%.2fx S1's burst rate, %s/s)" % (awk_num(v("capacity_per_s")) / s1,
+                                                      commify(v("s1_per_s"))) if s1 else "",
+                   commify(v("first_behind_per_s")) + "/s" if is_num(v("first_behind_per_s"))
+                   else "none" + (" (the load generator's limit was reached first)"
+                                  if v("generator_bound") == "yes" else ""),
+                   v("probe_s"),
+                   ", ".join("%s/s %s (lag %s ms)" % (
+                       commify(value(r, "offered_per_s")),
+                       "kept up" if value(r, "kept_up") == "yes" else "behind",
+                       value(r, "lag_ms")) for r in probes)))
+    out += ["| of capacity | offered/s | p50 ms | p99 ms | p99.9 ms | plain floor p99 "
+            "| durable floor p99 | p99 / durable floor | slowest transaction ms | check |",
+            "|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
+    for pct in sorted(points):
+        w, f, d = (points[pct].get(k) for k in ("worker", "plain", "durable"))
+        x = _p99_over(w, d)
+        g = lambda r, k: value(r, k) if r and value(r, k) else "-"  # noqa: E731
+        checks = [value(r, "check") for r in (w, f, d) if r]
+        out.append("| %d%% | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            pct, commify(g(w, "offered_per_s")), g(w, "p50_ms"), g(w, "p99_ms"),
+            g(w, "p999_ms"), g(f, "p99_ms"), g(d, "p99_ms"),
+            "%.1fx" % x if x is not None else "-", g(w, "slowest_commit_ms"),
+            "ok" if checks and all(c == "ok" for c in checks) else ",".join(checks) or "-"))
+    out.append("")
+    targets = []
+    if s1:
+        r = awk_num(v("capacity_per_s")) / s1
+        targets.append("capacity >= 0.8x S1's burst: %.2fx, %s" % (r, "met" if r >= 0.8
+                                                                    else "missed"))
+    for pct, bound in ((50, 2), (75, 4)):
+        x = _p99_over(points.get(pct, {}).get("worker"), points.get(pct, {}).get("durable"))
+        if x is not None:
+            targets.append("p99 <= %dx the durable floor at %d%%: %.1fx, %s" % (
+                bound, pct, x, "met" if x <= bound else "missed"))
+    if targets:
+        out += ["Targets (issue 32): " + "; ".join(targets) + ".", ""]
+    out += ["![latency against the offered rate, the floors as lines, log scales]"
+            "(latency-curve.png)", ""]
+    return "".join(line + "\n" for line in out)
+
+
+def curve_chart_data(rows):
+    """One line per point: offered/s, the worker's p50, p99, p99.9, the floors' p99."""
+    _, _, points = _curve_rows(rows)
+    out = []
+    for pct in sorted(points):
+        w, f, d = (points[pct].get(k) for k in ("worker", "plain", "durable"))
+        if not w or value(w, "check") != "ok":
+            continue
+        g = lambda r, k: value(r, k) if r and is_num(value(r, k)) else "-"  # noqa: E731
+        out.append("%s %s %s %s %s %s" % (g(w, "offered_per_s"), g(w, "p50_ms"),
+                                          g(w, "p99_ms"), g(w, "p999_ms"), g(f, "p99_ms"),
+                                          g(d, "p99_ms")))
+    return "".join(line + "\n" for line in out)
+
+
+def curve_gnuplot(chart, data):
+    return """set terminal pngcairo size 1000,560 font "sans,10" noenhanced
+set output "%s"
+set title "S13: the worker's latency against the offered rate, beside its floors"
+set datafile missing "-"
+set logscale xy
+set xlabel "offered intents/s (log scale)"
+set ylabel "ms, from the broker's stamp (log scale)"
+set grid
+set key top left
+plot "%s" using 1:2 with linespoints lw 2 lc rgb "#1f77b4" title "worker p50", \
+	'' using 1:3 with linespoints lw 2 lc rgb "#d62728" title "worker p99", \
+	'' using 1:4 with linespoints lw 2 lc rgb "#9467bd" title "worker p99.9", \
+	'' using 1:5 with lines lw 2 dashtype 2 lc rgb "#7f7f7f" title "plain floor p99", \
+	'' using 1:6 with lines lw 2 dashtype 2 lc rgb "#2ca02c" title "durable floor p99"
+""" % (chart, data)
+
+
+def write_curve_chart(rows, chart, work_dir):
+    """CHART (latency-curve.png) when the rows have S13 points."""
+    data_text = curve_chart_data(rows)
+    if not data_text:
+        return
+    if shutil.which("gnuplot") is None:
+        say("gnuplot not found (package gnuplot-nox); no curve chart")
+        return
+    data, log = os.path.join(work_dir, "curve.dat"), os.path.join(work_dir, "gnuplot-curve.log")
+    with open(data, "w") as f:
+        f.write(data_text)
+    with open(log, "w") as out:
+        rc = subprocess.run(["gnuplot"], input=curve_gnuplot(chart, data).encode(),
+                            stdout=out, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        say("gnuplot failed (log %s); no curve chart" % log)
+
+
 def chart_data(rows):
     """The chart's data: one line per approach, "NAME S1_ATTEMPTS/S S2_WINNERS/S" ("-" where
     it has no row), in the order the approaches first ran; failed runs and floors left out."""
@@ -559,6 +694,7 @@ def write(header, rows, out_dir, work_dir, chart=True):
     os.replace(doc + ".tmp", doc)
     if chart:
         write_chart(header, rows, png, work_dir)
+        write_curve_chart(rows, os.path.join(out_dir, "latency-curve.png"), work_dir)
     return doc, png
 
 

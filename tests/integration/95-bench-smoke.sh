@@ -15,8 +15,10 @@
 #      misrouted run and measured its routed one. S12 (carts): both sizes have a row for
 #      both lock-based peers; cart-sorted and flashsale on 1 and 4 partitions pass their
 #      checks with no oversell, 3 units per held cart within the supply, cart-sorted without
-#      a deadlock, and every one of the seed table's 120 carts held.
-#   4. DIR has the report, with every section, the chart and the rows (the run's own,
+#      a deadlock, and every one of the seed table's 120 carts held. S13 (the latency curve)
+#      found a capacity, and each quick point has the worker and both floors, checked, at
+#      that fraction of it, their percentiles in order.
+#   4. DIR has the report, with every section, the two charts and the rows (the run's own,
 #      .local/bench/rows.jsonl), and `scripts/bench report --check` finds that the rows give
 #      that report again; docs/ is untouched.
 # It runs the benchmark as a user does (build/, not the build under test, and .local/bench/ for
@@ -25,7 +27,7 @@
 . "$(dirname "$0")/lib.sh"
 out=$(mktemp -d "${TMPDIR:-/tmp}/flashsale-bench.XXXXXX")
 rows=$IT_ROOT/.local/bench/rows.jsonl
-docs=(docs/BENCHMARKS.md docs/benchmarks.png docs/benchmarks.jsonl)
+docs=(docs/BENCHMARKS.md docs/benchmarks.png docs/benchmarks.jsonl docs/latency-curve.png)
 docs_before=$(cd "$IT_ROOT" && cat "${docs[@]}" 2>/dev/null | md5sum)
 
 # 1. (rows.jsonl goes first: a bench that stopped before its runs must not leave an older
@@ -119,13 +121,37 @@ for sc in S12-seed S12; do
 	done
 done
 
+# S13, the latency curve: a capacity was found; each quick point (10, 50, 90%) has the worker's
+# row and both floors', checked, at the same offered rate, their percentiles in order.
+cap=$(val "$(row S13-capacity flashsale)" capacity_per_s)
+[ "$cap" -gt 0 ] 2>/dev/null || fail "S13: no capacity: $(row S13-capacity flashsale)"
+[ -n "$(row S13-probe flashsale)" ] || fail "S13: no probe row"
+for pct in 10 50 90; do
+	rate=""
+	for sc in S13 S13-floor S13-floor-durable; do
+		line=$(python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("scenario") == sys.argv[2] and r.get("fraction") == sys.argv[3]:
+        print(l.strip())' "$rows" "$sc" "$pct")
+		assert_eq ok "$(val "$line" check)" "$sc at $pct% check"
+		[ -z "$rate" ] && rate=$(val "$line" offered_per_s)
+		assert_eq "$rate" "$(val "$line" offered_per_s)" "$sc at $pct%: the worker's offered rate"
+		awk -v a="$(val "$line" p50_ms)" -v b="$(val "$line" p99_ms)" -v c="$(val "$line" p999_ms)" \
+			'BEGIN { exit !(a >= 0 && a <= b && b <= c) }' || fail "$sc at $pct%: percentiles: $line"
+	done
+	[ "$rate" = $((cap * pct / 100)) ] || fail "S13 at $pct%: offered $rate, not $pct% of $cap"
+done
+
 # 4.
 for section in '## The machine' '## S1 hot SKU' '## S2 all winners' '## flashsale alone' \
 	'| S5 floor |' '| S5 floor, durable |' '| S5 disk alone |' '| S6 |' '| S7 |' \
-	'## Carts: S12' '| flashsale-4p (worker) |'; do
+	'## Carts: S12' '| flashsale-4p (worker) |' '## The latency curve: S13' '| 50% |'; do
 	grep -qF "$section" "$out/BENCHMARKS.md" 2>/dev/null || fail "report: no '$section'"
 done
 [ -s "$out/benchmarks.png" ] || fail "no chart in $out"
+[ -s "$out/latency-curve.png" ] || fail "no latency curve in $out"
 cmp -s "$rows" "$out/benchmarks.jsonl" || fail "$out/benchmarks.jsonl is not the run's rows ($rows)"
 rc=0
 (cd "$IT_ROOT" && scripts/bench report --rows "$out/benchmarks.jsonl" --out "$out" --check) || rc=$?

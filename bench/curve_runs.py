@@ -1,0 +1,212 @@
+"""S13, the latency curve (issue 32): the worker's sustained capacity, then its latency at 10, 25,
+50, 75 and 90% of it, each beside the plain and the durable floor at the same offered rate, in
+the same invocation. S5 stays what it was (half of S1's burst rate): one more point, measured
+the same way.
+
+Capacity. An open loop (`flashsale load --rate`, S5's load: one hot SKU of 500 units, seed
+501) against one worker on one partition, PROBE_S seconds (--quick: PROBE_QUICK_S) per probe,
+all probes on one fresh run, each on a SKU of its own. A probe keeps up when the worker's last
+answer comes at most LAG_MS after the last intent was published (`flashsale timing`: seconds
+- publish_seconds, both on the broker's clock) and the load generator published at 95% of
+the offered rate or more; a worker that falls behind leaves a backlog that grows with the
+run, and its drain shows there. The search starts at half of S1's rate (20,000/s without
+S1), multiplies the rate by GROW while the probes keep up (at most MAX_GROW times), then halves
+the interval between the last rate kept up with and the first one not, BISECT times. The
+capacity is the highest rate kept up with. When even the generator cannot offer a rate, the
+search stops there and says so: the capacity is then at least that, and the generator's.
+
+Points. At each fraction of the capacity (--quick: 10, 50 and 90% only): the worker (open_loop.worker_point: a fresh run, a
+first second not timed, as S5), then flashsale-echo plain and durable at the same rate (the
+floors of S5, open_loop.floor_timing), each for POINT_S seconds (--quick: POINT_QUICK_S).
+"""
+
+import proc
+from open_loop import S5_WARM_S, client_ms, floor_timing, worker_point
+from rows import awk_num, commify, field, parse_kv
+from runs import ready
+
+FRACTIONS = (10, 25, 50, 75, 90)
+# --quick (the test suite's smoke run) draws three of them: each point is a fresh run, an audit
+# and two floors, about 15 s whatever its length.
+FRACTIONS_QUICK = (10, 50, 90)
+PROBE_S, PROBE_QUICK_S = 5, 2
+POINT_S, POINT_QUICK_S = 10, 3
+LAG_MS = 250
+GROW, MAX_GROW, BISECT = 1.3, 8, 3
+GENERATOR_SHARE = 0.95
+
+
+def _start_rate(b):
+    head = b.s1_rate.split(".")[0] if b.s1_rate else ""
+    return max(int(head) // 2, 1000) if head.isdigit() and int(head) > 0 else 20000
+
+
+class Prober:
+    """The capacity search's one run: a worker, one SKU per probe."""
+
+    def __init__(self, b):
+        self.b = b
+        self.log = b.log("S13-capacity.log")
+        self.run = proc.Run(self.log, "bench-curve", 1)
+        self.worker = self.run.start_worker(b.path("s13-capacity-worker.log"))
+        self.n = 0
+        # ready: the worker joined and answered a first sale record
+        self.run.fs("sale", "open", "CAP0", "--stock", "500", out="null")
+        self.ok = self.run.rc == 0 and ready(self.run)
+        self.seconds = PROBE_QUICK_S if b.quick else PROBE_S
+
+    def probe(self, rate):
+        """One probe at RATE: (kept_up, generator_ok, lag_ms, TIMING line)."""
+        self.n += 1
+        sku = "CAP%d" % self.n
+        self.run.fs("sale", "open", sku, "--stock", "500", "--wait", "30", out="null")
+        proc.settle()
+        start = proc.now_ms()
+        loaded = self.run.fs_ok("load", sku, "--buyers", str(rate * self.seconds), "--rate",
+                                str(rate), "--seed", "501")
+        rc, timing = self.run.fs("timing", "--since", str(start), "--timeout", "300",
+                                 out="capture")
+        self.log.echo("probe %d at %d/s: %s" % (self.n, rate, timing))
+        if not loaded or rc != 0 or not timing.startswith("TIMING "):
+            return None
+        secs, pub = awk_num(field(timing, "seconds")), awk_num(field(timing, "publish_seconds"))
+        lag = max(secs - pub, 0.0) * 1000
+        offered = awk_num(field(timing, "records")) / pub if pub > 0 else 0.0
+        gen_ok = offered >= GENERATOR_SHARE * rate
+        return lag <= LAG_MS and gen_ok, gen_ok, lag, offered
+
+    def close(self):
+        proc.stop(self.worker)
+        audit = self.run.audit(self.b.path("s13-capacity-audit.txt"))
+        self.log.close()
+        return audit
+
+
+def _probe_row(b, rate, got):
+    kept, gen_ok, lag, offered = got
+    b.add(parse_kv("scenario=S13-probe kind=flashsale approach=flashsale offered_per_s=%d "
+                   "published_per_s=%.0f lag_ms=%.0f kept_up=%s generator_ok=%s check=ok" % (
+                       rate, offered, lag, "yes" if kept else "no", "yes" if gen_ok else "no")))
+
+
+def capacity(b):
+    """The search; one row per probe and one for the capacity. Returns it (0 on failure)."""
+    p = Prober(b)
+    if not p.ok:
+        p.close()
+        return _capacity_failed(b, "the run did not start (log %s)" % p.log.path)
+    rate, good, bad, generator_bound = _start_rate(b), 0, 0, False
+    for _ in range(MAX_GROW):
+        got = p.probe(rate)
+        if got is None:
+            p.close()
+            return _capacity_failed(b, "a probe failed (log %s)" % p.log.path)
+        _probe_row(b, rate, got)
+        if not got[1]:
+            generator_bound = True
+            break
+        if not got[0]:
+            bad = rate
+            break
+        good, rate = rate, int(rate * GROW)
+    if good == 0 and bad:  # the first probe fell behind: look below it
+        lo, hi = 0, bad
+    else:
+        lo, hi = good, bad
+    for _ in range(BISECT if hi else 0):
+        mid = (lo + hi) // 2
+        if mid <= lo or mid < 100:
+            break
+        got = p.probe(mid)
+        if got is None:
+            break
+        _probe_row(b, mid, got)
+        if got[0]:
+            lo = mid
+        else:
+            hi = mid
+    audit = p.close()
+    cap = lo
+    check = "ok" if cap > 0 and audit == "ok" else "audit_%s" % audit if cap else "none_kept_up"
+    s1 = awk_num(b.s1_rate) if b.s1_rate else 0.0
+    b.add(parse_kv("scenario=S13-capacity kind=flashsale approach=flashsale capacity_per_s=%d "
+                   "first_behind_per_s=%s generator_bound=%s probes=%d probe_s=%d lag_ms=%d "
+                   "s1_per_s=%s check=%s" % (cap, hi or "-", "yes" if generator_bound else "no",
+                                             p.n, p.seconds, LAG_MS, b.s1_rate or "-", check)))
+    if check != "ok":
+        b.failed += 1
+    b.progress("S13", "capacity", "%s intents/s kept up with (%s/s fell behind; %d probes of %d "
+               "s)%s%s  %s" % (
+                   commify(str(cap)), commify(str(hi)) if hi else "-", p.n, p.seconds,
+                   "  the load generator's limit reached" if generator_bound else "",
+                   "  %.2fx S1's burst" % (cap / s1) if s1 > 0 else "", "check=%s" % check))
+    return cap if check == "ok" else 0
+
+
+def _capacity_failed(b, why):
+    b.progress("S13", "capacity", "FAILED (%s)" % why)
+    b.add(parse_kv("scenario=S13-capacity kind=flashsale approach=flashsale check=error"))
+    b.failed += 1
+    return 0
+
+
+def _point_worker(b, pct, rate, seconds):
+    name = "S13-%d" % pct
+    n = rate * (seconds + S5_WARM_S)
+    ok, timing, _, slowest, sold, left, audit, log_path = worker_point(b, name, rate, n)
+    t = lambda k: field(timing, k)  # noqa: E731
+    check = "ok" if ok and timing and audit == "ok" and t("answered") == t("records") else "error"
+    b.add(parse_kv(
+        "scenario=S13 kind=flashsale approach=flashsale fraction=%d offered_per_s=%d "
+        "requests=%s p50_ms=%s p99_ms=%s p999_ms=%s max_ms=%s client_ms=%s "
+        "slowest_commit_ms=%s sold=%s check=%s" % (
+            pct, rate, t("records") or "-", t("p50_ms") or "-", t("p99_ms") or "-",
+            t("p999_ms") or "-", t("max_ms") or "-", client_ms(timing) if timing else "-",
+            slowest, sold or "-", check)))
+    if check != "ok":
+        b.failed += 1
+    b.progress("S13", "%d%% worker" % pct, "offered %s/s: p50 %s ms  p99 %s ms  p99.9 %s ms  "
+               "slowest transaction %s ms  %s" % (
+                   commify(str(rate)), t("p50_ms"), t("p99_ms"), t("p999_ms"), slowest,
+                   "check=%s" % check if check == "ok" else "FAILED (log %s)" % log_path))
+
+
+def _point_floor(b, pct, kind, rate, seconds):
+    sc = "S13-floor" if kind == "plain" else "S13-floor-durable"
+    n = rate * (seconds + S5_WARM_S)
+    timing, exit_line, rc, log_path = floor_timing(b, kind, "%s-%d" % (sc, pct),
+                                                   "S13 %s floor" % kind, rate, n)
+    t = lambda k: field(timing, k)  # noqa: E731
+    check = "ok" if timing and rc == 0 and t("answered") == t("records") else "error"
+    b.add(parse_kv(
+        "scenario=%s kind=floor approach=echo fraction=%d offered_per_s=%d requests=%s "
+        "p50_ms=%s p99_ms=%s p999_ms=%s max_ms=%s slowest_flush_ms=%s check=%s" % (
+            sc, pct, rate, t("records") or "-", t("p50_ms") or "-", t("p99_ms") or "-",
+            t("p999_ms") or "-", t("max_ms") or "-",
+            (field(exit_line, "ms_sync_max") or "-") if kind == "durable" else "-", check)))
+    if check != "ok":
+        b.failed += 1
+    b.progress("S13", "%d%% %s floor" % (pct, kind), "offered %s/s: p50 %s ms  p99 %s ms  "
+               "p99.9 %s ms  %s" % (commify(str(rate)), t("p50_ms"), t("p99_ms"), t("p999_ms"),
+                                    "check=%s" % check if check == "ok"
+                                    else "FAILED (log %s)" % log_path))
+
+
+def run_all(b):
+    """The capacity, then every point: the worker, the plain floor, the durable floor."""
+    cap = capacity(b)
+    fractions = FRACTIONS_QUICK if b.quick else FRACTIONS
+    if cap <= 0:
+        b.run_no += len(fractions) * 3
+        return
+    seconds = POINT_QUICK_S if b.quick else POINT_S
+    for pct in fractions:
+        rate = max(cap * pct // 100, 100)
+        _point_worker(b, pct, rate, seconds)
+        _point_floor(b, pct, "plain", rate, seconds)
+        _point_floor(b, pct, "durable", rate, seconds)
+
+
+def runs(quick):
+    """The progress lines S13 prints."""
+    return 1 + 3 * len(FRACTIONS_QUICK if quick else FRACTIONS)
