@@ -603,19 +603,8 @@ plot "%s" using 1:2 with linespoints lw 2 lc rgb "#1f77b4" title "worker p50", \
 def write_curve_chart(rows, chart, work_dir):
     """CHART (latency-curve.png) when the rows have S13 points."""
     data_text = curve_chart_data(rows)
-    if not data_text:
-        return
-    if shutil.which("gnuplot") is None:
-        say("gnuplot not found (package gnuplot-nox); no curve chart")
-        return
-    data, log = os.path.join(work_dir, "curve.dat"), os.path.join(work_dir, "gnuplot-curve.log")
-    with open(data, "w") as f:
-        f.write(data_text)
-    with open(log, "w") as out:
-        rc = subprocess.run(["gnuplot"], input=curve_gnuplot(chart, data).encode(),
-                            stdout=out, stderr=subprocess.STDOUT).returncode
-    if rc != 0:
-        say("gnuplot failed (log %s); no curve chart" % log)
+    if data_text:
+        _gnuplot(work_dir, "curve", data_text, lambda data: curve_gnuplot(chart, data))
 
 
 def chart_data(rows):
@@ -667,22 +656,30 @@ def say(text):
     print("bench: %s" % text, flush=True)
 
 
+def _gnuplot(work_dir, name, data_text, script_of):
+    """gnuplot on SCRIPT_OF(the data file): NAME.dat and gnuplot-NAME.log in WORK_DIR; says why
+    when there is no chart."""
+    if shutil.which("gnuplot") is None:
+        say("gnuplot not found (package gnuplot-nox); no %s chart" % name)
+        return
+    data = os.path.join(work_dir, name + ".dat")
+    log = os.path.join(work_dir, "gnuplot-%s.log" % name)
+    with open(data, "w") as f:
+        f.write(data_text)
+    with open(log, "w") as out:
+        rc = subprocess.run(["gnuplot"], input=script_of(data).encode(), stdout=out,
+                            stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        say("gnuplot failed (log %s); no %s chart" % (log, name))
+
+
 def write_chart(header, rows, chart, work_dir):
     """CHART with gnuplot (its data and log in WORK_DIR); says why when there is none."""
     if not any(value(r, "scenario") in ("S1", "S2") for r in rows):
         say("no S1 or S2 rows: no chart (the last one is kept)")
         return
-    if shutil.which("gnuplot") is None:
-        say("gnuplot not found (package gnuplot-nox); no chart")
-        return
-    data, log = os.path.join(work_dir, "chart.dat"), os.path.join(work_dir, "gnuplot.log")
-    with open(data, "w") as f:
-        f.write(chart_data(rows))
-    with open(log, "w") as out:
-        rc = subprocess.run(["gnuplot"], input=gnuplot_script(header, chart, data).encode(),
-                            stdout=out, stderr=subprocess.STDOUT).returncode
-    if rc != 0:
-        say("gnuplot failed (log %s); no chart" % log)
+    _gnuplot(work_dir, "chart", chart_data(rows),
+             lambda data: gnuplot_script(header, chart, data))
 
 
 def write(header, rows, out_dir, work_dir, chart=True):
