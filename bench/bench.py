@@ -70,8 +70,9 @@ from a rows file, running nothing (scripts/bench report --help).
 # The peers use their own database, flashsale_bench (dropped and created again on every run),
 # and the Redis gate its own redis-server on 127.0.0.1:$FLASHSALE_BENCH_REDIS_PORT (56379),
 # started and stopped here. Raw rows: .local/bench/rows.jsonl (rows.py); logs: .local/bench/.
-# Takes about 7 minutes on a 2-core machine (--quick: about 2 minutes; measured 370-410 s
-# and 105 s on 2026-12-04).
+# Takes about 30 minutes on a 2-core machine (--quick: about 8; measured 1,743 s and 468 s on
+# 2026-12-05, 370-410 s and 105 s on 2026-12-04 before S12 and S13: S12's lock-based peers,
+# which run to their time limit, and S13's 22 open loops are most of the growth).
 #
 # scripts/bench (bash) only finds python3 and runs this file; this file parses the flags, sets
 # up, runs (runs.py, open_loop.py) and writes the report (report.py).
