@@ -54,7 +54,7 @@ def worker_point(b, name, rate, n, stock=500):
     """One open loop against a fresh worker (run NAME, one partition, a sale of STOCK units):
     N intents at RATE per second, timed after the first S5_WARM_S seconds and whole. Returns
     (ok, the timed TIMING line, the whole one, the slowest transaction in ms, sold, left,
-    audit)."""
+    audit, the log's path)."""
     log = b.log("flashsale-%s.log" % name)
     log.echo("open loop at %d intents/s, %d intents; the first %d s not timed"
              % (rate, n, S5_WARM_S))
