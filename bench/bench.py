@@ -11,9 +11,10 @@ Installs what is missing (scripts/setup), starts the local services when they ar
 one approach per run, 32 clients each) and the flashsale worker's own runs (bench/runs.py and
 bench/open_loop.py). Prints one line per run, and writes docs/BENCHMARKS.md (a markdown
 table, every figure also as a ratio against the best correct per-request peer of this
-invocation), docs/benchmarks.png (gnuplot) and the rows they come from, docs/benchmarks.jsonl;
---out DIR writes those three into DIR instead (the test suite's smoke run does, so that it
-leaves the committed ones alone). `scripts/bench report` writes the page and the chart again
+invocation), docs/benchmarks.png and docs/latency-curve.png (gnuplot) and the rows they come
+from, docs/benchmarks.jsonl; --out DIR writes those four into DIR instead (the test suite's
+smoke run does, so that it leaves the committed ones alone). `scripts/bench report` writes the
+page and the charts again
 from a rows file, running nothing (scripts/bench report --help).
 
   S1 hot SKU       100,000 buyers, 500 units      (--quick: 10,000 buyers)
@@ -52,7 +53,7 @@ from a rows file, running nothing (scripts/bench report --help).
      then 100,000 carts of 3 lines over 20 SKUs of 2,000 units (--quick: 10,000 carts, 200
      units), each by the lock-based peers cart-for-update (cart order) and cart-sorted, and
      by flashsale on 1 partition (one step) and on 4 (the reservation protocol); carts/s,
-     deadlocks, units, against cart-sorted (bench/cart_runs.py)
+     deadlocks, units, against cart-sorted (bench/cart_runs.py); not run with --no-flashsale
   S13 the latency curve (issue 32): the worker's sustained capacity (an open loop whose rate
      goes up while the last answer comes within 250 ms of the last publish; 5 s probes,
      --quick: 2 s), then p50/p99/p99.9 at 10, 25, 50, 75 and 90% of it, each beside S5's
@@ -383,10 +384,10 @@ def finish(b, header, t_start):
     header["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows_path = os.path.join(b.bench_dir, "rows.jsonl")
     rowsfile.write(rows_path, header, b.rows)
-    doc, chart = report.write(header, b.rows, b.out_dir, b.bench_dir)
+    doc, _ = report.write(header, b.rows, b.out_dir, b.bench_dir)
     # The rows go with the report they gave, so that `scripts/bench report` gives it again.
     shutil.copyfile(rows_path, os.path.join(b.out_dir, "benchmarks.jsonl"))
-    say("wrote %s and %s in %d s" % (doc, chart, t_total))
+    say("wrote %s and its charts in %d s" % (doc, t_total))
     if b.failed > 0:
         die("%d run(s) failed" % b.failed)
 

@@ -11,9 +11,10 @@ answer comes at most LAG_MS after the last intent was published (`flashsale timi
 the offered rate or more; a worker that falls behind leaves a backlog that grows with the
 run, and its drain shows there. The search starts at half of S1's rate (20,000/s without
 S1), multiplies the rate by GROW while the probes keep up (at most MAX_GROW times), then halves
-the interval between the last rate kept up with and the first one not, BISECT times. The
-capacity is the highest rate kept up with. When even the generator cannot offer a rate, the
-search stops there and says so: the capacity is then at least that, and the generator's.
+the interval between the last rate kept up with (0 when the first probe fell behind) and the
+first one not, BISECT times. The capacity is the highest rate kept up with. When the load
+generator cannot offer a rate, that rate is treated as one not kept up with, and the row says
+generator_bound=yes: the capacity found is then the generator's as much as the worker's.
 
 Points. At each fraction of the capacity (--quick: 10, 50 and 90% only): the worker (open_loop.worker_point: a fresh run, a
 first second not timed, as S5), then flashsale-echo plain and durable at the same rate (the
@@ -102,25 +103,22 @@ def capacity(b):
             p.close()
             return _capacity_failed(b, "a probe failed (log %s)" % p.log.path)
         _probe_row(b, rate, got)
-        if not got[1]:
-            generator_bound = True
-            break
+        generator_bound = generator_bound or not got[1]
         if not got[0]:
             bad = rate
             break
         good, rate = rate, int(rate * GROW)
-    if good == 0 and bad:  # the first probe fell behind: look below it
-        lo, hi = 0, bad
-    else:
-        lo, hi = good, bad
+    lo, hi = good, bad  # (lo 0: the first probe fell behind, the search goes below it)
     for _ in range(BISECT if hi else 0):
         mid = (lo + hi) // 2
         if mid <= lo or mid < 100:
             break
         got = p.probe(mid)
         if got is None:
-            break
+            p.close()
+            return _capacity_failed(b, "a probe failed (log %s)" % p.log.path)
         _probe_row(b, mid, got)
+        generator_bound = generator_bound or not got[1]
         if got[0]:
             lo = mid
         else:
@@ -145,7 +143,8 @@ def capacity(b):
 
 def _capacity_failed(b, why):
     b.progress("S13", "capacity", "FAILED (%s)" % why)
-    b.add(parse_kv("scenario=S13-capacity kind=flashsale approach=flashsale check=error"))
+    b.add(parse_kv("scenario=S13-capacity kind=flashsale approach=flashsale lag_ms=%d "
+                   "check=error" % LAG_MS))
     b.failed += 1
     return 0
 

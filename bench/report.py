@@ -1,13 +1,13 @@
-"""docs/BENCHMARKS.md and docs/benchmarks.png from a rows file (rows.py), and nothing else: the
-same rows give the same page. bench.py calls write() at the end of a run; run on its own it is
+"""docs/BENCHMARKS.md, docs/benchmarks.png and docs/latency-curve.png (when the rows have S13's
+points) from a rows file (rows.py), and nothing else: the same rows give the same page. bench.py calls write() at the end of a run; run on its own it is
 `scripts/bench report`:
 
   scripts/bench report [--rows FILE] [--out DIR] [--check]
 
 FILE defaults to docs/benchmarks.jsonl and DIR to docs/. --check writes the page into a
 temporary folder and exits 1 if it differs from DIR/BENCHMARKS.md (meson test bench_report,
-suite unit: the page cannot drift from its rows); the chart is not compared (a PNG from gnuplot
-and cairo is not the same bytes on every machine).
+suite unit: the page cannot drift from its rows); the charts are not compared (a PNG from
+gnuplot and cairo is not the same bytes on every machine).
 
 Every figure is also a ratio against the best peer of the same invocation: the per-request
 approach with the highest rate (S1: attempts/s, S2: winners/s) whose check passed.
@@ -143,6 +143,15 @@ def checks_found(rows, max_retries):
         if v("kind") == "floor":
             out.append("- %s: %s (see .local/bench/%s.log)" % (v("scenario"), v("check"),
                                                                v("scenario")))
+            continue
+        if v("scenario") == "S13-capacity":
+            out.append("- S13 capacity: %s (see .local/bench/S13-capacity.log)" % v("check"))
+            continue
+        if v("scenario").startswith("S12"):  # stock is per SKU: the supply is stock x SKUs
+            out.append("- %s %s: %s: %s carts held, %s units of %s, %s deadlocks." % (
+                v("scenario"), v("approach"), v("check"), commify(v("won")),
+                commify(v("sold")), commify("%d" % (awk_num(v("stock")) * awk_num(v("skus")))),
+                v("deadlocks")))
             continue
         text = "- %s %s: %s: sold %s of %s units (oversell %s, %s left in stock)" % (
             v("scenario"), v("approach"), v("check"), commify(v("sold")), commify(v("stock")),
@@ -452,7 +461,8 @@ def cart_table(rows):
            "on one partition (every line on the cart's own partition: one step) and on four "
            "(the reservation protocol, docs/DESIGN-NOTES.md). carts/s = carts decided, held or "
            "refused, per second (flashsale: from the first publish to the last answer stored); "
-           "units = units the held carts took; oversell = units beyond a SKU's stock; records "
+           "units = units the held carts took; oversell = units beyond a SKU's stock (flashsale: "
+           "SKUs over their stock, from its skus table); records "
            "and batches: the worker's, the protocol's messages included. Ratios against "
            "cart-sorted.\n"]
     targets = []
@@ -504,7 +514,8 @@ def _p99_over(w, d):
     """The worker's p99 over the durable floor's, or None."""
     if not w or not d or not is_num(value(w, "p99_ms")) or not is_num(value(d, "p99_ms")):
         return None
-    return awk_num(value(w, "p99_ms")) / max(awk_num(value(d, "p99_ms")), 1.0)
+    floor = awk_num(value(d, "p99_ms"))
+    return awk_num(value(w, "p99_ms")) / floor if floor > 0 else None
 
 
 def curve_table(rows):
@@ -528,14 +539,14 @@ def curve_table(rows):
                    commify(v("capacity_per_s")),
                    " (%.2fx S1's burst rate, %s/s)" % (awk_num(v("capacity_per_s")) / s1,
                                                       commify(v("s1_per_s"))) if s1 else "",
-                   commify(v("first_behind_per_s")) + "/s" if is_num(v("first_behind_per_s"))
-                   else "none" + (" (the load generator's limit was reached first)"
-                                  if v("generator_bound") == "yes" else ""),
+                   (commify(v("first_behind_per_s")) + "/s" if is_num(v("first_behind_per_s"))
+                    else "none") + (" (the load generator fell short of a probe's rate)"
+                                    if v("generator_bound") == "yes" else ""),
                    v("probe_s"),
                    ", ".join("%s/s %s (lag %s ms)" % (
                        commify(value(r, "offered_per_s")),
                        "kept up" if value(r, "kept_up") == "yes" else "behind",
-                       value(r, "lag_ms")) for r in probes)))
+                       value(r, "lag_ms")) for r in probes) or "none"))
     out += ["| of capacity | offered/s | p50 ms | p99 ms | p99.9 ms | plain floor p99 "
             "| durable floor p99 | p99 / durable floor | slowest transaction ms | check |",
             "|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
@@ -562,8 +573,9 @@ def curve_table(rows):
                 bound, pct, x, "met" if x <= bound else "missed"))
     if targets:
         out += ["Targets (issue 32): " + "; ".join(targets) + ".", ""]
-    out += ["![latency against the offered rate, the floors as lines, log scales]"
-            "(latency-curve.png)", ""]
+    if curve_chart_data(rows):  # (drawn only from points whose worker run passed)
+        out += ["![latency against the offered rate, the floors as lines, log scales]"
+                "(latency-curve.png)", ""]
     return "".join(line + "\n" for line in out)
 
 
@@ -762,5 +774,5 @@ def main(argv, root, caller_dir):
     work_dir = os.path.join(".local", "bench")
     os.makedirs(work_dir, exist_ok=True)
     doc, png = write(header, rows, out_dir, work_dir)
-    say("wrote %s and %s from %s" % (doc, png, rows_path))
+    say("wrote %s and its charts from %s" % (doc, rows_path))
     return 0
