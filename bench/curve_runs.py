@@ -96,33 +96,33 @@ def capacity(b):
     if not p.ok:
         p.close()
         return _capacity_failed(b, "the run did not start (log %s)" % p.log.path)
-    rate, good, bad, generator_bound = _start_rate(b), 0, 0, False
-    for _ in range(MAX_GROW):
+    # lo: the highest rate kept up with so far; hi: the lowest that was not (0: none yet, the
+    # rate still grows); after the first rate not kept up with, BISECT probes halve [lo, hi].
+    lo = hi = grown = bisects = 0
+    rate, generator_bound = _start_rate(b), False
+    while True:
         got = p.probe(rate)
         if got is None:
             p.close()
             return _capacity_failed(b, "a probe failed (log %s)" % p.log.path)
         _probe_row(b, rate, got)
         generator_bound = generator_bound or not got[1]
-        if not got[0]:
-            bad = rate
-            break
-        good, rate = rate, int(rate * GROW)
-    lo, hi = good, bad  # (lo 0: the first probe fell behind, the search goes below it)
-    for _ in range(BISECT if hi else 0):
-        mid = (lo + hi) // 2
-        if mid <= lo or mid < 100:
-            break
-        got = p.probe(mid)
-        if got is None:
-            p.close()
-            return _capacity_failed(b, "a probe failed (log %s)" % p.log.path)
-        _probe_row(b, mid, got)
-        generator_bound = generator_bound or not got[1]
         if got[0]:
-            lo = mid
+            lo = rate
         else:
-            hi = mid
+            hi = rate
+        if not hi:
+            grown += 1
+            if grown == MAX_GROW:
+                break
+            rate = int(rate * GROW)
+            continue
+        if bisects == BISECT:
+            break
+        bisects += 1
+        rate = (lo + hi) // 2
+        if rate <= lo or rate < 100:
+            break
     audit = p.close()
     cap = lo
     check = "ok" if cap > 0 and audit == "ok" else "audit_%s" % audit if cap else "none_kept_up"
