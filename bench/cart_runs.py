@@ -29,7 +29,6 @@ beyond a SKU's stock (flashsale: SKUs whose available went below zero or whose h
 passed the stock: the audit's INV-1 and INV-8 say the same).
 """
 
-import subprocess
 import time
 
 import proc
@@ -59,13 +58,6 @@ def peer(b, sc, ap):
                          "--seed", str(SEED_N)])
 
 
-def _psql(pg, query):
-    p = subprocess.run(["psql", pg, "-X", "-At", "-F", " ", "-c", query],
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                       stdin=subprocess.DEVNULL)
-    return p.stdout.decode("utf-8", "replace").strip() if p.returncode == 0 else ""
-
-
 def _int(text):
     try:
         return int(text)
@@ -77,7 +69,8 @@ def _wait_answered(run, carts, deadline):
     """Polls until every cart has its answer; the host clock when the last one was seen, or
     None at the deadline."""
     while time.monotonic() < deadline:
-        if _int(_psql(run.pg, "SELECT count(*) FROM carts WHERE answer IS NOT NULL")) >= carts:
+        q = "SELECT count(*) FROM carts WHERE answer IS NOT NULL"
+        if _int(runs._psql_value(run.pg, q)) >= carts:
             return time.time()
         time.sleep(0.02)
     return None
@@ -109,10 +102,11 @@ def flashsale(b, sc, partitions):
                    "--seed", str(SEED_N)) and ok
     end = _wait_answered(run, carts, time.monotonic() + TIME_LIMIT) if ok else None
     ok = ok and end is not None
-    held = _int(_psql(run.pg, "SELECT count(*) FROM carts WHERE answer = 'held'"))
-    units = _psql(run.pg, "SELECT coalesce(sum(held + sold), 0), coalesce(sum(available), 0), "
-                  "count(*) FILTER (WHERE available < 0 OR held + sold > supply) FROM skus")
-    taken, left, over = (units.split() + ["", "", ""])[:3]
+    held = _int(runs._psql_value(run.pg, "SELECT count(*) FROM carts WHERE answer = 'held'"))
+    units = runs._psql_value(
+        run.pg, "SELECT coalesce(sum(held + sold), 0), coalesce(sum(available), 0), "
+                "count(*) FILTER (WHERE available < 0 OR held + sold > supply) FROM skus")
+    taken, left, over = (units.split("|") + ["", "", ""])[:3]
     audit = run.audit(b.path("%s-%s-audit.txt" % (sc, name)))
     proc.stop(worker)
     records, batches = _stats(wlog)
@@ -132,7 +126,7 @@ def flashsale(b, sc, partitions):
         "stock=%d skus=%d lines=%d seconds=%.3f attempts_per_s=%.0f winners_per_s=- won=%d "
         "sold=%s stock_left=%s oversell=%s deadlocks=- records=%s batches=%s complete=yes "
         "check=%s" % (sc, name, partitions, carts, carts, stock, skus, LINES, secs, rate, held,
-                      taken, left, "0" if over == "0" else over, records or "-",
+                      taken, left, over, records or "-",
                       batches or "-", check)))
     if check != "ok":
         b.failed += 1

@@ -389,7 +389,7 @@ def flashsale_s6(b):
 
 
 def _psql_value(pg, query):
-    """QUERY's one value on PG ("" when psql fails)."""
+    """QUERY's one value on PG (a row's columns joined by '|'; "" when psql fails)."""
     p = subprocess.run(["psql", pg, "-X", "-At", "-c", query], stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL)
     return p.stdout.decode("utf-8", "replace").rstrip("\n")
