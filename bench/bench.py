@@ -316,7 +316,7 @@ def plan(b):
     if "S12" in alone:
         b.runs_total += cart_runs.RUNS - 1  # two sizes, two peers and two flashsale runs each
     if "S13" in alone:
-        b.runs_total += curve_runs.runs(b.quick) - 1  # the capacity, a worker and two floors a point
+        b.runs_total += curve_runs.runs(b.quick) - 1  # the capacity; a worker, its account, two floors a point
     plus = " + flashsale" if b.with_flashsale else ""
     also = ("and flashsale alone in " + " ".join(alone)) if alone else ""
     say("%d runs: %d peers x %d scenario(s)%s %s, %s clients per peer, at most %d s per peer run"

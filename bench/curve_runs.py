@@ -19,12 +19,21 @@ generator_bound=yes: the capacity found is then the generator's as much as the w
 Points. At each fraction of the capacity (--quick: 10, 50 and 90% only): the worker (open_loop.worker_point: a fresh run, a
 first second not timed, as S5), then flashsale-echo plain and durable at the same rate (the
 floors of S5, open_loop.floor_timing), each for POINT_S seconds (--quick: POINT_QUICK_S).
+
+Account (issue 32's item 2). Each point's worker writes trace.batches; bench/batch_account.py
+turns it into where the timed batches spent their time, step by step (fetch, gather, decide,
+the committer's steps, produce, the broker's append), at p50, p99 and over the slowest 1%,
+and pg_stat_wal (read before and after the point) gives the server's WAL flushes meanwhile:
+one S13-account row per point.
 """
 
+import os
+
+import batch_account
 import proc
 from open_loop import S5_WARM_S, client_ms, floor_timing, worker_point
 from rows import awk_num, commify, field, parse_kv
-from runs import ready
+from runs import _psql_value, ready
 
 FRACTIONS = (10, 25, 50, 75, 90)
 # --quick (the test suite's smoke run) draws three of them: each point is a fresh run, an audit
@@ -149,10 +158,64 @@ def _capacity_failed(b, why):
     return 0
 
 
+def _wal_syncs():
+    """The server's WAL flushes so far: (count, ms), from pg_stat_wal (track_wal_io_timing on,
+    as scripts/services sets it); None when it cannot be read."""
+    v = _psql_value(proc.admin_pg(), "SELECT wal_sync, wal_sync_time FROM pg_stat_wal").split("|")
+    try:
+        return int(v[0]), float(v[1])
+    except (ValueError, IndexError):
+        return None
+
+
+def _account_row(b, pct, trace, since, wal0, wal1):
+    """S13-account: where the traced point's batches spent their time (bench/batch_account.py),
+    and the server's WAL flushes meanwhile."""
+    try:
+        with open(trace) as f:
+            res = batch_account.account(f, since)
+    except OSError:
+        res = None
+    if not res:
+        b.progress("S13", "%d%% account" % pct, "FAILED (no traced batch in %s)" % trace)
+        b.add(parse_kv("scenario=S13-account kind=flashsale approach=flashsale fraction=%d "
+                       "check=error" % pct))
+        b.failed += 1
+        return
+    kv = ["scenario=S13-account", "kind=flashsale", "approach=flashsale", "fraction=%d" % pct,
+          "batches=%d" % res["batches"], "records=%d" % res["records"],
+          "stacked=%d" % res["stacked"], "in_line=%d" % res["in_line"],
+          "slowest_batches=%d" % res["slowest"]["batches"],
+          "slowest_records=%.0f" % res["slowest"]["records"]]
+    for k in batch_account.STEPS + ("total",):
+        kv += ["%s_p50=%.2f" % (k, res[k]["p50"]), "%s_p99=%.2f" % (k, res[k]["p99"]),
+               "%s_slow=%.2f" % (k, res["slowest"][k])]
+    syncs = wal1[0] - wal0[0] if wal0 and wal1 else 0
+    flush_ms = (wal1[1] - wal0[1]) / syncs if syncs > 0 else None
+    kv += ["wal_syncs=%s" % (syncs if wal0 and wal1 else "-"),
+           "wal_sync_ms=%s" % ("%.2f" % flush_ms if flush_ms is not None else "-"), "check=ok"]
+    b.add(parse_kv(" ".join(kv)))
+    b.progress("S13", "%d%% account" % pct, "%d batches: p50 batch %.1f ms = fetch %.1f + "
+               "gather %.1f + decide %.1f + commit %.1f + append %.1f ...; slowest 1%% %.1f ms; "
+               "WAL flush %s ms on average (%s)" % (
+                   res["batches"], res["total"]["p50"], res["fetch"]["p50"],
+                   res["gather"]["p50"], res["decide"]["p50"],
+                   res["send1"]["p50"] + res["send2"]["p50"], res["append"]["p50"],
+                   res["slowest"]["total"],
+                   "%.2f" % flush_ms if flush_ms is not None else "-",
+                   "%s flushes" % syncs if wal0 and wal1 else "pg_stat_wal not read"))
+
+
 def _point_worker(b, pct, rate, seconds):
     name = "S13-%d" % pct
     n = rate * (seconds + S5_WARM_S)
-    ok, timing, _, slowest, sold, left, audit, log_path = worker_point(b, name, rate, n)
+    trace = b.path("s13-%d-trace.txt" % pct)
+    if os.path.exists(trace):
+        os.remove(trace)
+    wal0 = _wal_syncs()
+    ok, timing, _, slowest, sold, left, audit, log_path, since = worker_point(
+        b, name, rate, n, trace=trace)
+    wal1 = _wal_syncs()
     t = lambda k: field(timing, k)  # noqa: E731
     check = "ok" if ok and timing and audit == "ok" and t("answered") == t("records") else "error"
     b.add(parse_kv(
@@ -168,6 +231,7 @@ def _point_worker(b, pct, rate, seconds):
                "slowest transaction %s ms  %s" % (
                    commify(str(rate)), t("p50_ms"), t("p99_ms"), t("p999_ms"), slowest,
                    "check=%s" % check if check == "ok" else "FAILED (log %s)" % log_path))
+    _account_row(b, pct, trace, since, wal0, wal1)
 
 
 def _point_floor(b, pct, kind, rate, seconds):
@@ -196,7 +260,7 @@ def run_all(b):
     cap = capacity(b)
     fractions = FRACTIONS_QUICK if b.quick else FRACTIONS
     if cap <= 0:
-        b.run_no += len(fractions) * 3
+        b.run_no += len(fractions) * 4
         return
     seconds = POINT_QUICK_S if b.quick else POINT_S
     for pct in fractions:
@@ -208,4 +272,4 @@ def run_all(b):
 
 def runs(quick):
     """The progress lines S13 prints."""
-    return 1 + 3 * len(FRACTIONS_QUICK if quick else FRACTIONS)
+    return 1 + 4 * len(FRACTIONS_QUICK if quick else FRACTIONS)

@@ -50,18 +50,20 @@ def s5_rate_of(s1_rate):
     return s1_rate, top // 2
 
 
-def worker_point(b, name, rate, n, stock=500):
+def worker_point(b, name, rate, n, stock=500, trace=None):
     """One open loop against a fresh worker (run NAME, one partition, a sale of STOCK units):
-    N intents at RATE per second, timed after the first S5_WARM_S seconds and whole. Returns
-    (ok, the timed TIMING line, the whole one, the slowest transaction in ms, sold, left,
-    audit, the log's path)."""
+    N intents at RATE per second, timed after the first S5_WARM_S seconds and whole; TRACE: a
+    path for the worker's trace.batches. Returns (ok, the timed TIMING line, the whole one,
+    the slowest transaction in ms, sold, left, audit, the log's path, the start of the timed
+    part in epoch ms)."""
     log = b.log("flashsale-%s.log" % name)
     log.echo("open loop at %d intents/s, %d intents; the first %d s not timed"
              % (rate, n, S5_WARM_S))
     run = proc.Run(log, "bench-" + name.lower(), 1)
     run.fs("sale", "open", "S5", "--stock", str(stock), out="null")
     wlog = b.path("%s-worker.log" % name.lower())
-    worker = run.start_worker(wlog)
+    cmd = ["build/flashsale-worker"] + (["--set", "trace.batches=" + trace] if trace else [])
+    worker = run.start_worker(wlog, cmd)
     ok = ready(run)
     loaded, start = s5_load(run, rate, n)  # the intents only: the sale record is not timed
     ok = loaded and ok
@@ -69,8 +71,8 @@ def worker_point(b, name, rate, n, stock=500):
     whole_rc, whole = run.fs("timing", "--since", str(start), "--timeout", "300", out="capture")
     ok = whole_rc == 0 and ok
     log.echo("WHOLE " + (whole[len("TIMING "):] if whole.startswith("TIMING ") else whole))
-    ok = run.fs_ok("timing", "--since", str(start + S5_WARM_S * 1000), "--timeout", "300",
-                   out="log") and ok
+    timed_from = start + S5_WARM_S * 1000
+    ok = run.fs_ok("timing", "--since", str(timed_from), "--timeout", "300", out="log") and ok
     sold, left = run.summary_sums(["S5"])
     audit = run.audit(b.path("%s-audit.txt" % name.lower()))
     proc.stop(worker)
@@ -80,7 +82,7 @@ def worker_point(b, name, rate, n, stock=500):
     # database's own (a stalled WAL flush) shows here.
     exits = proc.file_lines(wlog, " exit: ")
     slowest = field(exits[-1] if exits else "", "ms_commit_max") or "-"
-    return ok, timing, whole_line, slowest, sold, left, audit, log.path
+    return ok, timing, whole_line, slowest, sold, left, audit, log.path, timed_from
 
 
 def flashsale_s5(b):
@@ -89,7 +91,7 @@ def flashsale_s5(b):
     top, rate = s5_rate_of(b.s1_rate)
     n = rate * (b.s5_seconds + S5_WARM_S)
     b.s5_rate = rate
-    ok, timing, whole_line, slowest, sold, left, audit, log_path = worker_point(
+    ok, timing, whole_line, slowest, sold, left, audit, log_path, _ = worker_point(
         b, "S5", rate, n, stock)
     if not timing:
         flashsale_failed(b, "S5", n, stock, "log %s" % log_path)

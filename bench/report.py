@@ -503,10 +503,11 @@ def _curve_rows(rows):
             cap = r
         elif sc == "S13-probe":
             probes.append(r)
-        elif sc in ("S13", "S13-floor", "S13-floor-durable"):
+        elif sc in ("S13", "S13-floor", "S13-floor-durable", "S13-account"):
             pct = int(awk_num(value(r, "fraction")))
             points.setdefault(pct, {})[{"S13": "worker", "S13-floor": "plain",
-                                        "S13-floor-durable": "durable"}[sc]] = r
+                                        "S13-floor-durable": "durable",
+                                        "S13-account": "account"}[sc]] = r
     return cap, probes, points
 
 
@@ -573,10 +574,76 @@ def curve_table(rows):
                 bound, pct, x, "met" if x <= bound else "missed"))
     if targets:
         out += ["Targets (issue 32): " + "; ".join(targets) + ".", ""]
+    out += _account_table(points)
     if curve_chart_data(rows):  # (drawn only from points whose worker run passed)
         out += ["![latency against the offered rate, the floors as lines, log scales]"
                 "(latency-curve.png)", ""]
     return "".join(line + "\n" for line in out)
+
+
+# S13-account's steps (bench/batch_account.py), what each is, and whose time it is: the
+# machine's (the broker, the client library's queues, the disk) or the worker's (its own code,
+# and the rows it has Postgres write).
+ACCOUNT_STEPS = (
+    ("fetch", "the broker's append of the batch's first intent to the worker's poll: on the "
+     "way (behind a busy worker: the usual way's time)", "machine"),
+    ("queued", "behind a busy worker: the rest of that wait", "worker"),
+    ("gather", "more records, batch.wait.ms, a committer to be free", "worker"),
+    ("decide", "deciding, handing to a committer", "worker"),
+    ("wake", "the committer thread waking", "worker"),
+    ("render", "rendering the statements", "worker"),
+    ("send1", "in line the statements' round trip; stacked the rows' COPYs", "worker"),
+    ("send2", "in line the rows' COPYs and COMMIT; stacked the row lock, statements, COMMIT "
+     "(the WAL flush is in here)", "worker"),
+    ("finish", "the main thread taking the outcome", "worker"),
+    ("produce", "producing the answers", "worker"),
+    ("append", "to the broker's append of the last answer", "machine"),
+)
+
+
+def _account_table(points):
+    """Where a batch's time goes, at 50% and 75% of the capacity (the targets' points)."""
+    accs = [(pct, points[pct]["account"]) for pct in (50, 75)
+            if points.get(pct, {}).get("account")
+            and value(points[pct]["account"], "check") == "ok"]
+    if not accs:
+        return []
+    num = lambda r, k: awk_num(value(r, k)) if is_num(value(r, k)) else 0.0  # noqa: E731
+    out = ["### Where a batch's time goes\n",
+           "Each point's worker wrote a line per batch (trace.batches); bench/batch_account.py "
+           "splits the time from the broker's append of a batch's first intent to its last "
+           "answer's into steps: p50 and p99 over the timed batches, and the average over the "
+           "slowest 1%. The WAL flush is inside send2; pg_stat_wal gives its average over the "
+           "point (the server's every flush).\n",
+           "| step | whose | " + " | ".join("%d%%: p50 | p99 | slowest 1%%" % pct
+                                           for pct, _ in accs) + " |",
+           "|---|---|" + "--:|--:|--:|" * len(accs)]
+    for k, what, whose in ACCOUNT_STEPS:
+        out.append("| %s (%s) | %s | %s |" % (k, what, whose, " | ".join(
+            "%.2f | %.2f | %.2f" % (num(r, k + "_p50"), num(r, k + "_p99"), num(r, k + "_slow"))
+            for _, r in accs)))
+    out.append("| **total** (the batch's first intent) | | %s |" % " | ".join(
+        "**%.2f** | **%.2f** | **%.2f**" % (num(r, "total_p50"), num(r, "total_p99"),
+                                            num(r, "total_slow")) for _, r in accs))
+    out.append("")
+    for pct, r in accs:
+        flush = num(r, "wal_sync_ms") if is_num(value(r, "wal_sync_ms")) else None
+        parts = []
+        for col, label in (("p50", "the p50 batch"), ("slow", "the slowest 1%")):
+            total = num(r, "total_" + col)
+            machine = num(r, "fetch_" + col) + num(r, "append_" + col) + (flush or 0.0)
+            if total > 0:
+                parts.append("%s %.1f ms, of which the machine's %.1f ms (%.0f%%: fetch, "
+                             "append%s) and the worker's %.1f ms" % (
+                                 label, total, machine, 100 * machine / total,
+                                 ", a WAL flush" if flush is not None else "",
+                                 total - machine))
+        out.append("At %d%%: %s batches of %s records (%s stacked); %s. WAL flushes: %s, "
+                   "%s ms each on average.\n" % (
+                       pct, value(r, "batches"), commify(value(r, "records")),
+                       value(r, "stacked"), "; ".join(parts), value(r, "wal_syncs"),
+                       value(r, "wal_sync_ms")))
+    return out
 
 
 def curve_chart_data(rows):

@@ -77,6 +77,12 @@ static const struct key keys[] = {
 	    "Postgres lookup (about 160 bytes each; when full it starts again)."),
 	INT(flush_timeout_ms, 100, 600000, "30000",
 	    "How long shutdown and revoke wait for results to be delivered."),
+	STR(trace_batches, "",
+	    "A file the worker appends one line to per batch once its results are delivered: "
+	    "the wall-clock moments (microseconds) it was read, decided, handed to a committer, "
+	    "sent, committed, answered and delivered (docs/reference/operations.md: Where a "
+	    "batch's time goes). Empty: off. For measuring (scripts/bench's S13), not for "
+	    "production: the file grows without bound."),
 	STR(metrics_listen, "",
 	    "ADDR:PORT of the metrics endpoint (GET /metrics in Prometheus's text format, GET "
 	    "/healthz; docs/reference/metrics.md), for the worker and the gateway alike: an IPv4 "

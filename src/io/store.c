@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <uuid/uuid.h>
 
@@ -61,7 +62,17 @@ struct fs_store {
 	char part[16];
 	struct fs_tx tx; /* the batch's transaction as data (core/commit.h), rendered into st */
 	char refused[6]; /* the SQLSTATE that rolled the last commit back ("" if none) */
+	/* The wall clock (us) when fs_store_commit_send's first part was done: in line the
+	 * statements' pipeline, stacked the rows' COPYs (0: it did not get that far). */
+	int64_t phase_us;
 };
+
+static int64_t wall_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 static void set_err(struct fs_store *s, const char *what, const char *detail)
 {
@@ -1407,6 +1418,7 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 	struct cas_hook hook = {cas, ctx, false};
 	struct step *st = s->st;
 	int k = s->k;
+	s->phase_us = 0;
 	bool copies = has_copies(s);
 	char state[6] = "";
 	int failed, rc;
@@ -1416,6 +1428,7 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 	}
 	if (s->after) {
 		rc = copies ? send_copies(s, true, false, state) : 0;
+		s->phase_us = wall_us();
 		if (rc == 0 && copies)
 			crash_point(s, "idle_in_tx");
 		if (rc == 0 && cas)
@@ -1426,6 +1439,7 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 	} else {
 		/* Its compare-and-set is in this pipeline: the hook has heard by its end. */
 		rc = run_pipeline(s, st, k, !copies, &hook, &failed, state);
+		s->phase_us = wall_us();
 		if (rc == 0 && copies) {
 			/* The statements ran: the session is idle in the transaction, its locks
 			 * held, until the rows come (after the rows, when after). */
@@ -1451,6 +1465,11 @@ int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx)
 	if (conn_bad(s))
 		return FS_COMMIT_UNKNOWN;
 	return FS_COMMIT_REDO;
+}
+
+int64_t fs_store_phase_us(const struct fs_store *s)
+{
+	return s->phase_us;
 }
 
 int fs_store_commit(struct fs_store *s, const char *grp, const char *topic,

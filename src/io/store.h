@@ -133,5 +133,9 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
  * only), and with before = false once its result is in, or it will not be sent. */
 typedef void (*fs_cas_fn)(void *ctx, bool before);
 int fs_store_commit_send(struct fs_store *s, fs_cas_fn cas, void *ctx);
+/* The last fs_store_commit_send's first part, done at this wall-clock microsecond: in line
+ * the statements' pipeline (the round trip the COPYs and COMMIT follow), stacked the rows'
+ * COPYs (the pipeline with COMMIT follows). 0: it failed before. (trace.batches) */
+int64_t fs_store_phase_us(const struct fs_store *s);
 
 #endif

@@ -6,6 +6,7 @@
 #include "worker/partition.h"
 #include "worker/pipeline.h"
 #include "worker/publisher.h"
+#include "worker/trace.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -42,12 +43,14 @@ static void *committer_main(void *arg)
 		sl->ready = false;
 		wio_unlock(w->io);
 		int64_t t = wio_now_us(w->io);
+		sl->tr.start = trace_now(w);
 		/* The statements are rendered here, off the main thread (about a tenth of its
 		 * work per record, scripts/profile), while it reads the next records. */
 		bool ok = fs_store_commit_prepare(sl->store, w->cfg.group, w->cfg.topic_intents,
 						  &sl->before, batch_end(&sl->batch), sl->replied,
 						  &sl->batch, &sl->p->core, false,
 						  sl->after ? sl->pred_token : NULL) == 0;
+		sl->tr.prepared = trace_now(w);
 		wio_lock(w->io);
 		snprintf(sl->token, sizeof sl->token, "%s", ok ? fs_store_token(sl->store) : "");
 		sl->prepared = true;
@@ -58,6 +61,10 @@ static void *committer_main(void *arg)
 				 ? fs_store_commit_send(sl->store, on_cas, sl)
 				 : FS_COMMIT_RETRY;
 		t = wio_now_us(w->io) - t;
+		if (w->trace) {
+			sl->tr.phase = fs_store_phase_us(sl->store);
+			sl->tr.committed = trace_now(w);
+		}
 		wio_lock(w->io);
 		sl->rc = rc;
 		sl->us = t;
@@ -190,15 +197,19 @@ bool finish_oldest(struct worker *w, bool block)
 	wio_unlock(w->io);
 	if (!done)
 		return false;
+	sl->tr.finished = trace_now(w);
 	fly_take(w, 0);
 	fs_debug("partition %" PRId32 ": batch of %u at %" PRId64 "%s: %d, transaction %" PRId64
 		 " us, handed over %" PRId64 " us before",
 		 sl->p->id, sl->batch.len, sl->before.next_offset, sl->after ? " (stacked)" : "",
 		 sl->rc, sl->us, wio_now_us(w->io) - sl->handed_us);
-	if (sl->rc == FS_COMMIT_OK)
+	if (sl->rc == FS_COMMIT_OK) {
+		w->tr_done = &sl->tr;
 		batch_done(w, sl->p, &sl->batch, &sl->meta, &sl->ex);
-	else
+		w->tr_done = NULL;
+	} else {
 		recover(w, sl);
+	}
 	return true;
 }
 
@@ -227,6 +238,16 @@ static bool slot_busy(const struct worker *w, int k)
 	return false;
 }
 
+/* p's batch decided and committed on this thread (part_process_from from RC0), traced from
+ * DECIDE. */
+static void process_in_line(struct worker *w, struct part *p, int64_t decide, int rc0)
+{
+	trace_handed(w, p, decide, true);
+	w->tr_done = &p->tr;
+	part_process_from(w, p, &p->batch, rc0, NULL);
+	w->tr_done = NULL;
+}
+
 /* Decides p->batch and, with commit.overlap, hands its transaction to a committer thread and
  * returns (waiting first for a free one); otherwise, or when it needs the store (a lookup),
  * commits it in line. Its expiry and stock records are rendered now and its new ids go into
@@ -239,10 +260,11 @@ void part_process_start(struct worker *w, struct part *p)
 		finish_oldest(w, true);
 	if (!p->loaded || p->batch.len == 0)
 		return;
+	int64_t decide = trace_now(w);
 	if (w->depth == 0 || p->need_lookup) {
 		commit_wait(w);
 		if (p->loaded)
-			part_process_from(w, p, &p->batch, -1, NULL);
+			process_in_line(w, p, decide, -1);
 		return;
 	}
 	int k = 0;
@@ -254,8 +276,7 @@ void part_process_start(struct worker *w, struct part *p)
 	if (rc != 0) { /* it needs a lookup (decided in line, from scratch), or a reload */
 		commit_wait(w);
 		if (p->loaded)
-			part_process_from(w, p, &p->batch, rc == PART_DECIDE_IN_LINE ? -1 : rc,
-					  NULL);
+			process_in_line(w, p, decide, rc == PART_DECIDE_IN_LINE ? -1 : rc);
 		return;
 	}
 	sl->before = p->n_fly ? p->ahead : p->meta;
@@ -266,6 +287,9 @@ void part_process_start(struct worker *w, struct part *p)
 	sl->after = p->n_fly > 0;
 	p->ahead = sl->meta;
 	p->lent = k;
+	trace_handed(w, p, decide, false);
+	sl->tr = p->tr;
+	sl->tr.after = p->n_fly > 0;
 	struct fs_batch t = sl->batch;
 	sl->batch = p->batch;
 	p->batch = t;

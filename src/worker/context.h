@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum {
 	PARTITIONS_MAX = 1024,
@@ -38,10 +39,33 @@ enum tx_cause { TX_FENCED, TX_REDO, TX_SQL_ERROR, TX_TRANSIENT, TX_UNKNOWN, TX_C
 
 struct wio; /* the edges (io.h) */
 
+/* trace.batches (trace.c): one batch's moments, wall-clock microseconds (0: not reached). The
+ * main thread reads its records (read_*), decides them (decide) and hands them to a committer
+ * (handed), which renders the statements (start..prepared), sends them (..phase: the
+ * statements' pipeline in line, the rows' COPYs when stacked) and the rest with COMMIT
+ * (..committed); the main thread takes the outcome (finished), produces the results
+ * (produced) and hears the last one delivered (delivered); the broker stamped them by
+ * appended_ms (a results topic with LogAppendTime). In line: handed = start. */
+struct btrace {
+	int64_t append_first_ms, append_last_ms; /* the broker's timestamps of its records */
+	int64_t read_first, read_last, decide, handed, start, prepared, phase, committed, finished,
+		produced, delivered;
+	int64_t appended_ms; /* the broker's latest stamp of its results (LogAppendTime), or 0 */
+	/* When the worker's poll last came back with nothing before read_first: after the
+	 * first record's append, that record was not here yet (its wait was the fetch's);
+	 * before it, the worker was busy all along (a backlog: it waited on the worker too). */
+	int64_t empty_poll;
+	int64_t offset;
+	uint32_t records;
+	int32_t partition;
+	bool in_line, after;
+};
+
 /* Results of one committed batch still on their way to the broker. */
 struct inflight {
 	int64_t end_offset; /* next offset after the batch */
 	int pending;
+	struct btrace tr; /* trace.batches: written when pending reaches 0 */
 	bool failed;
 	bool orphan; /* its partition was revoked meanwhile: free it when done */
 	struct inflight *next;
@@ -75,6 +99,7 @@ struct part {
 	 * over, which reads the core meanwhile (-1: none): the core is not changed until it is
 	 * done (core_settle). */
 	int lent;
+	struct btrace tr; /* trace.batches: the pending batch's */
 };
 
 /* A batch's expiry results and stock records, rendered from the core when the batch is
@@ -125,6 +150,7 @@ struct slot {
 	int rc;		   /* an enum fs_commit_result */
 	int64_t us;	   /* time the transaction took, on the committer thread */
 	int64_t handed_us; /* when the main thread handed it over (the debug log) */
+	struct btrace tr;  /* trace.batches: the batch's, its committer's moments included */
 	/* The commit token of its transaction, from its prepare on (a successor's pred_token):
 	 * slot 0's store also makes the in-line attempts (a redo), which replace the store's own
 	 * before an unknown outcome here is read. */
@@ -206,6 +232,12 @@ struct worker {
 	int fly[SLOTS_MAX];
 	int n_fly;
 	struct extras ex; /* the in-line path's */
+	/* trace.batches: the file (NULL: off), and the trace of the batch batch_done answers
+	 * (NULL: none, a batch redone after a failure is not traced). */
+	FILE *trace;
+	const struct btrace *tr_done;
+	/* trace.batches: when a poll last came back with nothing (wall us). */
+	int64_t empty_poll;
 
 	/* --replay (rebuild.c): decide the log into the database from the stored offsets to the
 	 * log end (read at start), as the live worker would, but publish nothing; then exit. */

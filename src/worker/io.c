@@ -298,7 +298,11 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
 	(void)rk;
 	struct wio *io = opaque;
-	publisher_delivered(io->w, m->_private, m->err ? rd_kafka_err2str(m->err) : NULL);
+	/* The broker's stamp of a result (LogAppendTime): trace.batches' end of a batch. */
+	rd_kafka_timestamp_type_t tt;
+	int64_t ts = rd_kafka_message_timestamp(m, &tt);
+	publisher_delivered(io->w, m->_private, m->err ? rd_kafka_err2str(m->err) : NULL,
+			    tt == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME ? ts : 0);
 }
 
 /* librdkafka's own errors: most are transient (broker down, reconnecting) and it recovers by

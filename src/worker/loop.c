@@ -8,6 +8,7 @@
 #include "worker/pipeline.h"
 #include "worker/publisher.h"
 #include "worker/rebuild.h"
+#include "worker/trace.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -161,6 +162,8 @@ int loop_run(struct worker *w)
 		if (got == 1) {
 			on_message(w, &m);
 			wio_release(w->io);
+		} else if (w->trace) {
+			w->empty_poll = trace_now(w);
 		}
 		wio_serve(w->io);
 		commit_finish(w, false);

@@ -14,6 +14,7 @@
 #include "worker/loop.h"
 #include "worker/partition.h"
 #include "worker/rebuild.h"
+#include "worker/trace.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -150,6 +151,9 @@ static int setup(struct worker *w)
 		fs_warn("%s (will retry)", fs_store_error(w->store));
 	}
 	wio_store_hook(w->io, w->store);
+	rc = trace_open(w);
+	if (rc < 0)
+		return rc;
 	committers_start(w);
 	rc = rule_check(w);
 	if (rc < 0)
@@ -168,6 +172,7 @@ static void teardown(struct worker *w)
 		wio_close(w->io);
 	}
 	loop_free(w);
+	trace_close(w);
 }
 
 /* The options, the file, the environment and the --set keys, in that order of precedence

@@ -3,6 +3,7 @@
 
 #include "io/log.h"
 #include "worker/publisher.h"
+#include "worker/trace.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -291,6 +292,8 @@ void part_push(struct worker *w, struct part *p, struct fs_batch *target, const 
 	if (target != &p->again && target->len == 0)
 		p->first_ms = now;
 	p->last_record_ms = now;
+	if (target == &p->batch)
+		trace_read(w, p, m->ts_ms);
 	struct fs_item *it = fs_batch_push(target);
 	fs_record_parse_ext(&w->limits, m->key, m->key_len, m->payload, m->len, m->partition,
 			    m->offset, m->ts_ms, &it->rec, &w->ext);

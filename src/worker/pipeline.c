@@ -6,6 +6,7 @@
 #include "worker/metrics.h"
 #include "worker/partition.h"
 #include "worker/publisher.h"
+#include "worker/trace.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -138,10 +139,16 @@ void batch_done(struct worker *w, struct part *p, struct fs_batch *b, const stru
 	if (w->replay) {
 		p->replied = next; /* the live run answered these; a replay answers nothing */
 	} else {
-		int64_t t0 = wio_now_us(w->io);
-		publish_results(w, p, b, next);
+		int64_t t0 = wio_now_us(w->io), done = trace_now(w);
+		struct inflight *f = publish_results(w, p, b, next);
 		produce_extras(w, p, ex);
 		w->n.us_publish += wio_now_us(w->io) - t0;
+		if (f && w->tr_done) {
+			f->tr = *w->tr_done;
+			if (f->tr.in_line)
+				f->tr.committed = f->tr.finished = done;
+			f->tr.produced = trace_now(w);
+		}
 	}
 	wio_crash_at(w->io, "after_publish");
 	if (!w->replay)

@@ -4,6 +4,7 @@
 
 #include "core/result.h"
 #include "io/log.h"
+#include "worker/trace.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -21,7 +22,8 @@ int publish_one(struct worker *w, enum fs_topic topic, int32_t partition, const 
 	return 0;
 }
 
-void publisher_delivered(struct worker *w, struct inflight *f, const char *err)
+void publisher_delivered(struct worker *w, struct inflight *f, const char *err,
+			 int64_t appended_ms)
 {
 	if (err) {
 		w->n.delivery_failed++;
@@ -32,6 +34,12 @@ void publisher_delivered(struct worker *w, struct inflight *f, const char *err)
 	if (err)
 		f->failed = true;
 	f->pending--;
+	if (appended_ms > f->tr.appended_ms)
+		f->tr.appended_ms = appended_ms;
+	if (f->pending == 0 && f->tr.produced) {
+		f->tr.delivered = trace_now(w);
+		trace_write(w, &f->tr);
+	}
 }
 
 /* Re-publishes a misrouted record, key and payload unchanged, to the partition the rule
@@ -125,7 +133,8 @@ static uint32_t render_results(struct worker *w, const struct fs_batch *b, struc
  * flood of bad records is one answer each, and one call for them all is cheaper than one call
  * each (S1: 94 -> 71 ms per 100,000 answers). What the call could not queue is produced one
  * by one (waiting while the local queue is full). */
-void publish_results(struct worker *w, struct part *p, struct fs_batch *b, int64_t end)
+struct inflight *publish_results(struct worker *w, struct part *p, struct fs_batch *b,
+				 int64_t end)
 {
 	struct inflight *f = calloc(1, sizeof *f);
 	if (f) {
@@ -143,13 +152,14 @@ void publish_results(struct worker *w, struct part *p, struct fs_batch *b, int64
 				      w->results.data + w->outs[i].at, w->outs[i].len, f);
 	if (!f) {
 		fs_error("out of memory tracking result delivery; replies will be resent later");
-		return;
+		return NULL;
 	}
 	if (p->tail)
 		p->tail->next = f;
 	else
 		p->head = f;
 	p->tail = f;
+	return f;
 }
 
 static struct extra *extras_add(struct extras *ex, const char *key, bool stock, size_t at)

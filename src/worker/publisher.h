@@ -13,8 +13,9 @@
 int publish_one(struct worker *w, enum fs_topic topic, int32_t partition, const void *key,
 		size_t key_len, const struct fs_buf *value, struct inflight *f);
 /* One result per record of b (ticks excepted; forwards re-published), tracked as the
- * partition's newest batch in flight, ending at end. */
-void publish_results(struct worker *w, struct part *p, struct fs_batch *b, int64_t end);
+ * partition's newest batch in flight, ending at end: that tracking (NULL: out of memory). */
+struct inflight *publish_results(struct worker *w, struct part *p, struct fs_batch *b,
+				 int64_t end);
 /* Renders what the core's last decisions owe besides the batch's results (decided on a
  * partition whose clock was clock_before; last_offset its last record); produces it. */
 void render_extras(struct extras *ex, const struct part *p, int64_t clock_before,
@@ -25,8 +26,10 @@ void render_extras(struct extras *ex, const struct part *p, int64_t clock_before
 void publish_stock_all(struct worker *w, const struct part *p);
 void produce_extras(struct worker *w, struct part *p, const struct extras *ex);
 void extras_free(struct extras *ex);
-/* A delivery report (io.c): tag is what wio_produce was given; err NULL when delivered. */
-void publisher_delivered(struct worker *w, struct inflight *tag, const char *err);
+/* A delivery report (io.c): tag is what wio_produce was given; err NULL when delivered;
+ * appended_ms the broker's stamp of the message when its topic has LogAppendTime, else 0. */
+void publisher_delivered(struct worker *w, struct inflight *tag, const char *err,
+			 int64_t appended_ms);
 /* Moves p->replied over every batch whose results were all delivered, in order. */
 void advance_replied(struct part *p);
 /* Frees the revoked partitions' batches whose deliveries are all in. */

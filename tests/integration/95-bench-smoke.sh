@@ -17,7 +17,9 @@
 #      checks with no oversell, 3 units per held cart within the supply, cart-sorted without
 #      a deadlock, and every one of the seed table's 120 carts held. S13 (the latency curve)
 #      found a capacity, and each quick point has the worker and both floors, checked, at
-#      that fraction of it, their percentiles in order.
+#      that fraction of it, their percentiles in order, and the account of the worker's
+#      batches (trace.batches): every timed record in a traced batch, the steps' p50s within
+#      the p50 batch's total, and the server's WAL flushes counted.
 #   4. DIR has the report, with every section, the two charts and the rows (the run's own,
 #      .local/bench/rows.jsonl), and `scripts/bench report --check` finds that the rows give
 #      that report again; docs/ is untouched.
@@ -146,12 +148,40 @@ for l in open(sys.argv[1]):
 	# (bench/curve_runs.py: max(capacity * pct // 100, 100))
 	want=$(awk -v c="$cap" -v p="$pct" 'BEGIN { w = int(c * p / 100); print (w < 100 ? 100 : w) }')
 	[ "$rate" = "$want" ] || fail "S13 at $pct%: offered $rate, not $pct% of $cap"
+	# The account: the batches first appended from the timed start on hold the timed records
+	# (the worker's row's requests) but those of the batch that straddles it (at most
+	# batch.max.behind, 10,000); no step's p50 exceeds the p50 batch's total; WAL flushes
+	# were counted.
+	acc=$(python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("scenario") == "S13-account" and r.get("fraction") == sys.argv[2]:
+        print(l.strip())' "$rows" "$pct")
+	assert_eq ok "$(val "$acc" check)" "S13-account at $pct% check"
+	timed=$(val "$(python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("scenario") == "S13" and r.get("fraction") == sys.argv[2]:
+        print(l.strip())' "$rows" "$pct")" requests)
+	awk -v t="$timed" -v r="$(val "$acc" records)" 'BEGIN { exit !(t > 0 && r <= t && r >= t - 10000) }' ||
+		fail "S13-account at $pct%: $(val "$acc" records) records traced for $timed timed"
+	python3 -c '
+import json, sys
+r = json.loads(sys.argv[1])
+steps = ("fetch", "queued", "gather", "decide", "wake", "render", "send1", "send2", "finish",
+         "produce", "append")
+total = float(r["total_p50"])
+sys.exit(0 if total > 0 and all(0 <= float(r[s + "_p50"]) <= total for s in steps)
+         and int(r["wal_syncs"]) > 0 else 1)' "$acc" || fail "S13-account at $pct%: $acc"
 done
 
 # 4.
 for section in '## The machine' '## S1 hot SKU' '## S2 all winners' '## flashsale alone' \
 	'| S5 floor |' '| S5 floor, durable |' '| S5 disk alone |' '| S6 |' '| S7 |' \
-	'## Carts: S12' '| flashsale-4p (worker) |' '## The latency curve: S13' '| 50% |'; do
+	'## Carts: S12' '| flashsale-4p (worker) |' '## The latency curve: S13' '| 50% |' \
+	"### Where a batch's time goes"; do
 	grep -qF "$section" "$out/BENCHMARKS.md" 2>/dev/null || fail "report: no '$section'"
 done
 [ -s "$out/benchmarks.png" ] || fail "no chart in $out"

@@ -717,7 +717,8 @@ void wio_serve(struct wio *io)
 	/* publisher_delivered may log; the reports are taken first. */
 	for (size_t i = 0; i < P->reports.len; i++)
 		publisher_delivered(P->w, P->reports.v[i].tag,
-				    P->reports.v[i].failed ? "simulated delivery failure" : NULL);
+				    P->reports.v[i].failed ? "simulated delivery failure" : NULL,
+				    0);
 	P->reports.len = 0;
 }
 
@@ -1050,6 +1051,13 @@ int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_
 		}
 	}
 	check_loaded(W, core, partition);
+	return 0;
+}
+
+/* trace.batches is never set in the simulator. */
+int64_t fs_store_phase_us(const struct fs_store *s)
+{
+	(void)s;
 	return 0;
 }
 
