@@ -6,12 +6,12 @@ the steps of the slowest 1% of batches (by their first record's wait for its ans
 average; --json prints the same as one JSON object (scripts/bench's S13 account rows).
 
 Steps, in the order a batch goes through them (ms):
-  fetch      the broker's append of its first record to the worker's poll of it, when the
-             worker's poll came back empty at some moment in between (the record was on its
-             way: the broker's and the client library's time); for a batch whose worker was
-             busy all along (a backlog), the p50 of those
-  queued     the rest of that wait, for a batch whose worker was busy all along: the record
-             waited behind the worker's earlier records
+  fetch      the broker's append of its first record to the worker's poll of it, when that
+             poll was already waiting at the append (the record was on its way: the broker's
+             and the client library's time); for a batch whose poll began after the append
+             (the worker was busy), the p50 of those, or the whole wait if shorter
+  queued     the rest of that wait, for a batch whose poll began after the append: the
+             record waited for the worker, behind its earlier records
   gather     that poll to the start of its decision: more records, batch.wait.ms, and a
              committer to be free (both busy: it waits for one to finish)
   decide     deciding it and handing it to a committer thread
@@ -88,10 +88,11 @@ def account(lines, since_ms=0, until_ms=None):
         batches.append((total, s, t))
     if not batches:
         return None
-    # A batch whose first record came while the worker's poll was still coming back empty
-    # waited on the way only; the p50 of those waits is the way's usual time, which a batch
-    # queued behind a busy worker spent too.
-    idle = lambda t: t.get("empty_poll", 0) >= t["append_first_ms"] * 1000  # noqa: E731
+    # A batch whose first record came while the worker's poll was waiting waited on the way
+    # only (the stamp is in whole ms: a poll begun within that ms counts as waiting); the
+    # p50 of those waits is the way's usual time, which a batch queued behind a busy worker
+    # spent too.
+    idle = lambda t: t.get("poll_start", 0) < t["append_first_ms"] * 1000 + 1000  # noqa: E731
     ways = sorted(b[1]["queued"] for b in batches if idle(b[2]))
     usual = pct(ways, 0.5)
     for _, s, t in batches:

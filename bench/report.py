@@ -585,9 +585,9 @@ def curve_table(rows):
 # machine's (the broker, the client library's queues, the disk) or the worker's (its own code,
 # and the rows it has Postgres write).
 ACCOUNT_STEPS = (
-    ("fetch", "the broker's append of the batch's first intent to the worker's poll: on the "
-     "way (behind a busy worker: the usual way's time)", "machine"),
-    ("queued", "behind a busy worker: the rest of that wait", "worker"),
+    ("fetch", "the broker's append of the batch's first intent to the worker's poll, on the "
+     "way (for one read by a busy worker: the way's p50)", "machine"),
+    ("queued", "the rest of that wait: the worker busy with earlier records", "worker"),
     ("gather", "more records, batch.wait.ms, a committer to be free", "worker"),
     ("decide", "deciding, handing to a committer", "worker"),
     ("wake", "the committer thread waking", "worker"),

@@ -51,10 +51,10 @@ struct btrace {
 	int64_t read_first, read_last, decide, handed, start, prepared, phase, committed, finished,
 		produced, delivered;
 	int64_t appended_ms; /* the broker's latest stamp of its results (LogAppendTime), or 0 */
-	/* When the worker's poll last came back with nothing before read_first: after the
-	 * first record's append, that record was not here yet (its wait was the fetch's);
-	 * before it, the worker was busy all along (a backlog: it waited on the worker too). */
-	int64_t empty_poll;
+	/* When the poll that read its first record began: before that record's append, the
+	 * worker was waiting for it (its wait was the way's: the broker's and the client
+	 * library's); after it, the record may have waited for the worker too (a backlog). */
+	int64_t poll_start;
 	int64_t offset;
 	uint32_t records;
 	int32_t partition;
@@ -236,8 +236,8 @@ struct worker {
 	 * (NULL: none, a batch redone after a failure is not traced). */
 	FILE *trace;
 	const struct btrace *tr_done;
-	/* trace.batches: when a poll last came back with nothing (wall us). */
-	int64_t empty_poll;
+	/* trace.batches: when the last poll began (wall us). */
+	int64_t poll_start;
 
 	/* --replay (rebuild.c): decide the log into the database from the stored offsets to the
 	 * log end (read at start), as the live worker would, but publish nothing; then exit. */

@@ -154,6 +154,7 @@ int loop_run(struct worker *w)
 	int rc = 0;
 	while (!wio_stopping(w->io)) {
 		struct fs_msg m;
+		w->poll_start = trace_now(w);
 		int got = wio_poll(w->io, next_due_ms(w), &m);
 		if (got < 0) {
 			rc = got;
@@ -162,8 +163,6 @@ int loop_run(struct worker *w)
 		if (got == 1) {
 			on_message(w, &m);
 			wio_release(w->io);
-		} else if (w->trace) {
-			w->empty_poll = trace_now(w);
 		}
 		wio_serve(w->io);
 		commit_finish(w, false);

@@ -52,7 +52,7 @@ void trace_read(struct worker *w, struct part *p, int64_t ts_ms)
 		memset(&p->tr, 0, sizeof p->tr);
 		p->tr.append_first_ms = ts_ms;
 		p->tr.read_first = now;
-		p->tr.empty_poll = w->empty_poll;
+		p->tr.poll_start = w->poll_start;
 	}
 	p->tr.append_last_ms = ts_ms;
 	p->tr.read_last = now;
@@ -69,11 +69,11 @@ void trace_write(struct worker *w, const struct btrace *t)
 		" read_last=%" PRId64 " decide=%" PRId64 " handed=%" PRId64 " start=%" PRId64
 		" prepared=%" PRId64 " phase=%" PRId64 " committed=%" PRId64 " finished=%" PRId64
 		" produced=%" PRId64 " delivered=%" PRId64 " appended_ms=%" PRId64
-		" empty_poll=%" PRId64 "\n",
+		" poll_start=%" PRId64 "\n",
 		t->partition, t->offset, t->records, t->in_line, t->after, t->append_first_ms,
 		t->append_last_ms, t->read_first, t->read_last, t->decide, t->handed, t->start,
 		t->prepared, t->phase, t->committed, t->finished, t->produced, t->delivered,
-		t->appended_ms, t->empty_poll);
+		t->appended_ms, t->poll_start);
 }
 
 void trace_handed(struct worker *w, struct part *p, int64_t decide, bool in_line)

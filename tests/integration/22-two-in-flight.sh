@@ -38,7 +38,8 @@ for line in open(sys.argv[1]):
     t = {k: int(v) for k, v in (f.split("=") for f in line.split())}
     marks = [t[k] for k in order]
     if t["inline"] or any(m <= 0 for m in marks) or marks != sorted(marks) \
-            or t["appended_ms"] < t["append_first_ms"] or t["read_last"] < t["read_first"]:
+            or t["appended_ms"] < t["append_first_ms"] or t["read_last"] < t["read_first"] \
+            or not 0 < t["poll_start"] <= t["read_first"]:
         bad += 1
 print(bad)
 PY
