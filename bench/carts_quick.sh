@@ -12,32 +12,9 @@ cd "$root"
 parts=${1:-4} carts=${2:-100000} stock=${3:-2000}
 # shellcheck disable=SC1091
 . .local/env
-dir=.local/bench/carts
-mkdir -p "$dir"
-db=fs_carts_quick_$$
-topic=carts-quick-$$
-admin="$(printf '%s' "$FLASHSALE_PG_ADMIN" | sed -E 's/dbname=[^ ]+//') dbname=$db"
-psql "$FLASHSALE_PG_ADMIN" -X -q -c "CREATE DATABASE $db"
-for f in sql/*.sql; do PGOPTIONS='-c client_min_messages=warning' psql "$admin" -X -q -v ON_ERROR_STOP=1 -f "$f"; done
-psql "$admin" -X -q -c "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA public TO flashsale"
-cat >"$dir/flashsale.conf" <<EOF
-topic.intents = $topic.intents
-topic.results = $topic.results
-topic.stock = $topic.stock
-group = $topic
-stats.interval.ms = 2000
-pg = $(printf '%s' "$FLASHSALE_PG" | sed -E 's/dbname=[^ ]+//') dbname=$db
-EOF
-unset FLASHSALE_PG
-fs() { build/flashsale -c "$dir/flashsale.conf" "$@"; }
-cleanup() {
-	[ -n "${wpid:-}" ] && kill "$wpid" 2>/dev/null && wait "$wpid" 2>/dev/null
-	[ -n "${KEEP:-}" ] && { echo "kept: database $db, topics $topic.*"; return; }
-	fs topics delete >/dev/null 2>&1 || true
-	psql "$FLASHSALE_PG_ADMIN" -X -q -c "DROP DATABASE IF EXISTS $db" || true
-}
-trap cleanup EXIT
-fs topics create --partitions "$parts" >/dev/null
+# shellcheck source=bench/quick_lib.sh
+. bench/quick_lib.sh
+quick_run carts "$parts" "stats.interval.ms = 2000"
 build/flashsale-worker -c "$dir/flashsale.conf" >"$dir/worker.log" 2>&1 &
 wpid=$!
 skus=""
