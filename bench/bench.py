@@ -58,7 +58,9 @@ from a rows file, running nothing (scripts/bench report --help).
      goes up while the last answer comes within 250 ms of the last publish; 5 s probes,
      --quick: 2 s), then p50/p99/p99.9 at 10, 25, 50, 75 and 90% of it, each beside S5's
      plain and durable floors at the same rate (10 s each; --quick: 3 s, 10/50/90%); drawn into
-     latency-curve.png beside the report (bench/curve_runs.py)             flashsale only
+     latency-curve.png beside the report (bench/curve_runs.py); and where each point's
+     batches spent their time, step by step (the worker's trace.batches read by
+     bench/batch_account.py; the WAL flushes from pg_stat_wal)             flashsale only
   (S5, S8 and S13 use this invocation's S1 rate; --only S5, S8 and S13 run S1's flashsale run
   first; --only S8, S9 or S10 runs the three and the floor. Issue 29 named them S7-S9.)
 """
@@ -71,8 +73,8 @@ from a rows file, running nothing (scripts/bench report --help).
 # The peers use their own database, flashsale_bench (dropped and created again on every run),
 # and the Redis gate its own redis-server on 127.0.0.1:$FLASHSALE_BENCH_REDIS_PORT (56379),
 # started and stopped here. Raw rows: .local/bench/rows.jsonl (rows.py); logs: .local/bench/.
-# Takes about 30 minutes on a 2-core machine (--quick: about 8; measured 1,743 s and 468 s on
-# 2026-12-05, 370-410 s and 105 s on 2026-12-04 before S12 and S13: S12's lock-based peers,
+# Takes about 30 minutes on a 2-core machine (--quick: about 8; measured 1,949 s, 1,743 s and
+# 468 s on 2026-12-05, 370-410 s and 105 s on 2026-12-04 before S12 and S13: S12's lock-based peers,
 # which run to their time limit, and S13's 22 open loops are most of the growth).
 #
 # scripts/bench (bash) only finds python3 and runs this file; this file parses the flags, sets
