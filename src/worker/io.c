@@ -299,8 +299,8 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 	(void)rk;
 	struct wio *io = opaque;
 	/* The broker's stamp of a result (LogAppendTime): trace.batches' end of a batch. */
-	rd_kafka_timestamp_type_t tt;
-	int64_t ts = rd_kafka_message_timestamp(m, &tt);
+	rd_kafka_timestamp_type_t tt = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+	int64_t ts = io->w->trace ? rd_kafka_message_timestamp(m, &tt) : 0;
 	publisher_delivered(io->w, m->_private, m->err ? rd_kafka_err2str(m->err) : NULL,
 			    tt == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME ? ts : 0);
 }

@@ -22,8 +22,7 @@ int publish_one(struct worker *w, enum fs_topic topic, int32_t partition, const 
 	return 0;
 }
 
-void publisher_delivered(struct worker *w, struct inflight *f, const char *err,
-			 int64_t appended_ms)
+void publisher_delivered(struct worker *w, struct inflight *f, const char *err, int64_t appended_ms)
 {
 	if (err) {
 		w->n.delivery_failed++;
@@ -133,8 +132,7 @@ static uint32_t render_results(struct worker *w, const struct fs_batch *b, struc
  * flood of bad records is one answer each, and one call for them all is cheaper than one call
  * each (S1: 94 -> 71 ms per 100,000 answers). What the call could not queue is produced one
  * by one (waiting while the local queue is full). */
-struct inflight *publish_results(struct worker *w, struct part *p, struct fs_batch *b,
-				 int64_t end)
+struct inflight *publish_results(struct worker *w, struct part *p, struct fs_batch *b, int64_t end)
 {
 	struct inflight *f = calloc(1, sizeof *f);
 	if (f) {

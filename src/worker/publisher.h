@@ -14,8 +14,7 @@ int publish_one(struct worker *w, enum fs_topic topic, int32_t partition, const 
 		size_t key_len, const struct fs_buf *value, struct inflight *f);
 /* One result per record of b (ticks excepted; forwards re-published), tracked as the
  * partition's newest batch in flight, ending at end: that tracking (NULL: out of memory). */
-struct inflight *publish_results(struct worker *w, struct part *p, struct fs_batch *b,
-				 int64_t end);
+struct inflight *publish_results(struct worker *w, struct part *p, struct fs_batch *b, int64_t end);
 /* Renders what the core's last decisions owe besides the batch's results (decided on a
  * partition whose clock was clock_before; last_offset its last record); produces it. */
 void render_extras(struct extras *ex, const struct part *p, int64_t clock_before,
