@@ -35,8 +35,8 @@ usage: bench/batch_account.py [--since-ms MS] [--until-ms MS] [--json] TRACE
 import json
 import sys
 
-STEPS = ("fetch", "queued", "gather", "decide", "wake", "render", "send1", "send2", "finish", "produce",
-         "append")
+STEPS = ("fetch", "queued", "gather", "decide", "wake", "render", "send1", "send2", "finish",
+         "produce", "append")
 
 
 def parse(line):
