@@ -14,7 +14,7 @@ parts=${1:-4} carts=${2:-100000} stock=${3:-2000}
 . .local/env
 # shellcheck source=bench/quick_lib.sh
 . bench/quick_lib.sh
-quick_run carts "$parts" "stats.interval.ms = 2000"
+quick_run carts "$parts" "stats.interval.ms = 2000" ${CONF_EXTRA:+"$CONF_EXTRA"}
 build/flashsale-worker -c "$dir/flashsale.conf" >"$dir/worker.log" 2>&1 &
 wpid=$!
 skus=""

@@ -222,6 +222,22 @@ void fs_copy_bool(struct fs_buf *b, bool v)
 	fs_buf_add(b, v ? "\1" : "\0", 1);
 }
 
+size_t fs_copy_open(struct fs_buf *b)
+{
+	size_t at = b->len;
+	be(b, 0, 4);
+	return at;
+}
+
+void fs_copy_close(struct fs_buf *b, size_t at)
+{
+	if (b->failed || at + 4 > b->len)
+		return;
+	uint64_t n = b->len - at - 4;
+	for (int i = 3; i >= 0; i--, n >>= 8)
+		b->data[at + (size_t)i] = (char)(n & 0xff);
+}
+
 void fs_copy_text(struct fs_buf *b, const char *s)
 {
 	if (!s) {
@@ -268,6 +284,12 @@ bool fs_copy_uuid(struct fs_buf *b, const char *canon)
 	be(b, 16, 4);
 	fs_buf_add(b, u, sizeof u);
 	return true;
+}
+
+void fs_copy_id(struct fs_buf *b, const char *canon)
+{
+	if (!fs_copy_uuid(b, canon))
+		fs_copy_null(b);
 }
 
 void fs_copy_end(struct fs_buf *b)

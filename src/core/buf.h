@@ -70,6 +70,13 @@ void fs_copy_text(struct fs_buf *b, const char *s); /* NULL writes NULL */
 /* canon: the 36-character form (8-4-4-4-12 hex digits, as fs_uuid_canon writes it). False,
  * and nothing written, if it is not. */
 bool fs_copy_uuid(struct fs_buf *b, const char *canon);
+/* As fs_copy_uuid, NULL when canon is not canonical: the COPY's not-null violation then names
+ * the column in its error (the ids are canonical: record.c validates every one). */
+void fs_copy_id(struct fs_buf *b, const char *canon);
 void fs_copy_end(struct fs_buf *b);
+/* A field whose bytes are appended after it opens (a JSON text, say): fs_copy_open returns
+ * where its length goes, fs_copy_close writes it there once the bytes are in. */
+size_t fs_copy_open(struct fs_buf *b);
+void fs_copy_close(struct fs_buf *b, size_t at);
 
 #endif

@@ -145,10 +145,14 @@ void fs_carts_reset(struct fs_carts *cs)
 
 void fs_carts_commit(struct fs_carts *cs)
 {
-	for (uint32_t i = 0; i < cs->dirty_carts_len; i++)
+	for (uint32_t i = 0; i < cs->dirty_carts_len; i++) {
 		cs->carts[cs->dirty_carts[i]].dirty = false;
-	for (uint32_t i = 0; i < cs->dirty_groups_len; i++)
+		cs->carts[cs->dirty_carts[i]].stored = true;
+	}
+	for (uint32_t i = 0; i < cs->dirty_groups_len; i++) {
 		cs->groups[cs->dirty_groups[i]].dirty = false;
+		cs->groups[cs->dirty_groups[i]].stored = true;
+	}
 	cs->dirty_carts_len = 0;
 	cs->dirty_groups_len = 0;
 	cs->out_len = 0;
@@ -1172,6 +1176,7 @@ int fs_carts_load_cart(struct fs_carts *cs, const struct fs_cart *k)
 		return rc;
 	cs->carts[ci] = *k;
 	cs->carts[ci].dirty = false;
+	cs->carts[ci].stored = true;
 	set_groups(&cs->carts[ci]);
 	cs->carts[ci].heap_pos = FS_MAP_NONE;
 	cs->carts_len++;
@@ -1195,6 +1200,7 @@ int fs_carts_load_group(struct fs_carts *cs, const struct fs_core *c, const stru
 	struct fs_group *v = &cs->groups[gi];
 	*v = *g;
 	v->dirty = false;
+	v->stored = true;
 	for (uint32_t i = 0; i < v->nlines; i++) {
 		snprintf(v->lines[i].sku, sizeof v->lines[i].sku, "%s", skus[i]);
 		v->lines[i].sku_index = fs_core_sku_index(c, skus[i]);

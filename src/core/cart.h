@@ -98,6 +98,7 @@ struct fs_cart {
 	enum fs_outcome answer;
 	const char *answer_reason;
 	bool dirty;
+	bool stored; /* its row exists (loaded, or committed since): a change is an upsert */
 };
 
 /* A group at its partition P (one per cart and round that reached P). */
@@ -128,6 +129,7 @@ struct fs_group {
 	} lines[FS_CART_LINES_MAX];
 	int64_t offset; /* the reserve's: waiting groups are decided again in this order */
 	bool dirty;
+	bool stored; /* as a cart's */
 };
 
 struct fs_cart_counts {

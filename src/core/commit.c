@@ -194,21 +194,36 @@ static int build_core(struct fs_tx *t, const struct fs_core *core, bool careful)
 	return 0;
 }
 
-/* The carts' changed rows and outbox (core->carts; none when carts are off). Messages are
- * numbered from 0 and results from FS_TX_EVENT_SEQ in their lists' order. */
+/* The carts' changed rows and outbox (core->carts; none when carts are off): the new carts and
+ * groups first (COPY rows, unless careful), then the stored ones. Messages are numbered from 0
+ * and results from FS_TX_EVENT_SEQ in their lists' order. */
 #define FS_TX_EVENT_SEQ 1000000
-static int build_carts(struct fs_tx *t, const struct fs_carts *cs)
+static int build_carts(struct fs_tx *t, const struct fs_carts *cs, bool careful)
 {
+	t->n_cart_copies = t->n_group_copies = 0;
 	if (!cs)
 		return 0;
 	if (RESERVE(t->carts, cs->dirty_carts_len) < 0 ||
 	    RESERVE(t->groups, cs->dirty_groups_len) < 0 ||
 	    RESERVE(t->outs, cs->out_len + cs->events_len) < 0)
 		return -ENOMEM;
-	for (uint32_t d = 0; d < cs->dirty_carts_len; d++)
-		t->carts.v[t->carts.len++] = &cs->carts[cs->dirty_carts[d]];
-	for (uint32_t d = 0; d < cs->dirty_groups_len; d++)
-		t->groups.v[t->groups.len++] = &cs->groups[cs->dirty_groups[d]];
+	/* pass 0 the new rows, pass 1 the stored ones (and every one when careful) */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t d = 0; d < cs->dirty_carts_len; d++) {
+			const struct fs_cart *k = &cs->carts[cs->dirty_carts[d]];
+			if ((!k->stored && !careful) == (pass == 0))
+				t->carts.v[t->carts.len++] = k;
+		}
+		for (uint32_t d = 0; d < cs->dirty_groups_len; d++) {
+			const struct fs_group *g = &cs->groups[cs->dirty_groups[d]];
+			if ((!g->stored && !careful) == (pass == 0))
+				t->groups.v[t->groups.len++] = g;
+		}
+		if (pass == 0) {
+			t->n_cart_copies = t->carts.len;
+			t->n_group_copies = t->groups.len;
+		}
+	}
 	for (uint32_t i = 0; i < cs->out_len; i++)
 		t->outs.v[t->outs.len++] = (struct fs_tx_cart_out){
 			.offset = cs->out[i].origin, .seq = (int32_t)i, .msg = &cs->out[i]};
@@ -241,12 +256,12 @@ int fs_tx_build(struct fs_tx *t, int32_t partition, int64_t expected, int64_t ne
 	if (next_offset - from > (int64_t)b->len)
 		t->cas.gaps = next_offset - from - (int64_t)b->len;
 	if (build_items(t, b) < 0 || build_core(t, core, careful) < 0 ||
-	    build_carts(t, core->carts) < 0)
+	    build_carts(t, core->carts, careful) < 0)
 		return -ENOMEM;
 	return 0;
 }
 
-/* ---- the cart rows as JSON ---------------------------------------------------------------- */
+/* ---- the cart rows: JSON for the upserts, COPY data for the new ------------------------- */
 
 static void json_text(struct fs_buf *b, const char *name, const char *v)
 {
@@ -254,6 +269,34 @@ static void json_text(struct fs_buf *b, const char *name, const char *v)
 	fs_buf_str(b, name);
 	fs_buf_str(b, "\":");
 	fs_buf_json_str(b, v);
+}
+
+/* A cart's lines column: [{"sku", "qty", "part"}] */
+static void cart_lines(struct fs_buf *b, const struct fs_cart *k)
+{
+	fs_buf_str(b, "[");
+	for (uint32_t i = 0; i < k->nlines; i++) {
+		fs_buf_str(b, i ? ",{\"sku\":" : "{\"sku\":");
+		fs_buf_json_str(b, k->lines[i].sku);
+		fs_buf_json_int(b, "qty", k->lines[i].qty);
+		fs_buf_json_int(b, "part", k->lines[i].part);
+		fs_buf_str(b, "}");
+	}
+	fs_buf_str(b, "]");
+}
+
+/* A group's lines column: [{"sku", "qty", "line"}] */
+static void group_lines(struct fs_buf *b, const struct fs_group *g)
+{
+	fs_buf_str(b, "[");
+	for (uint32_t i = 0; i < g->nlines; i++) {
+		fs_buf_str(b, i ? ",{\"sku\":" : "{\"sku\":");
+		fs_buf_json_str(b, g->lines[i].sku);
+		fs_buf_json_int(b, "qty", g->lines[i].qty);
+		fs_buf_json_int(b, "line", g->lines[i].line);
+		fs_buf_str(b, "}");
+	}
+	fs_buf_str(b, "]");
 }
 
 static void cart_json(struct fs_buf *b, const struct fs_cart *k, int32_t partition)
@@ -264,15 +307,8 @@ static void cart_json(struct fs_buf *b, const struct fs_cart *k, int32_t partiti
 	fs_buf_json_int(b, "part", partition);
 	json_text(b, "buyer_id", k->buyer_id);
 	fs_buf_json_int(b, "body_hash", k->body_hash);
-	fs_buf_str(b, ",\"lines\":[");
-	for (uint32_t i = 0; i < k->nlines; i++) {
-		fs_buf_str(b, i ? ",{\"sku\":" : "{\"sku\":");
-		fs_buf_json_str(b, k->lines[i].sku);
-		fs_buf_json_int(b, "qty", k->lines[i].qty);
-		fs_buf_json_int(b, "part", k->lines[i].part);
-		fs_buf_str(b, "}");
-	}
-	fs_buf_str(b, "]");
+	fs_buf_str(b, ",\"lines\":");
+	cart_lines(b, k);
 	json_text(b, "state", fs_cart_state_name(k->state));
 	fs_buf_json_int(b, "round", k->round);
 	fs_buf_json_int(b, "at", k->at);
@@ -297,66 +333,112 @@ static void group_json(struct fs_buf *b, const struct fs_group *g, int32_t parti
 	fs_buf_json_int(b, "part", partition);
 	fs_buf_json_int(b, "coord", g->coord);
 	json_text(b, "buyer_id", g->buyer_id);
-	fs_buf_str(b, ",\"lines\":[");
-	for (uint32_t i = 0; i < g->nlines; i++) {
-		fs_buf_str(b, i ? ",{\"sku\":" : "{\"sku\":");
-		fs_buf_json_str(b, g->lines[i].sku);
-		fs_buf_json_int(b, "qty", g->lines[i].qty);
-		fs_buf_json_int(b, "line", g->lines[i].line);
-		fs_buf_str(b, "}");
-	}
-	fs_buf_str(b, "]");
+	fs_buf_str(b, ",\"lines\":");
+	group_lines(b, g);
 	json_text(b, "state", fs_group_state_name(g->state));
 	fs_buf_json_int(b, "off", g->offset);
 	fs_buf_str(b, "}");
 }
 
-static void out_json(struct fs_buf *b, const struct fs_tx_cart_out *o, int32_t partition)
-{
-	fs_buf_str(b, "{\"part\":");
-	fs_buf_int(b, partition);
-	fs_buf_json_int(b, "off", o->offset);
-	fs_buf_json_int(b, "seq", o->seq);
-	if (o->msg) {
-		fs_buf_str(b, ",\"to_topic\":\"intents\"");
-		fs_buf_json_int(b, "to_part", fs_cart_msg_to(o->msg));
-		json_text(b, "msg_key", o->msg->key);
-		fs_buf_str(b, ",\"payload\":");
-		fs_cart_msg_json(b, o->msg);
-	} else {
-		fs_buf_str(b, ",\"to_topic\":\"results\",\"to_part\":null");
-		json_text(b, "msg_key", o->ev->cart_id);
-		fs_buf_str(b, ",\"payload\":");
-		fs_cart_event_json(b, o->ev, partition);
-	}
-	fs_buf_str(b, "}");
-}
-
 void fs_tx_carts_json(const struct fs_tx *t, int32_t partition, struct fs_buf *carts,
-		      struct fs_buf *groups, struct fs_buf *outs)
+		      struct fs_buf *groups)
 {
 	fs_buf_clear(carts);
 	fs_buf_clear(groups);
-	fs_buf_clear(outs);
 	fs_buf_str(carts, "[");
-	for (uint32_t i = 0; i < t->carts.len; i++) {
-		if (i)
+	for (uint32_t i = t->n_cart_copies; i < t->carts.len; i++) {
+		if (i > t->n_cart_copies)
 			fs_buf_str(carts, ",");
 		cart_json(carts, t->carts.v[i], partition);
 	}
 	fs_buf_str(carts, "]");
 	fs_buf_str(groups, "[");
-	for (uint32_t i = 0; i < t->groups.len; i++) {
-		if (i)
+	for (uint32_t i = t->n_group_copies; i < t->groups.len; i++) {
+		if (i > t->n_group_copies)
 			fs_buf_str(groups, ",");
 		group_json(groups, t->groups.v[i], partition);
 	}
 	fs_buf_str(groups, "]");
-	fs_buf_str(outs, "[");
-	for (uint32_t i = 0; i < t->outs.len; i++) {
-		if (i)
-			fs_buf_str(outs, ",");
-		out_json(outs, &t->outs.v[i], partition);
+}
+
+/* A jsonb field in COPY's binary format: the format's version (1), then the text. */
+#define COPY_JSONB(b, write)                                                                       \
+	do {                                                                                       \
+		size_t at_ = fs_copy_open(b);                                                      \
+		fs_buf_add(b, "\1", 1);                                                            \
+		write;                                                                             \
+		fs_copy_close(b, at_);                                                             \
+	} while (0)
+
+static void cart_copy(struct fs_buf *b, const struct fs_cart *k, int32_t partition)
+{
+	fs_copy_row(b, 17);
+	fs_copy_id(b, k->cart_id);
+	fs_copy_int4(b, partition);
+	fs_copy_text(b, k->buyer_id);
+	fs_copy_int8(b, k->body_hash);
+	COPY_JSONB(b, cart_lines(b, k));
+	fs_copy_text(b, fs_cart_state_name(k->state));
+	fs_copy_int4(b, k->round);
+	fs_copy_int4(b, (int32_t)k->at);
+	fs_copy_bool(b, k->cancel_asked);
+	fs_copy_int8(b, k->hold_ms);
+	fs_copy_int8(b, k->expires_at_ms);
+	fs_copy_int8(b, k->offset);
+	fs_copy_text(b, k->outcome ? fs_outcome_name(k->outcome) : NULL);
+	fs_copy_text(b, k->reason);
+	fs_copy_int4(b, k->line);
+	fs_copy_text(b, k->answer ? fs_outcome_name(k->answer) : NULL);
+	fs_copy_text(b, k->answer_reason);
+}
+
+static void group_copy(struct fs_buf *b, const struct fs_group *g, int32_t partition)
+{
+	fs_copy_row(b, 8);
+	fs_copy_id(b, g->cart_id);
+	fs_copy_int4(b, g->round);
+	fs_copy_int4(b, partition);
+	fs_copy_int4(b, g->coord);
+	fs_copy_text(b, g->buyer_id);
+	COPY_JSONB(b, group_lines(b, g));
+	fs_copy_text(b, fs_group_state_name(g->state));
+	fs_copy_int8(b, g->offset);
+}
+
+static void out_copy(struct fs_buf *b, const struct fs_tx_cart_out *o, int32_t partition)
+{
+	fs_copy_row(b, 7);
+	fs_copy_int4(b, partition);
+	fs_copy_int8(b, o->offset);
+	fs_copy_int4(b, o->seq);
+	fs_copy_text(b, o->msg ? "intents" : "results");
+	if (o->msg)
+		fs_copy_int4(b, fs_cart_msg_to(o->msg));
+	else
+		fs_copy_null(b);
+	fs_copy_text(b, o->msg ? o->msg->key : o->ev->cart_id);
+	size_t at = fs_copy_open(b); /* json: the text as is */
+	if (o->msg)
+		fs_cart_msg_json(b, o->msg);
+	else
+		fs_cart_event_json(b, o->ev, partition);
+	fs_copy_close(b, at);
+}
+
+void fs_tx_carts_copy(const struct fs_tx *t, int32_t partition, struct fs_buf *carts,
+		      struct fs_buf *groups, struct fs_buf *outs)
+{
+	struct fs_buf *all[] = {carts, groups, outs};
+	for (int i = 0; i < 3; i++) {
+		fs_buf_clear(all[i]);
+		fs_copy_begin(all[i]);
 	}
-	fs_buf_str(outs, "]");
+	for (uint32_t i = 0; i < t->n_cart_copies; i++)
+		cart_copy(carts, t->carts.v[i], partition);
+	for (uint32_t i = 0; i < t->n_group_copies; i++)
+		group_copy(groups, t->groups.v[i], partition);
+	for (uint32_t i = 0; i < t->outs.len; i++)
+		out_copy(outs, &t->outs.v[i], partition);
+	for (int i = 0; i < 3; i++)
+		fs_copy_end(all[i]);
 }

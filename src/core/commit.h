@@ -130,11 +130,13 @@ struct fs_tx {
 	FS_TX_ARRAY(struct fs_tx_hold) holds;
 	FS_TX_ARRAY(struct fs_tx_sku) skus;
 	FS_TX_ARRAY(struct fs_tx_buyer) buyers;
-	/* carts and cart_groups: every cart and group the batch changed (upserts) */
+	/* carts and cart_groups: every cart and group the batch changed, the new ones (COPY rows,
+	 * n_cart_copies and n_group_copies of them) first, then those to upsert */
 	FS_TX_ARRAY(const struct fs_cart *) carts;
 	FS_TX_ARRAY(const struct fs_group *) groups;
-	FS_TX_ARRAY(struct fs_tx_cart_out) outs;
+	FS_TX_ARRAY(struct fs_tx_cart_out) outs; /* all new: COPY rows */
 	int64_t n_sku_inserts, n_sku_updates, n_hold_copies, n_buyer_copies;
+	uint32_t n_cart_copies, n_group_copies;
 };
 
 void fs_tx_init(struct fs_tx *t);
@@ -147,9 +149,26 @@ int fs_tx_build(struct fs_tx *t, int32_t partition, int64_t expected, int64_t ne
 		int64_t replied_offset, const struct fs_batch *b, const struct fs_core *core,
 		bool careful);
 
-/* The cart rows of t as JSON arrays of objects whose members are the columns of carts,
- * cart_groups and cart_out (sql/001_schema.sql), for json_populate_recordset; "[]" when none. */
+/* The cart rows of t to upsert (the carts and groups after the copies) as JSON arrays of
+ * objects whose members are the columns of carts and cart_groups (sql/001_schema.sql), for
+ * json_populate_recordset; "[]" when none. */
 void fs_tx_carts_json(const struct fs_tx *t, int32_t partition, struct fs_buf *carts,
+		      struct fs_buf *groups);
+
+/* The new cart rows of t as the data of three COPYs (binary format) with the columns in the
+ * order of FS_TX_CARTS_COPY, FS_TX_GROUPS_COPY and FS_TX_OUTS_COPY; each buffer has a row only
+ * when its count (n_cart_copies, n_group_copies, outs.len) is above 0. */
+#define FS_TX_CARTS_COPY                                                                           \
+	"COPY carts (cart_id, part, buyer_id, body_hash, lines, state, round, at, cancel_asked, "  \
+	"hold_ms, expires_at_ms, off, outcome, reason, line, answer, answer_reason) FROM STDIN "   \
+	"(FORMAT binary)"
+#define FS_TX_GROUPS_COPY                                                                          \
+	"COPY cart_groups (cart_id, round, part, coord, buyer_id, lines, state, off) FROM STDIN "  \
+	"(FORMAT binary)"
+#define FS_TX_OUTS_COPY                                                                            \
+	"COPY cart_out (part, off, seq, to_topic, to_part, msg_key, payload) FROM STDIN "          \
+	"(FORMAT binary)"
+void fs_tx_carts_copy(const struct fs_tx *t, int32_t partition, struct fs_buf *carts,
 		      struct fs_buf *groups, struct fs_buf *outs);
 
 #endif

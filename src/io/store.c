@@ -704,14 +704,6 @@ static const char *int_str(struct fs_buf *b, int64_t v)
 	return fs_buf_cstr(b);
 }
 
-/* A COPY row's uuid field. The ids are canonical (record.c validates every one); were one not,
- * it goes as NULL and the COPY's not-null violation names the column in the error. */
-static void copy_uuid(struct fs_buf *b, const char *canon)
-{
-	if (!fs_copy_uuid(b, canon))
-		fs_copy_null(b);
-}
-
 /* decisions: one row per new intent decision, as the data of one COPY (binary format, with
  * the columns' exact types): about half the server's time per row of the unnest INSERT it
  * replaced, and a fifth less again than the text format.
@@ -725,7 +717,7 @@ static void decisions_copy(struct fs_buf *d, const struct fs_tx *t)
 	for (uint32_t i = 0; i < t->decisions.len; i++) {
 		const struct fs_tx_decision *r = &t->decisions.v[i];
 		fs_copy_row(d, 12);
-		copy_uuid(d, r->intent_id);
+		fs_copy_id(d, r->intent_id);
 		fs_copy_int2(d, (int16_t)r->kind);
 		fs_copy_int8(d, r->body_hash);
 		fs_copy_int4(d, t->cas.partition);
@@ -906,7 +898,7 @@ static void add_reservations(struct fs_store *s, const struct fs_tx *t, struct s
 			continue;
 		}
 		fs_copy_row(copy, 11);
-		copy_uuid(copy, h->intent_id);
+		fs_copy_id(copy, h->intent_id);
 		fs_copy_text(copy, h->sku);
 		fs_copy_text(copy, h->buyer_id);
 		fs_copy_int8(copy, h->qty);
@@ -1065,15 +1057,17 @@ static void add_buyers(struct fs_store *s, const struct fs_tx *t, struct step *s
 	x->params[3] = fs_buf_cstr(units);
 }
 
-/* carts, cart_groups, cart_out (issue 31): the batch's changed carts and groups by upsert, its
- * outbox rows by insert, each set as one JSON parameter (json_populate_recordset): three
- * statements, sent only when carts moved. The rows name the partition; the WHERE keeps a
- * batch from ever writing another's. */
+/* carts, cart_groups, cart_out (issue 31): the batch's new carts and groups, and its outbox
+ * rows, as COPY data (bufs 4-6, sent with the other tables' new rows: a row that existed would
+ * fail the COPY and redo the batch, carefully); its changed ones (or all, when careful) by
+ * upsert, each set as one JSON parameter (json_populate_recordset). The rows name the
+ * partition; the upserts' WHERE keeps a batch from ever writing another's. */
 static void add_carts(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
 {
-	struct fs_buf *carts = buf(s, 63), *groups = buf(s, 64), *outs = buf(s, 65);
-	fs_tx_carts_json(t, t->cas.partition, carts, groups, outs);
-	if (t->carts.len) {
+	struct fs_buf *carts = buf(s, 63), *groups = buf(s, 64);
+	fs_tx_carts_copy(t, t->cas.partition, buf(s, 4), buf(s, 5), buf(s, 6));
+	fs_tx_carts_json(t, t->cas.partition, carts, groups);
+	if (t->carts.len > t->n_cart_copies) {
 		struct step *x = &st[(*k)++];
 		x->what = "carts";
 		x->sql =
@@ -1087,7 +1081,7 @@ static void add_carts(struct fs_store *s, const struct fs_tx *t, struct step *st
 		x->nparams = 2;
 		x->params[1] = fs_buf_cstr(carts);
 	}
-	if (t->groups.len) {
+	if (t->groups.len > t->n_group_copies) {
 		struct step *x = &st[(*k)++];
 		x->what = "cart_groups";
 		x->sql = "INSERT INTO cart_groups SELECT * FROM json_populate_recordset("
@@ -1095,15 +1089,6 @@ static void add_carts(struct fs_store *s, const struct fs_tx *t, struct step *st
 			 "round, part) DO UPDATE SET state = EXCLUDED.state";
 		x->nparams = 2;
 		x->params[1] = fs_buf_cstr(groups);
-	}
-	if (t->outs.len) {
-		struct step *x = &st[(*k)++];
-		x->what = "cart_out";
-		x->sql = "INSERT INTO cart_out SELECT * FROM "
-			 "json_populate_recordset(NULL::cart_out, "
-			 "$2::json) WHERE part = $1::int";
-		x->nparams = 2;
-		x->params[1] = fs_buf_cstr(outs);
 	}
 }
 
@@ -1306,7 +1291,8 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 
 static bool has_copies(const struct fs_store *s)
 {
-	return s->tx.decisions.len > 0 || s->tx.n_hold_copies > 0 || s->tx.n_buyer_copies > 0;
+	return s->tx.decisions.len > 0 || s->tx.n_hold_copies > 0 || s->tx.n_buyer_copies > 0 ||
+	       s->tx.n_cart_copies > 0 || s->tx.n_group_copies > 0 || s->tx.outs.len > 0;
 }
 
 /* The batch's new rows, one COPY per table, all in one query string (a pipeline cannot carry
@@ -1317,28 +1303,35 @@ static bool has_copies(const struct fs_store *s)
  * statement. 0, -EIO (the server refused: sqlstate says why) or -EPIPE. */
 static int send_copies(struct fs_store *s, bool begin, bool commit, char sqlstate[6])
 {
-	static const char *const names[3] = {"batch decisions", "batch reservations",
-					     "batch buyers"};
-	static const char *const copies[3] = {
+	enum { TABLES = 6 };
+	static const char *const names[TABLES] = {"batch decisions",   "batch reservations",
+						  "batch buyers",      "batch carts",
+						  "batch cart_groups", "batch cart_out"};
+	static const char *const copies[TABLES] = {
 		"COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, qty, "
 		"outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN (FORMAT binary)",
 		"COPY reservations (intent_id, sku, buyer_id, qty, expires_at_ms, part, off, "
 		"status, late, ended_at_ms, ended_off) FROM STDIN (FORMAT binary)",
 		"COPY buyers (sku, buyer_id, units) FROM STDIN (FORMAT binary)",
+		FS_TX_CARTS_COPY,
+		FS_TX_GROUPS_COPY,
+		FS_TX_OUTS_COPY,
 	};
-	const int64_t rows[3] = {s->tx.decisions.len, s->tx.n_hold_copies, s->tx.n_buyer_copies};
+	const int64_t rows[TABLES] = {s->tx.decisions.len,  s->tx.n_hold_copies,
+				      s->tx.n_buyer_copies, s->tx.n_cart_copies,
+				      s->tx.n_group_copies, s->tx.outs.len};
 	/* The statements of the string in order, named for errors, and the COPYs' data. */
-	const char *what[5];
-	const struct fs_buf *data[3];
+	const char *what[TABLES + 2];
+	const struct fs_buf *data[TABLES];
 	int nstmt = 0, ncopy = 0;
-	char sql[1024];
+	char sql[2048];
 	size_t len = 0;
 	sql[0] = '\0';
 	if (begin) {
 		len += (size_t)snprintf(sql + len, sizeof sql - len, "BEGIN; ");
 		what[nstmt++] = "begin";
 	}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < TABLES; i++) {
 		if (rows[i] <= 0)
 			continue;
 		len += (size_t)snprintf(sql + len, sizeof sql - len, "%s; ", copies[i]);

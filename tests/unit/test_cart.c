@@ -11,6 +11,8 @@
  * held and sold units those of its carts' groups. */
 #include "check.h"
 #include "core/cart.h"
+#include "core/batch.h"
+#include "core/commit.h"
 
 #include <errno.h>
 
@@ -215,10 +217,56 @@ static void reload(struct net *n, int32_t p)
 	pt->cs = fresh;
 }
 
+/* Partition p's step as rows (commit.c, as the store gets them): the carts and groups never
+ * stored before go first, as COPY rows, the others as upserts; careful (a batch redone), every
+ * one as an upsert. The COPY data holds a row per new cart, group and outbox entry. */
+static void check_rows(struct net *n, int32_t p)
+{
+	struct part *pt = &n->parts[p];
+	struct fs_batch b;
+	struct fs_tx t;
+	struct fs_buf bufs[3] = {{0}};
+	fs_tx_init(&t);
+	if (fs_batch_init(&b, 1) != 0)
+		abort();
+	pt->core.carts = &pt->cs;
+	for (int careful = 0; careful < 2; careful++) {
+		CHECK_INT(fs_tx_build(&t, p, -1, pt->offset, -1, &b, &pt->core, careful), 0);
+		CHECK_INT(t.carts.len, pt->cs.dirty_carts_len);
+		CHECK_INT(t.groups.len, pt->cs.dirty_groups_len);
+		CHECK_INT(t.outs.len, pt->cs.out_len + pt->cs.events_len);
+		uint32_t new_carts = 0, new_groups = 0;
+		for (uint32_t i = 0; i < t.carts.len; i++) {
+			new_carts += !t.carts.v[i]->stored;
+			if (!careful)
+				CHECK(t.carts.v[i]->stored == (i >= t.n_cart_copies));
+		}
+		for (uint32_t i = 0; i < t.groups.len; i++) {
+			new_groups += !t.groups.v[i]->stored;
+			if (!careful)
+				CHECK(t.groups.v[i]->stored == (i >= t.n_group_copies));
+		}
+		CHECK_INT(t.n_cart_copies, careful ? 0 : new_carts);
+		CHECK_INT(t.n_group_copies, careful ? 0 : new_groups);
+		fs_tx_carts_copy(&t, p, &bufs[0], &bufs[1], &bufs[2]);
+		const uint32_t rows[3] = {t.n_cart_copies, t.n_group_copies, t.outs.len};
+		for (int i = 0; i < 3; i++) {
+			CHECK(fs_buf_ok(&bufs[i]));
+			CHECK_INT(bufs[i].len > 21, rows[i] > 0); /* more than header and trailer */
+		}
+	}
+	pt->core.carts = NULL;
+	for (int i = 0; i < 3; i++)
+		fs_buf_free(&bufs[i]);
+	fs_batch_free(&b);
+	fs_tx_free(&t);
+}
+
 /* "Commits" partition p's step: its events are kept, its messages sent (some twice). */
 static void commit(struct net *n, int32_t p)
 {
 	struct fs_carts *cs = &n->parts[p].cs;
+	check_rows(n, p);
 	for (uint32_t i = 0; i < cs->events_len; i++) {
 		n->events = grow_array(n->events, &n->events_cap, n->events_len, sizeof *n->events);
 		n->events[n->events_len++].e = cs->events[i];

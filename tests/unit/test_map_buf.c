@@ -510,6 +510,37 @@ static void test_copy_binary(void)
 	fs_buf_free(&b);
 }
 
+/* A field written in place (fs_copy_open, the bytes, fs_copy_close) is its length then its
+ * bytes; an id that is not canonical is NULL. */
+static void test_copy_open_close(void)
+{
+	struct fs_buf b = {0};
+	fs_copy_row(&b, 3);
+	size_t at = fs_copy_open(&b);
+	fs_buf_str(&b, "\1[]");
+	fs_copy_close(&b, at);
+	at = fs_copy_open(&b);
+	fs_copy_close(&b, at);
+	fs_copy_id(&b, "not-a-uuid");
+	static const unsigned char want[] = {
+		0,    3,			     /* fields */
+		0,    0,    0,	  3,	1, '[', ']', /* a jsonb [] */
+		0,    0,    0,	  0,		     /* empty */
+		0xff, 0xff, 0xff, 0xff,		     /* the id: NULL */
+	};
+	CHECK(fs_buf_ok(&b));
+	CHECK_INT(b.len, sizeof want);
+	CHECK(b.len == sizeof want && memcmp(b.data, want, sizeof want) == 0);
+	/* 300 bytes: the length's second byte */
+	fs_buf_clear(&b);
+	at = fs_copy_open(&b);
+	for (int i = 0; i < 300; i++)
+		fs_buf_str(&b, "x");
+	fs_copy_close(&b, at);
+	CHECK(b.len == 304 && (unsigned char)b.data[2] == 1 && (unsigned char)b.data[3] == 44);
+	fs_buf_free(&b);
+}
+
 /* ---- known bugs ------------------------------------------------------------------------- */
 
 /* BUG cstr_fresh_buffer: fs_buf_cstr (src/core/buf.c) on a buffer that was never written calls
@@ -550,5 +581,6 @@ int main(int argc, char **argv)
 	test_buf_int();
 	test_arrays();
 	test_copy_binary();
+	test_copy_open_close();
 	return check_done("test_map_buf");
 }
