@@ -1,0 +1,275 @@
+/* room.c: the waiting room of one SKU (see room.h). */
+#include "core/room.h"
+
+#include "core/token.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* For the tests only: tests/meson.build builds this file again with FS_ROOM_MUTATE set, and
+ * test_room must fail: 1 draws in join order whatever the sale asked (a draw that rewards the
+ * fastest connection). */
+#ifndef FS_ROOM_MUTATE
+#define FS_ROOM_MUTATE 0
+#endif
+
+static int64_t step_us(const struct fs_room *r)
+{
+	return (1000000 + r->adm.rate_per_s - 1) / r->adm.rate_per_s;
+}
+
+int fs_room_init(struct fs_room *r, const struct fs_admission *adm, int64_t opens_at_ms)
+{
+	memset(r, 0, sizeof *r);
+	if (adm->rate_per_s < 1 || adm->rate_per_s > FS_ADMIT_RATE_MAX || adm->token_ms < 1 ||
+	    (adm->draw != FS_DRAW_RANDOM && adm->draw != FS_DRAW_FIFO) ||
+	    (adm->draw == FS_DRAW_RANDOM && adm->seed[0] == '\0'))
+		return -EINVAL;
+	r->adm = *adm;
+	r->opens_at_ms = opens_at_ms;
+	r->credit_us = opens_at_ms * 1000;
+	return 0;
+}
+
+void fs_room_free(struct fs_room *r)
+{
+	free(r->v);
+	free(r->order);
+	free(r->dirty);
+	free(r->admitted);
+	fs_map_free(&r->index);
+	memset(r, 0, sizeof *r);
+}
+
+/* Room for one more uint32 in (*a, *cap) holding len. */
+static int grow_u32(uint32_t **a, uint32_t *cap, uint32_t len)
+{
+	if (len < *cap)
+		return 0;
+	uint32_t n = *cap ? *cap * 2 : 64;
+	if (n <= *cap)
+		return -ENOMEM;
+	uint32_t *x = realloc(*a, (size_t)n * sizeof *x);
+	if (!x)
+		return -ENOMEM;
+	*a = x;
+	*cap = n;
+	return 0;
+}
+
+static uint64_t buyer_hash(const char *buyer_id)
+{
+	return fs_hash_bytes(buyer_id, strlen(buyer_id), 0x726f6f6d); /* "room" */
+}
+
+static bool buyer_eq(const void *ctx, uint32_t value, const void *key)
+{
+	const struct fs_room *r = ctx;
+	return strcmp(r->v[value].buyer_id, key) == 0;
+}
+
+int64_t fs_room_find(const struct fs_room *r, const char *buyer_id)
+{
+	uint32_t i = fs_map_get(&r->index, buyer_hash(buyer_id), buyer_eq, r, buyer_id);
+	return i == FS_MAP_NONE ? -1 : (int64_t)i;
+}
+
+/* A new entry at the end (every list it may join has room first). */
+static int add_entry(struct fs_room *r, const char *buyer_id, int64_t offset, int64_t joined_ms,
+		     bool early)
+{
+	if (strlen(buyer_id) > FS_BUYER_LEN_MAX)
+		return -EINVAL;
+	if (r->len == r->cap) {
+		uint32_t n = r->cap ? r->cap * 2 : 64;
+		struct fs_room_entry *x = realloc(r->v, (size_t)n * sizeof *x);
+		if (!x)
+			return -ENOMEM;
+		r->v = x;
+		r->cap = n;
+	}
+	if (grow_u32(&r->order, &r->order_cap, r->len) < 0 ||
+	    grow_u32(&r->dirty, &r->dirty_cap, r->len) < 0 ||
+	    grow_u32(&r->admitted, &r->admitted_cap, r->len) < 0)
+		return -ENOMEM;
+	uint32_t i = r->len;
+	struct fs_room_entry *e = &r->v[i];
+	memset(e, 0, sizeof *e);
+	memcpy(e->buyer_id, buyer_id, strlen(buyer_id) + 1);
+	e->offset = offset;
+	e->joined_ms = joined_ms;
+	e->early = early;
+	e->admitted_ms = e->decided_ms = -1;
+	if (early && r->adm.draw == FS_DRAW_RANDOM)
+		e->rank = fs_draw_rank(r->adm.seed, buyer_id);
+	if (fs_map_put(&r->index, buyer_hash(buyer_id), i) < 0)
+		return -ENOMEM;
+	r->len++;
+	return (int)i;
+}
+
+int fs_room_join(struct fs_room *r, const char *buyer_id, int64_t offset, int64_t now_ms,
+		 bool *repeat)
+{
+	int64_t found = fs_room_find(r, buyer_id);
+	*repeat = found >= 0;
+	if (found >= 0)
+		return (int)found;
+	int i = add_entry(r, buyer_id, offset, now_ms, !r->drawn);
+	if (i < 0)
+		return i;
+	r->v[i].dirty = true;
+	r->dirty[r->dirty_len++] = (uint32_t)i;
+	if (r->drawn) /* behind everyone, in join order */
+		r->order[r->order_len++] = (uint32_t)i;
+	return i;
+}
+
+struct drawn {
+	uint64_t rank;
+	int64_t offset;
+	uint32_t i;
+};
+
+static int cmp_drawn(const void *a, const void *b)
+{
+	const struct drawn *x = a, *y = b;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/* The queue: the early entries in the draw's order, then the late ones in join order. */
+static int draw(struct fs_room *r)
+{
+	uint32_t n = 0;
+	struct drawn *d = malloc((size_t)(r->len ? r->len : 1) * sizeof *d);
+	if (!d)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->len; i++)
+		if (r->v[i].early)
+			d[n++] = (struct drawn){r->v[i].rank, r->v[i].offset, i};
+	if (r->adm.draw == FS_DRAW_RANDOM && FS_ROOM_MUTATE != 1)
+		qsort(d, n, sizeof *d, cmp_drawn);
+	r->order_len = 0;
+	for (uint32_t k = 0; k < n; k++)
+		r->order[r->order_len++] = d[k].i;
+	for (uint32_t i = 0; i < r->len; i++)
+		if (!r->v[i].early)
+			r->order[r->order_len++] = i;
+	free(d);
+	r->drawn = true;
+	return 0;
+}
+
+/* The slot of the queue's front: the next one, or when it joined if later. */
+static int64_t front_slot(const struct fs_room *r)
+{
+	int64_t joined = r->v[r->order[r->next]].joined_ms * 1000;
+	return r->credit_us > joined ? r->credit_us : joined;
+}
+
+int fs_room_advance(struct fs_room *r, int64_t now_ms)
+{
+	if (now_ms < r->opens_at_ms)
+		return 0;
+	if (!r->drawn && draw(r) < 0)
+		return -ENOMEM;
+	int n = 0;
+	while (r->next < r->order_len) {
+		int64_t slot = front_slot(r);
+		if (slot > now_ms * 1000 + 999)
+			break;
+		uint32_t i = r->order[r->next++];
+		struct fs_room_entry *e = &r->v[i];
+		e->admitted_ms = slot / 1000;
+		e->decided_ms = now_ms;
+		r->credit_us = slot + step_us(r);
+		if (!e->dirty) {
+			e->dirty = true;
+			r->dirty[r->dirty_len++] = i;
+		}
+		r->admitted[r->admitted_len++] = i;
+		n++;
+	}
+	return n;
+}
+
+void fs_room_place(const struct fs_room *r, const char *buyer_id, struct fs_room_place *p)
+{
+	memset(p, 0, sizeof *p);
+	int64_t i = fs_room_find(r, buyer_id);
+	if (i < 0)
+		return;
+	const struct fs_room_entry *e = &r->v[i];
+	p->joined = true;
+	p->drawn = r->drawn;
+	if (e->admitted_ms >= 0) {
+		p->admitted = true;
+		p->admitted_ms = e->admitted_ms;
+	}
+	if (!r->drawn)
+		return;
+	/* Its place: a scan of the queue (a page's poll, not the decision path). */
+	for (uint32_t k = 0; k < r->order_len; k++) {
+		if (r->order[k] != (uint32_t)i)
+			continue;
+		p->position = (int64_t)k + 1;
+		if (!p->admitted) {
+			p->ahead = (int64_t)k - (int64_t)r->next;
+			p->eta_ms = (front_slot(r) + p->ahead * step_us(r)) / 1000;
+		}
+		break;
+	}
+}
+
+void fs_room_commit(struct fs_room *r)
+{
+	for (uint32_t k = 0; k < r->dirty_len; k++) {
+		r->v[r->dirty[k]].dirty = false;
+		r->v[r->dirty[k]].stored = true;
+	}
+	r->dirty_len = 0;
+	r->admitted_len = 0;
+}
+
+int fs_room_load(struct fs_room *r, const struct fs_room_entry *e)
+{
+	if ((r->len && e->offset <= r->v[r->len - 1].offset) || fs_room_find(r, e->buyer_id) >= 0 ||
+	    (e->admitted_ms >= 0) != (e->decided_ms >= 0))
+		return -EINVAL;
+	int i = add_entry(r, e->buyer_id, e->offset, e->joined_ms, e->early);
+	if (i < 0)
+		return i;
+	r->v[i].admitted_ms = e->admitted_ms < 0 ? -1 : e->admitted_ms;
+	r->v[i].decided_ms = e->decided_ms < 0 ? -1 : e->decided_ms;
+	r->v[i].stored = true;
+	return 0;
+}
+
+int fs_room_load_done(struct fs_room *r, int64_t clock_ms)
+{
+	bool drawn = clock_ms >= r->opens_at_ms;
+	for (uint32_t i = 0; i < r->len; i++)
+		if (!drawn && (!r->v[i].early || r->v[i].admitted_ms >= 0))
+			return -EINVAL;
+	if (!drawn)
+		return 0;
+	if (draw(r) < 0)
+		return -ENOMEM;
+	/* The admitted are the queue's front, each at the slot the schedule gives it. */
+	r->next = 0;
+	r->credit_us = r->opens_at_ms * 1000;
+	while (r->next < r->order_len && r->v[r->order[r->next]].admitted_ms >= 0) {
+		int64_t slot = front_slot(r);
+		if (r->v[r->order[r->next]].admitted_ms != slot / 1000)
+			return -EINVAL;
+		r->credit_us = slot + step_us(r);
+		r->next++;
+	}
+	for (uint32_t k = r->next; k < r->order_len; k++)
+		if (r->v[r->order[k]].admitted_ms >= 0)
+			return -EINVAL;
+	return 0;
+}

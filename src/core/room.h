@@ -1,0 +1,118 @@
+/* room.h: the waiting room of one SKU (issue 33). Pure: joins in, in log order, and the
+ * partition's log clock; the queue's order, positions and admissions out. No I/O, no wall
+ * clock, no randomness, no hash-order iteration: a replay of the partition's log rebuilds the
+ * same room, the same draw and the same admissions.
+ *
+ * A sale that needs admission names, in its open record, the rate, the tokens' life, the draw
+ * ("random" or "fifo") and the draw's seed. Buyers join before or after the opening
+ * (opens_at, on the log clock). When the clock first reaches opens_at the room draws: everyone
+ * who joined before it is ordered by fs_draw_rank(seed, buyer) (ties, which need equal 64-bit
+ * ranks, by join offset), or kept in join order for "fifo"; later joiners queue behind them
+ * in join order. From opens_at the room admits the queue's front at the rate, on a schedule of
+ * slots in log-clock microseconds: the first at opens_at, each next one step = ceil(10^6 /
+ * rate) after the one before, and never before its buyer joined. A buyer is admitted once the
+ * clock reaches its slot's millisecond, the admission stamped with the slot (the token's
+ * not-before), not with the moment the clock got there: a clock that jumps (records are
+ * sparse, ticks come every so often) admits the slots it passed at once, each at its own
+ * time, and a queue that ran empty does not bank slots for a burst. So any two admissions
+ * i < j (in order, at a_i <= a_j ms) keep (j - i) * step <= (a_j - a_i) * 1000 + 999: never
+ * faster than the rate, give or take the clock's millisecond; and while buyers wait, never
+ * slower than the clock allows.
+ * Thread: one owner (the partition's). */
+#ifndef FS_ROOM_H
+#define FS_ROOM_H
+
+#include "core/map.h"
+#include "core/record.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum fs_draw {
+	FS_DRAW_RANDOM = 1,
+	FS_DRAW_FIFO = 2,
+};
+
+enum {
+	FS_DRAW_SEED_LEN_MAX = 64,
+	FS_ADMIT_RATE_MAX = 1000000,
+	FS_TOKEN_SECONDS_MAX = 86400,
+};
+
+/* The open record's `admission`. */
+struct fs_admission {
+	int64_t rate_per_s; /* 1 .. FS_ADMIT_RATE_MAX */
+	int64_t token_ms;   /* how long a token is valid from its admission */
+	int draw;	    /* enum fs_draw */
+	char seed[FS_DRAW_SEED_LEN_MAX + 1];
+};
+
+struct fs_room_entry {
+	char buyer_id[FS_BUYER_LEN_MAX + 1];
+	uint64_t rank;	     /* the draw's (random draws, joined before it) */
+	int64_t offset;	     /* the join record's */
+	int64_t joined_ms;   /* the log clock at the join */
+	int64_t admitted_ms; /* its slot's millisecond; -1 while waiting */
+	int64_t decided_ms;  /* the log clock when the admission was decided (-1 while waiting) */
+	bool early;	     /* joined before the draw */
+	bool dirty;
+	bool stored;
+};
+
+struct fs_room {
+	struct fs_admission adm;
+	int64_t opens_at_ms;
+	bool drawn;
+	/* every entry, in join order */
+	struct fs_room_entry *v;
+	uint32_t len, cap;
+	struct fs_map index; /* buyer -> entry */
+	/* the queue once drawn: entry indexes in admission order; order[next] is the front */
+	uint32_t *order;
+	uint32_t order_len, order_cap, next;
+	int64_t credit_us; /* the next slot, in log-clock microseconds */
+	/* changed since the last commit: entries (joined or admitted), admissions in order */
+	uint32_t *dirty;
+	uint32_t dirty_len, dirty_cap;
+	uint32_t *admitted;
+	uint32_t admitted_len, admitted_cap;
+};
+
+int fs_room_init(struct fs_room *r, const struct fs_admission *adm, int64_t opens_at_ms);
+void fs_room_free(struct fs_room *r);
+
+/* A join at the log clock now_ms (the clock already advanced, fs_room_advance, for this
+ * record). Returns the entry's index (new or the buyer's earlier one: *repeat then), or
+ * -ENOMEM with nothing changed. */
+int fs_room_join(struct fs_room *r, const char *buyer_id, int64_t offset, int64_t now_ms,
+		 bool *repeat);
+
+/* Moves the room to the log clock now_ms: draws once it reaches opens_at, then admits what the
+ * credit allows, each admission appended to r->admitted. Returns the number admitted, or
+ * -ENOMEM (the draw could not allocate; nothing changed). */
+int fs_room_advance(struct fs_room *r, int64_t now_ms);
+
+/* Where a buyer stands: -1 not joined; else the entry index, with *ahead the buyers before it
+ * in the queue (0 when admitted or not yet drawn: *drawn false). */
+int64_t fs_room_find(const struct fs_room *r, const char *buyer_id);
+struct fs_room_place {
+	bool joined, drawn, admitted;
+	int64_t position;    /* 1-based place in the queue (its order), 0 before the draw */
+	int64_t ahead;	     /* waiting buyers before it */
+	int64_t admitted_ms; /* admitted only */
+	int64_t eta_ms;	     /* waiting, drawn: when the credit reaches it at the rate */
+};
+void fs_room_place(const struct fs_room *r, const char *buyer_id, struct fs_room_place *p);
+
+/* The room was stored: the dirty and admitted lists are cleared, entries become stored. */
+void fs_room_commit(struct fs_room *r);
+
+/* Loading (a restart, a redo): the entries in join order (offset ascending) as stored, then
+ * fs_room_load_done at the partition's clock, which draws if the clock reached opens_at and
+ * rebuilds the queue and the slots exactly as the log built them. -EINVAL when the rows
+ * cannot be the log's (out of order, late joins before the draw, admissions that are not the
+ * queue's front or not at their slots), -ENOMEM. */
+int fs_room_load(struct fs_room *r, const struct fs_room_entry *e);
+int fs_room_load_done(struct fs_room *r, int64_t clock_ms);
+
+#endif
