@@ -49,6 +49,11 @@ struct flashsale_sale {
 	int64_t max_qty;		   /* 0: the per-buyer limit */
 	int64_t hold_seconds;		   /* 0: default 600 */
 	int64_t opens_at_ms, closes_at_ms; /* 0: no bound; on the partition's log clock */
+	/* The waiting room (issue 33): admission_rate buyers a second from opens_at, each with a
+	 * token of token_seconds; 0: the sale needs no admission. draw: "random" (NULL: the
+	 * default; draw_seed then required) or "fifo". */
+	int64_t admission_rate, token_seconds;
+	const char *draw, *draw_seed;
 };
 
 /* Needs only Kafka for publishing and only Postgres for reading: each side connects lazily. */
@@ -62,6 +67,31 @@ const char *flashsale_error(const flashsale_t *fs);
  * copied to out_id. Returns 0 once queued; flashsale_flush() tells whether it was delivered. */
 int flashsale_buy(flashsale_t *fs, const char *sku, const char *buyer_id, int64_t qty,
 		  const char *intent_id, char out_id[37]);
+/* flashsale_buy with an admission token (issue 33; NULL or "": none), for a sale that needs
+ * admission. The token is not part of the intent: a retry with a refreshed one is a repeat. */
+int flashsale_buy_token(flashsale_t *fs, const char *sku, const char *buyer_id, int64_t qty,
+			const char *intent_id, const char *token, char out_id[37]);
+/* Joins the SKU's waiting room (issue 33): one entry per buyer, keyed by the SKU. The answer
+ * (waiting, or admitted with a token) and the admission come to the results topic under
+ * "SKU/BUYER"; flashsale_queue_get reads where the buyer stands from Postgres. */
+int flashsale_join(flashsale_t *fs, const char *sku, const char *buyer_id);
+/* Where a buyer stands in a SKU's waiting room, from Postgres as the worker last committed it:
+ * the room is rebuilt from its rows (the draw is a function of them and the sale's seed).
+ * status "waiting" (position 0 before the draw) or "admitted" (with the token, when this
+ * handle's configuration names the key ring: admission.keys). -ENOENT: not joined (or no such
+ * SKU or room). */
+struct flashsale_queue {
+	char status[16];
+	bool drawn;
+	int64_t position, ahead, estimated_wait_ms; /* waiting */
+	int64_t not_before, expires_at;		    /* admitted: the token's life */
+	char token[192];			    /* admitted, keys configured: else "" */
+	int32_t partition;
+	int64_t clock_ms;
+};
+int flashsale_queue_get(flashsale_t *fs, const char *sku, const char *buyer_id,
+			struct flashsale_queue *out);
+
 /* Payment succeeded / the buyer gave up: publishes a confirm / cancel for the buy with this
  * intent id, keyed by the buy's SKU (so that it reaches the buy's partition). */
 int flashsale_confirm(flashsale_t *fs, const char *intent_id, const char *sku);
@@ -134,6 +164,7 @@ struct flashsale_cart_line {
 int flashsale_cart_buy(flashsale_t *fs, const char *buyer_id,
 		       const struct flashsale_cart_line *lines, size_t n, const char *cart_id,
 		       char out_id[37]);
+
 /* Payment succeeded / the buyer gave up: for the whole cart. */
 int flashsale_cart_confirm(flashsale_t *fs, const char *cart_id);
 int flashsale_cart_cancel(flashsale_t *fs, const char *cart_id);

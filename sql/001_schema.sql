@@ -286,3 +286,29 @@ CREATE OR REPLACE VIEW cart_lines AS
 -- The gateway reads a cart's results it does not hold in memory from the outbox, by cart id
 -- (src/gateway/lookup.c): one index entry per result row, none per protocol message.
 CREATE INDEX IF NOT EXISTS cart_out_results ON cart_out (msg_key) WHERE to_topic = 'results';
+
+-- The waiting room (issue 33; src/core/room.h, docs/DESIGN-NOTES.md "The waiting room"). A
+-- sale's admission, from its open record: admit_rate 0 when it needs none.
+ALTER TABLE skus ADD COLUMN IF NOT EXISTS admit_rate bigint NOT NULL DEFAULT 0;
+ALTER TABLE skus ADD COLUMN IF NOT EXISTS token_ms bigint NOT NULL DEFAULT 0;
+ALTER TABLE skus ADD COLUMN IF NOT EXISTS draw text CHECK (draw IN ('random', 'fifo'));
+ALTER TABLE skus ADD COLUMN IF NOT EXISTS draw_seed text;
+-- One row per buyer who joined a SKU's room: the join's record and clock, whether it came
+-- before the draw (early), and its admission: the slot (admitted_ms, the token's not-before),
+-- the clock when it was decided and the record that moved the clock there. The queue's order
+-- is not stored: it is a function of these rows and the sale's seed (room.c's draw), which a
+-- worker that loads them computes again.
+CREATE TABLE IF NOT EXISTS room_joins (
+    sku         text    NOT NULL,
+    buyer_id    text    NOT NULL,
+    part        int     NOT NULL,
+    off         bigint  NOT NULL,
+    joined_ms   bigint  NOT NULL,
+    early       boolean NOT NULL,
+    admitted_ms bigint,
+    decided_ms  bigint,
+    decided_off bigint,
+    PRIMARY KEY (sku, buyer_id),
+    CHECK ((admitted_ms IS NULL) = (decided_ms IS NULL) AND (admitted_ms IS NULL) = (decided_off IS NULL))
+);
+ALTER TABLE partitions ADD COLUMN IF NOT EXISTS n_joins bigint NOT NULL DEFAULT 0;

@@ -51,10 +51,10 @@ static const struct check checks[] = {
 	 "(sku, buyer_id) WHERE b.sku IS NULL GROUP BY 1, 2"},
 	{"INV-2", "record counters add up to the offsets decided",
 	 "SELECT part, first_offset, next_offset, n_records, n_fresh + n_repeats + n_conflicts + "
-	 "n_invalid + n_sale + n_ticks + n_forwarded + n_carts AS by_class FROM partitions WHERE "
-	 "grp = $1 "
+	 "n_invalid + n_sale + n_ticks + n_forwarded + n_carts + n_joins AS by_class FROM "
+	 "partitions WHERE grp = $1 "
 	 "AND topic = $2 AND (n_records <> n_fresh + n_repeats + n_conflicts + n_invalid + "
-	 "n_sale + n_ticks + n_forwarded + n_carts OR "
+	 "n_sale + n_ticks + n_forwarded + n_carts + n_joins OR "
 	 "(first_offset >= 0 AND n_records + n_gaps <> next_offset - first_offset) OR "
 	 "(first_offset < 0 "
 	 "AND n_records <> 0))"},
@@ -143,6 +143,27 @@ static const struct check checks[] = {
 	 "<> (SELECT coalesce(jsonb_agg(jsonb_build_object('sku', l->>'sku', 'qty', "
 	 "(l->>'qty')::bigint) ORDER BY l->>'sku'), '[]') FROM jsonb_array_elements(c.lines) l "
 	 "WHERE (l->>'part')::int = g.part) LIMIT 20"},
+	/* The waiting room (issue 33). */
+	{"INV-9",
+	 "no buy of a sale behind a waiting room won without its buyer's admission, live at the "
+	 "buy",
+	 "SELECT d.intent_id, d.sku, d.buyer_id, d.decided_at_ms, j.admitted_ms, j.decided_ms + "
+	 "k.token_ms AS token_end FROM decisions d JOIN skus k ON k.sku = d.sku AND k.admit_rate > "
+	 "0 LEFT JOIN room_joins j ON j.sku = d.sku AND j.buyer_id = d.buyer_id WHERE d.kind = 1 "
+	 "AND d.outcome = 'held' AND (j.admitted_ms IS NULL OR d.decided_at_ms < j.admitted_ms OR "
+	 "d.decided_at_ms >= j.decided_ms + k.token_ms) LIMIT 20"},
+	{"INV-9",
+	 "no waiting room admits faster than its rate (any two admissions i < j: (j - i) * step "
+	 "<= (a_j - a_i) * 1000 + 999 microseconds)",
+	 "WITH a AS (SELECT j.sku, j.admitted_ms, (1000000 + k.admit_rate - 1) / k.admit_rate AS "
+	 "step, row_number() OVER (PARTITION BY j.sku ORDER BY j.admitted_ms, j.decided_off) AS n "
+	 "FROM room_joins j JOIN skus k USING (sku) WHERE j.admitted_ms IS NOT NULL), x AS (SELECT "
+	 "sku, n, n * step - admitted_ms * 1000 AS v FROM a), m AS (SELECT sku, n, v, min(v) OVER "
+	 "(PARTITION BY sku ORDER BY n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS lo "
+	 "FROM x) SELECT sku, n, v - lo AS over_us FROM m WHERE v - lo > 999 LIMIT 20"},
+	{"INV-9", "every admission is of a buyer who joined, at or after the join",
+	 "SELECT sku, buyer_id, off, decided_off, admitted_ms, joined_ms FROM room_joins WHERE "
+	 "admitted_ms IS NOT NULL AND (decided_off < off OR admitted_ms < joined_ms) LIMIT 20"},
 	{"INV-5", "replied offset never passes the next offset",
 	 "SELECT part, replied_offset, next_offset FROM partitions WHERE grp = $1 AND topic = $2 "
 	 "AND replied_offset > next_offset"},

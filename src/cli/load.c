@@ -82,7 +82,7 @@ static double mono_s(void)
 static const char usage_load[] =
 	"usage: flashsale load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
 	"                          [--dup-count N] [--poison N] [--buyer-prefix P] [--ids FILE]\n"
-	"                          [--id-version 7|4]\n"
+	"                          [--id-version 7|4] [--join]\n"
 	"\n"
 	"Publishes N buy intents for SKU from N distinct buyers (P-0 .. P-(N-1)), each with a\n"
 	"fresh intent id; a share X (0..1) of them is re-sent verbatim a few records later, as\n"
@@ -96,10 +96,12 @@ static const char usage_load[] =
 	"not delivered.\n"
 	"--cart-lines L: carts instead of buys (issue 31): SKU is then a comma-separated list\n"
 	"of SKUs, and each buyer publishes one cart of L distinct SKUs drawn from it (seeded),\n"
-	"--qty units each, keyed by a fresh cart id (written by --ids).\n";
+	"--qty units each, keyed by a fresh cart id (written by --ids).\n"
+	"--join: joins of SKU's waiting room instead of buys (issue 33), one per buyer.\n";
 
 struct load_opts {
 	int64_t buyers, qty, rate, seed, dup_count, poison, id_version, cart_lines;
+	bool join;
 	int nskus;
 	char skus[CART_SKUS_MAX][FS_SKU_LEN_MAX + 1];
 	double dup_ratio;
@@ -124,6 +126,7 @@ static int load_parse(int argc, char **argv, struct load_opts *o)
 		{"poison", CLI_INT, &o->poison, 0, FS_LOAD_BUYERS_MAX},
 		{"id-version", CLI_INT, &o->id_version, 4, 7},
 		{"cart-lines", CLI_INT, &o->cart_lines, 1, FS_CART_LINES_MAX},
+		{"join", CLI_FLAG, &o->join},
 		{NULL},
 	};
 	int rc = cli_parse(argc, argv, usage_load, spec, 1, 1);
@@ -140,6 +143,10 @@ static int load_parse(int argc, char **argv, struct load_opts *o)
 		return 2;
 	}
 	o->sku = argv[optind];
+	if (o->join && o->cart_lines > 0) {
+		cli_err("load: --join and --cart-lines: one or the other");
+		return 2;
+	}
 	if (o->cart_lines > 0) {
 		/* SKU,SKU,...: each checked, each once. */
 		const char *p = o->sku;
@@ -230,12 +237,20 @@ static int publish_buy(struct load_run *r, int64_t i)
 	char payload[PAYLOAD_MAX];
 	char id[FS_UUID_LEN + 1];
 	intent_id_next(&r->id_state, (int)o->id_version, id);
-	int len = o->cart_lines > 0
-			  ? cart_payload(r, i, id, payload, sizeof payload)
-			  : snprintf(payload, sizeof payload,
-				     "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":"
-				     "\"%s\",\"buyer_id\":\"%s-%" PRId64 "\",\"qty\":%" PRId64 "}",
-				     id, o->sku, o->prefix, i, o->qty);
+	int len;
+	if (o->cart_lines > 0)
+		len = cart_payload(r, i, id, payload, sizeof payload);
+	else if (o->join)
+		len = snprintf(
+			payload, sizeof payload,
+			"{\"v\":1,\"type\":\"join\",\"sku\":\"%s\",\"buyer_id\":\"%s-%" PRId64
+			"\"}",
+			o->sku, o->prefix, i);
+	else
+		len = snprintf(payload, sizeof payload,
+			       "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":"
+			       "\"%s\",\"buyer_id\":\"%s-%" PRId64 "\",\"qty\":%" PRId64 "}",
+			       id, o->sku, o->prefix, i, o->qty);
 	if (r->ids)
 		fprintf(r->ids, "%s\n", id);
 	const char *key = o->cart_lines > 0 ? id : o->sku;

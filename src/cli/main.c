@@ -29,7 +29,9 @@ static const char usage_main[] =
 	"  sale restock SKU --add N\n"
 	"  sale close SKU\n"
 	"  stock SKU [--json] [--follow]       a SKU's counters (Postgres; --follow: the topic)\n"
-	"  buy SKU --buyer B [--qty N] [--intent UUID]   publish a buy, print its intent id\n"
+	"  buy SKU --buyer B [--qty N] [--intent UUID] [--token T]   publish a buy, print its id\n"
+	"  join SKU --buyer B                  join the SKU's waiting room (issue 33)\n"
+	"  queue SKU --buyer B [--wait SECONDS] [--json]   where the buyer stands in it\n"
 	"  result INTENT_ID [--wait SECONDS] [--json]    a buy's decision (and its hold)\n"
 	"  confirm INTENT_ID [--sku SKU] [--wait SECONDS]  the buy was paid\n"
 	"  cancel INTENT_ID [--sku SKU] [--wait SECONDS]   the buyer gave up\n"
@@ -66,6 +68,8 @@ static const char usage_main[] =
 static const char usage_sale[] =
 	"usage: flashsale sale open SKU --stock N [--per-buyer N] [--max-qty N] [--hold SECONDS]\n"
 	"                                [--opens-at MS] [--closes-at MS] [--wait SECONDS]\n"
+	"                                [--admission-rate N --token-seconds S\n"
+	"                                 [--draw random|fifo] [--draw-seed SEED]]\n"
 	"       flashsale sale restock SKU --add N [--wait SECONDS]\n"
 	"       flashsale sale close SKU [--wait SECONDS]\n"
 	"\n"
@@ -73,6 +77,11 @@ static const char usage_sale[] =
 	"of the topic rebuilds the stock exactly. --per-buyer defaults to 1, --max-qty (units in\n"
 	"one intent) to the per-buyer limit, --hold (seconds a win is held before it expires) to\n"
 	"600. Times are epoch milliseconds on the partition's log clock.\n"
+	"--admission-rate puts the sale behind a waiting room (issue 33): buyers `join` before\n"
+	"or after --opens-at; at the opening those who joined are ordered by a draw (random: a\n"
+	"keyed hash of --draw-seed and the buyer id; fifo: join order), and the worker admits N\n"
+	"a second with a token valid --token-seconds; a buy then needs its buyer's token. The\n"
+	"worker needs a key ring (admission.keys) or it refuses the sale (no_key_ring).\n"
 	"Without --wait it prints that the record was published, not what it did (no worker may\n"
 	"be running yet). With --wait SECONDS it waits for the worker's decision and prints it:\n"
 	"`open SKU applied`, or `open SKU rejected (already_open)`, exit 1 unless applied\n"
@@ -103,6 +112,10 @@ static int cmd_sale(flashsale_t *fs, int argc, char **argv)
 		{"hold", CLI_SECONDS, &sale.hold_seconds, 1, 7 * 24 * 3600},
 		{"opens-at", CLI_INT, &sale.opens_at_ms, 0, INT64_MAX / 2},
 		{"closes-at", CLI_INT, &sale.closes_at_ms, 0, INT64_MAX / 2},
+		{"admission-rate", CLI_INT, &sale.admission_rate, 1, FS_ADMIT_RATE_MAX},
+		{"token-seconds", CLI_INT, &sale.token_seconds, 1, FS_TOKEN_SECONDS_MAX},
+		{"draw", CLI_STR, &sale.draw},
+		{"draw-seed", CLI_STR, &sale.draw_seed},
 		{"add", CLI_INT, &add, 1, FS_STOCK_MAX},
 		{"wait", CLI_TIMEOUT, &wait_s, 0, 86400},
 		{NULL},
@@ -146,19 +159,22 @@ static int cmd_sale(flashsale_t *fs, int argc, char **argv)
 /* ---- buy --------------------------------------------------------------------------------- */
 
 static const char usage_buy[] =
-	"usage: flashsale buy SKU --buyer B [--qty N] [--intent UUID]\n"
+	"usage: flashsale buy SKU --buyer B [--qty N] [--intent UUID] [--token TOKEN]\n"
 	"\n"
 	"Publishes one buy intent and prints its intent id. Re-running with the same --intent\n"
-	"and the same body is a retry: it is answered with the first decision, never twice.\n";
+	"and the same body is a retry: it is answered with the first decision, never twice.\n"
+	"--token: the buyer's admission token, for a sale behind a waiting room (`flashsale\n"
+	"queue` prints it once admitted); it is not part of the intent (a retry may refresh it).\n";
 
 static int cmd_buy(flashsale_t *fs, int argc, char **argv)
 {
-	const char *buyer = NULL, *intent = NULL;
+	const char *buyer = NULL, *intent = NULL, *token = NULL;
 	int64_t qty = 1;
 	const struct cli_opt spec[] = {
 		{"buyer", CLI_STR, &buyer},
 		{"qty", CLI_INT, &qty, 1, FS_QTY_MAX},
 		{"intent", CLI_STR, &intent},
+		{"token", CLI_STR, &token},
 		{NULL},
 	};
 	int rc = cli_parse(argc, argv, usage_buy, spec, 1, 1);
@@ -167,7 +183,7 @@ static int cmd_buy(flashsale_t *fs, int argc, char **argv)
 	if (!buyer)
 		return cli_usage(usage_buy);
 	char id[37];
-	rc = flashsale_buy(fs, argv[optind], buyer, qty, intent, id);
+	rc = flashsale_buy_token(fs, argv[optind], buyer, qty, intent, token, id);
 	if (rc == 0)
 		rc = flashsale_flush(fs, FLUSH_MS);
 	if (rc < 0) {
@@ -179,6 +195,102 @@ static int cmd_buy(flashsale_t *fs, int argc, char **argv)
 }
 
 static void print_result(const struct flashsale_result *r, bool json);
+
+/* ---- the waiting room (issue 33) ----------------------------------------------------------- */
+
+static const char usage_join[] =
+	"usage: flashsale join SKU --buyer B\n"
+	"\n"
+	"Joins the SKU's waiting room: one entry per buyer (joining again changes nothing). The\n"
+	"worker answers on the results topic under SKU/BUYER; `flashsale queue` reads where the\n"
+	"buyer stands.\n";
+
+static int cmd_join(flashsale_t *fs, int argc, char **argv)
+{
+	const char *buyer = NULL;
+	const struct cli_opt spec[] = {{"buyer", CLI_STR, &buyer}, {NULL}};
+	int rc = cli_parse(argc, argv, usage_join, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
+	if (!buyer)
+		return cli_usage(usage_join);
+	rc = flashsale_join(fs, argv[optind], buyer);
+	if (rc == 0)
+		rc = flashsale_flush(fs, FLUSH_MS);
+	if (rc < 0) {
+		cli_err("join: %s", flashsale_error(fs));
+		return rc == -EINVAL ? 2 : 1;
+	}
+	printf("joined %s %s\n", argv[optind], buyer);
+	return 0;
+}
+
+static const char usage_queue[] =
+	"usage: flashsale queue SKU --buyer B [--wait SECONDS] [--json]\n"
+	"\n"
+	"Where the buyer stands in the SKU's waiting room, as the worker last committed it:\n"
+	"`waiting` with the place in the queue once drawn (position, ahead, estimated wait), or\n"
+	"`admitted` with the token's life and, when this configuration names the key ring\n"
+	"(admission.keys), the token to buy with. --wait SECONDS: until admitted (exit 1 on\n"
+	"timeout). Exit 1 if the buyer has not joined.\n";
+
+static int cmd_queue(flashsale_t *fs, int argc, char **argv)
+{
+	const char *buyer = NULL;
+	int64_t wait_s = 0;
+	bool json = false;
+	const struct cli_opt spec[] = {{"buyer", CLI_STR, &buyer},
+				       {"wait", CLI_TIMEOUT, &wait_s, 0, 86400},
+				       {"json", CLI_FLAG, &json},
+				       {NULL}};
+	int rc = cli_parse(argc, argv, usage_queue, spec, 1, 1);
+	if (rc >= 0)
+		return rc;
+	if (!buyer)
+		return cli_usage(usage_queue);
+	const char *sku = argv[optind];
+	struct flashsale_queue q;
+	int64_t polls = wait_s * 10; /* every 100 ms */
+	for (;;) {
+		rc = flashsale_queue_get(fs, sku, buyer, &q);
+		if (rc < 0 && rc != -ENOENT) {
+			cli_err("queue: %s", flashsale_error(fs));
+			return 1;
+		}
+		if ((rc == 0 && strcmp(q.status, "admitted") == 0) || polls-- <= 0)
+			break;
+		struct timespec ts = {0, 100 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	if (rc == -ENOENT) {
+		cli_err("queue: %s has not joined %s's waiting room", buyer, sku);
+		return 1;
+	}
+	bool admitted = strcmp(q.status, "admitted") == 0;
+	if (json) {
+		/* sku: validated charset; token: base64url and digits */
+		printf("{\"sku\":\"%s\",\"status\":\"%s\",\"drawn\":%s,\"position\":%" PRId64
+		       ",\"ahead\":%" PRId64 ",\"estimated_wait_ms\":%" PRId64,
+		       sku, q.status, q.drawn ? "true" : "false", q.position, q.ahead,
+		       q.estimated_wait_ms);
+		if (admitted)
+			printf(",\"not_before\":%" PRId64 ",\"expires_at\":%" PRId64, q.not_before,
+			       q.expires_at);
+		if (admitted && q.token[0])
+			printf(",\"token\":\"%s\"", q.token);
+		printf("}\n");
+	} else if (admitted) {
+		printf("%s %s admitted not_before %" PRId64 " expires_at %" PRId64 "%s%s\n", sku,
+		       buyer, q.not_before, q.expires_at, q.token[0] ? " token " : "", q.token);
+	} else if (q.drawn) {
+		printf("%s %s waiting position %" PRId64 " ahead %" PRId64
+		       " estimated_wait_ms %" PRId64 "\n",
+		       sku, buyer, q.position, q.ahead, q.estimated_wait_ms);
+	} else {
+		printf("%s %s waiting (the draw is at the opening)\n", sku, buyer);
+	}
+	return wait_s && !admitted ? 1 : 0;
+}
 
 /* ---- cart --------------------------------------------------------------------------------- */
 
@@ -1007,7 +1119,8 @@ static const struct {
 	{"topics", cmd_topics},	  {"load", cli_load},	     {"audit", cli_audit},
 	{"publish", cmd_publish}, {"confirm", cmd_followup}, {"cancel", cmd_followup},
 	{"replay", cli_replay},	  {"timing", cli_timing},    {"move", cli_move},
-	{"top", cli_top},	  {"cart", cmd_cart},
+	{"top", cli_top},	  {"cart", cmd_cart},	     {"join", cmd_join},
+	{"queue", cmd_queue},
 };
 
 const char *cli_config_file;

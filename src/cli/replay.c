@@ -8,6 +8,8 @@
  * The rebuild itself is the worker's own batch path (flashsale-worker --replay). */
 #include "cli/cli.h"
 
+#include "io/keyring.h"
+
 #include "core/batch.h"
 #include "core/cart.h"
 #include "core/core.h"
@@ -66,6 +68,9 @@ struct rp {
 	int64_t diffs;
 	int64_t records;
 	bool quiet; /* count differences, print nothing (the audit reports them itself) */
+	/* The waiting rooms' key ring (admission.keys, issue 33): buys' tokens verify as live. */
+	struct fs_keyring keys;
+	bool has_keys;
 };
 
 static void diff(struct rp *rp, int part, int64_t off, const char *fmt, ...)
@@ -276,6 +281,7 @@ static void decide_batch(struct rp *rp, struct rp_part *p)
 	p->counts.ticks += b->counts.ticks;
 	p->counts.forwarded += b->counts.forwarded;
 	p->counts.carts += b->counts.carts;
+	p->counts.joins += b->counts.joins;
 	rp->records += b->len;
 	if (p->core.carts)
 		compare_cart_out(rp, p, b->items[0].rec.partition);
@@ -348,23 +354,61 @@ static void compare_counters(struct rp *rp, int part, struct rp_part *p, const c
 {
 	const struct fs_config *cfg = flashsale_config(rp->fs);
 	const char *q[] = {cfg->group, cfg->topic_intents, pp};
-	PGresult *r = PQexecParams(
-		rp->pg,
-		"SELECT n_records, n_fresh, n_repeats, n_conflicts, n_invalid, "
-		"n_sale, n_ticks, n_forwarded, n_gaps, n_carts FROM partitions WHERE grp = $1 AND "
-		"topic = $2 AND part = $3::int",
-		3, NULL, q, NULL, NULL, 0);
+	PGresult *r = PQexecParams(rp->pg,
+				   "SELECT n_records, n_fresh, n_repeats, n_conflicts, n_invalid, "
+				   "n_sale, n_ticks, n_forwarded, n_gaps, n_carts, n_joins FROM "
+				   "partitions WHERE grp = $1 "
+				   "AND topic = $2 AND part = $3::int",
+				   3, NULL, q, NULL, NULL, 0);
 	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
 		int64_t v[] = {p->counts.records,   p->counts.fresh,	 p->counts.repeats,
 			       p->counts.conflicts, p->counts.invalid,	 p->counts.sale,
 			       p->counts.ticks,	    p->counts.forwarded, p->gaps,
-			       p->counts.carts};
-		const char *names[] = {"records", "fresh", "repeats",	"conflicts", "invalid",
-				       "sale",	  "ticks", "forwarded", "gaps",	     "carts"};
-		for (int k = 0; k < 10; k++) {
+			       p->counts.carts,	    p->counts.joins};
+		const char *names[] = {"records", "fresh", "repeats", "conflicts",
+				       "invalid", "sale",  "ticks",   "forwarded",
+				       "gaps",	  "carts", "joins"};
+		for (int k = 0; k < 11; k++) {
 			char what[64];
 			snprintf(what, sizeof what, "counter n_%s", names[k]);
 			check_int(rp, part, -1, what, strtoll(PQgetvalue(r, 0, k), NULL, 10), v[k]);
+		}
+	}
+	PQclear(r);
+}
+
+/* The waiting rooms' rows (issue 33) against the replay's rooms: every entry, its join and
+ * its admission (slot, clock, record). */
+static void compare_rooms(struct rp *rp, int part, struct rp_part *p, const char *const prm[1])
+{
+	PGresult *r = PQexecParams(rp->pg,
+				   "SELECT sku, buyer_id, off, early, coalesce(admitted_ms, -1), "
+				   "coalesce(decided_ms, -1), coalesce(decided_off, -1) FROM "
+				   "room_joins WHERE part = $1::int",
+				   1, NULL, prm, NULL, NULL, 0);
+	int n = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : 0;
+	int64_t mine = 0;
+	for (uint32_t k = 0; k < p->core.room_skus_len; k++)
+		mine += p->core.skus[p->core.room_skus[k]].room->len;
+	if (n != mine)
+		diff(rp, part, -1, "room_joins: Postgres has %d, the replay %" PRId64, n, mine);
+	for (int i = 0; i < n; i++) {
+		const struct fs_sku *k = fs_core_sku(&p->core, PQgetvalue(r, i, 0));
+		int64_t at = k && k->room ? fs_room_find(k->room, PQgetvalue(r, i, 1)) : -1;
+		char what[160];
+		snprintf(what, sizeof what, "room_joins %s/%s", PQgetvalue(r, i, 0),
+			 PQgetvalue(r, i, 1));
+		if (at < 0) {
+			diff(rp, part, -1, "%s: in Postgres only", what);
+			continue;
+		}
+		const struct fs_room_entry *e = &k->room->v[at];
+		const int64_t v[] = {e->offset, e->early, e->admitted_ms, e->decided_ms,
+				     e->decided_off};
+		for (int c = 0; c < 5; c++) {
+			const char *pg = PQgetvalue(r, i, 2 + c);
+			int64_t x = c == 1 ? pg[0] == 't' : strtoll(pg, NULL, 10);
+			check_int(rp, part, -1, what, x, v[c]);
 		}
 	}
 	PQclear(r);
@@ -388,6 +432,7 @@ static void compare_state(struct rp *rp, int part, struct rp_part *p)
 	const char *prm[] = {pp};
 	compare_skus(rp, part, p, prm);
 	compare_holds(rp, part, p, prm);
+	compare_rooms(rp, part, p, prm);
 	compare_counters(rp, part, p, pp);
 }
 
@@ -437,6 +482,7 @@ static int setup_parts(struct rp *rp, const int64_t *ends)
 	for (int i = 0; i < rp->nparts; i++) {
 		struct rp_part *p = &rp->parts[i];
 		fs_core_init(&p->core, i);
+		p->core.keys = rp->has_keys ? &rp->keys : NULL;
 		if (rp->limits.carts &&
 		    fs_carts_init(&p->carts, i, rp->limits.partitions, FS_CART_LINES_MAX) == 0)
 			p->core.carts = &p->carts;
@@ -567,6 +613,14 @@ int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *dif
 	rp.limits.bytes_max = (size_t)cfg->record_max_bytes;
 	if (cli_topic_rule(rp.pg, cfg->topic_intents, &rp.limits) < 0)
 		return 1;
+	if (cfg->admission_keys[0]) {
+		char err[512];
+		if (fs_keyring_load(cfg->admission_keys, &rp.keys, err, sizeof err) < 0) {
+			cli_err("replay: %s", err);
+			return 1;
+		}
+		rp.has_keys = true;
+	}
 	int64_t *ends = NULL, *lo = NULL;
 	rp.nparts = cli_topic_ends(fs, cfg->topic_intents, &ends);
 	if (rp.nparts < 0)
@@ -615,6 +669,7 @@ int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *dif
 		printf("... %" PRId64 " differences in all\n", rp.diffs);
 	*records = rp.records;
 	*diffs = rp.diffs;
+	fs_keyring_wipe(&rp.keys);
 	return rp.diffs ? 1 : 0;
 }
 

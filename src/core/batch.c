@@ -269,6 +269,8 @@ static enum fs_item_class class_of(const struct fs_record *r)
 		return FS_ITEM_SALE;
 	case FS_KIND_TICK:
 		return FS_ITEM_TICK;
+	case FS_KIND_JOIN:
+		return FS_ITEM_JOIN;
 	case FS_KIND_CART:
 	case FS_KIND_CART_CONFIRM:
 	case FS_KIND_CART_CANCEL:
@@ -398,6 +400,9 @@ int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 			break;
 		case FS_ITEM_CART:
 			b->counts.carts++;
+			break;
+		case FS_ITEM_JOIN:
+			b->counts.joins++;
 			break;
 		default:
 			b->counts.ticks++;

@@ -46,6 +46,9 @@ enum fs_item_class {
 	/* A cart, a cart's confirm or cancel, or a protocol message: decided by the cart module
 	 * (core->carts), whose state dedupes it; its answers are the module's events. */
 	FS_ITEM_CART = 8,
+	/* A join (issue 33): decided by the SKU's waiting room, whose entry dedupes it (one per
+	 * buyer) and is its row (room_joins). */
+	FS_ITEM_JOIN = 9,
 };
 
 struct fs_item {
@@ -68,6 +71,7 @@ struct fs_item {
 struct fs_batch_counts {
 	int64_t records, fresh, repeats, conflicts, invalid, sale, ticks, forwarded;
 	int64_t carts;		 /* cart items (FS_ITEM_CART) */
+	int64_t joins;		 /* joins (FS_ITEM_JOIN), repeats included */
 	int64_t wrong_partition; /* of the invalid: misrouted, rejected (not stored apart) */
 };
 

@@ -22,6 +22,7 @@ void fs_tx_free(struct fs_tx *t)
 	free(t->carts.v);
 	free(t->groups.v);
 	free(t->outs.v);
+	free(t->joins.v);
 	fs_tx_init(t);
 }
 
@@ -162,6 +163,7 @@ static void add_sku(struct fs_tx *t, const struct fs_sku *v)
 		.hold_ms = v->hold_ms,
 		.opens_at_ms = v->opens_at_ms,
 		.closes_at_ms = v->closes_at_ms,
+		.admission = &v->admission,
 		.base_supply = v->base_supply,
 		.base_available = v->base_available,
 		.base_held = v->base_held,
@@ -169,7 +171,27 @@ static void add_sku(struct fs_tx *t, const struct fs_sku *v)
 	};
 }
 
-/* The core's changed rows: holds, SKUs, buyers. */
+/* The waiting rooms' new and changed entries (room_joins). */
+static int build_joins(struct fs_tx *t, const struct fs_core *core, bool careful)
+{
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < core->room_skus_len; k++)
+		n += core->skus[core->room_skus[k]].room->dirty_len;
+	if (RESERVE(t->joins, n) < 0)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < core->room_skus_len; k++) {
+		const struct fs_sku *s = &core->skus[core->room_skus[k]];
+		for (uint32_t d = 0; d < s->room->dirty_len; d++) {
+			const struct fs_room_entry *e = &s->room->v[s->room->dirty[d]];
+			bool copy = !e->stored && !careful;
+			t->n_join_copies += copy;
+			t->joins.v[t->joins.len++] = (struct fs_tx_join){copy, s->sku, e};
+		}
+	}
+	return 0;
+}
+
+/* The core's changed rows: holds, SKUs, buyers, the waiting rooms' entries. */
 static int build_core(struct fs_tx *t, const struct fs_core *core, bool careful)
 {
 	if (RESERVE(t->holds, core->dirty_holds_len) < 0 ||
@@ -191,7 +213,7 @@ static int build_core(struct fs_tx *t, const struct fs_core *core, bool careful)
 			.units = v->units,
 		};
 	}
-	return 0;
+	return build_joins(t, core, careful);
 }
 
 /* The carts' changed rows and outbox (core->carts; none when carts are off): the new carts and
@@ -241,7 +263,8 @@ int fs_tx_build(struct fs_tx *t, int32_t partition, int64_t expected, int64_t ne
 {
 	t->decisions.len = t->rejects.len = t->sales.len = t->forwards.len = 0;
 	t->holds.len = t->skus.len = t->buyers.len = 0;
-	t->carts.len = t->groups.len = t->outs.len = 0;
+	t->carts.len = t->groups.len = t->outs.len = t->joins.len = 0;
+	t->n_join_copies = 0;
 	t->n_sku_inserts = t->n_sku_updates = t->n_hold_copies = t->n_buyer_copies = 0;
 	t->cas = (struct fs_tx_cas){
 		.partition = partition,

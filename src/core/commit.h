@@ -94,6 +94,15 @@ struct fs_tx_sku {
 	int64_t supply, available, held, sold;
 	int64_t per_buyer_limit, max_qty, hold_ms, opens_at_ms, closes_at_ms; /* insert only */
 	int64_t base_supply, base_available, base_held, base_sold;	      /* update only */
+	const struct fs_admission *admission; /* insert only: the waiting room's (rate 0: none) */
+};
+
+/* room_joins (issue 33): a waiting room's entry, new (a join: copy, unless careful) or changed
+ * (admitted: upsert). */
+struct fs_tx_join {
+	bool copy;
+	const char *sku;
+	const struct fs_room_entry *e;
 };
 
 /* buyers: units per (SKU, buyer). copy: new by the core's account, else an upsert; either is
@@ -135,8 +144,9 @@ struct fs_tx {
 	FS_TX_ARRAY(const struct fs_cart *) carts;
 	FS_TX_ARRAY(const struct fs_group *) groups;
 	FS_TX_ARRAY(struct fs_tx_cart_out) outs; /* all new: COPY rows */
+	FS_TX_ARRAY(struct fs_tx_join) joins;
 	int64_t n_sku_inserts, n_sku_updates, n_hold_copies, n_buyer_copies;
-	uint32_t n_cart_copies, n_group_copies;
+	uint32_t n_cart_copies, n_group_copies, n_join_copies;
 };
 
 void fs_tx_init(struct fs_tx *t);

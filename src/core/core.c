@@ -2,6 +2,7 @@
 #include "core/core.h"
 
 #include "core/cart.h"
+#include "core/token.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -23,6 +24,8 @@ static const char *const outcome_names[] = {
 	[FS_OUT_EXPIRED] = "expired",
 	[FS_OUT_UNKNOWN_INTENT] = "unknown_intent",
 	[FS_OUT_APPLIED] = "applied",
+	[FS_OUT_WAITING] = "waiting",
+	[FS_OUT_ADMITTED] = "admitted",
 };
 
 enum { OUTCOMES_LEN = sizeof outcome_names / sizeof outcome_names[0] };
@@ -119,8 +122,22 @@ int fs_core_init(struct fs_core *c, int32_t partition)
 	return 0;
 }
 
+/* The SKUs' rooms, freed with the state they belong to. */
+static void free_rooms(struct fs_core *c)
+{
+	for (uint32_t k = 0; k < c->room_skus_len; k++) {
+		struct fs_sku *s = &c->skus[c->room_skus[k]];
+		fs_room_free(s->room);
+		free(s->room);
+		s->room = NULL;
+	}
+	c->room_skus_len = 0;
+}
+
 void fs_core_free(struct fs_core *c)
 {
+	free_rooms(c);
+	free(c->room_skus);
 	free(c->skus);
 	free(c->buyers);
 	free(c->dirty_skus);
@@ -141,6 +158,7 @@ void fs_core_reset(struct fs_core *c)
 {
 	if (c->carts)
 		fs_carts_reset(c->carts);
+	free_rooms(c);
 	c->clock_ms = 0;
 	c->skus_len = 0;
 	c->buyers_len = 0;
@@ -184,19 +202,71 @@ const struct fs_sku *fs_core_sku(const struct fs_core *c, const char *sku)
 	return i == FS_MAP_NONE ? NULL : &c->skus[i];
 }
 
+/* A new SKU, with an empty room when its sale needs admission (s->room is ignored). */
 static int add_sku(struct fs_core *c, const struct fs_sku *s, uint32_t *index)
 {
 	int rc = reserve((void **)&c->skus, &c->dirty_skus, &c->skus_cap, c->skus_len,
 			 sizeof *c->skus);
 	if (rc < 0)
 		return rc;
+	struct fs_room *room = NULL;
+	if (s->admission.rate_per_s > 0) {
+		if (c->room_skus_len == c->room_skus_cap) {
+			uint32_t n = c->room_skus_cap ? c->room_skus_cap * 2 : 4;
+			uint32_t *x = realloc(c->room_skus, (size_t)n * sizeof *x);
+			if (!x)
+				return -ENOMEM;
+			c->room_skus = x;
+			c->room_skus_cap = n;
+		}
+		room = malloc(sizeof *room);
+		if (!room)
+			return -ENOMEM;
+		rc = fs_room_init(room, &s->admission, s->opens_at_ms);
+		if (rc < 0) {
+			free(room);
+			return rc;
+		}
+	}
 	uint32_t i = c->skus_len;
 	rc = fs_map_put(&c->sku_index, sku_hash(s->sku), i);
-	if (rc < 0)
+	if (rc < 0) {
+		free(room);
 		return rc;
+	}
 	c->skus[i] = *s;
+	c->skus[i].room = room;
+	if (room)
+		c->room_skus[c->room_skus_len++] = i;
 	c->skus_len++;
 	*index = i;
+	return 0;
+}
+
+static bool sku_closed(const struct fs_core *c, const struct fs_sku *s)
+{
+	return s->status == FS_SKU_CLOSED || (s->closes_at_ms && c->clock_ms >= s->closes_at_ms);
+}
+
+int64_t fs_core_next_room_due(const struct fs_core *c)
+{
+	int64_t due = -1;
+	for (uint32_t k = 0; k < c->room_skus_len; k++) {
+		const struct fs_sku *s = &c->skus[c->room_skus[k]];
+		int64_t d = sku_closed(c, s) ? -1 : fs_room_next_due(s->room);
+		if (d >= 0 && (due < 0 || d < due))
+			due = d;
+	}
+	return due;
+}
+
+int fs_core_load_rooms_done(struct fs_core *c)
+{
+	for (uint32_t k = 0; k < c->room_skus_len; k++) {
+		int rc = fs_room_load_done(c->skus[c->room_skus[k]].room, c->clock_ms);
+		if (rc < 0)
+			return rc;
+	}
 	return 0;
 }
 
@@ -473,12 +543,21 @@ void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset)
 		c->expired_offset[c->expired_len] = offset;
 		c->expired_len++;
 	}
+	/* The waiting rooms draw at their opening and admit the slots the clock reached; a
+	 * closed sale admits no one. */
+	for (uint32_t k = 0; k < c->room_skus_len; k++) {
+		const struct fs_sku *s = &c->skus[c->room_skus[k]];
+		if (!sku_closed(c, s))
+			fs_room_advance(s->room, c->clock_ms, offset);
+	}
 }
 
 void fs_core_commit(struct fs_core *c)
 {
 	if (c->carts)
 		fs_carts_commit(c->carts);
+	for (uint32_t k = 0; k < c->room_skus_len; k++)
+		fs_room_commit(c->skus[c->room_skus[k]].room);
 	for (uint32_t k = 0; k < c->dirty_holds_len; k++) {
 		c->holds[c->dirty_holds[k]].dirty = false;
 		c->holds[c->dirty_holds[k]].stored = true;
@@ -592,8 +671,8 @@ static int64_t clock_after(int64_t at, int64_t ms)
 	return at > INT64_MAX - ms ? INT64_MAX : at + ms;
 }
 
-bool fs_core_refuses(const struct fs_core *c, const struct fs_sku *s, int64_t qty, int64_t units,
-		     struct fs_decision *d)
+/* closed, then not_open */
+static bool window_refuses(const struct fs_core *c, const struct fs_sku *s, struct fs_decision *d)
 {
 	if (s->status == FS_SKU_CLOSED || (s->closes_at_ms && c->clock_ms >= s->closes_at_ms)) {
 		reject(d, FS_OUT_CLOSED, NULL);
@@ -603,6 +682,29 @@ bool fs_core_refuses(const struct fs_core *c, const struct fs_sku *s, int64_t qt
 		reject(d, FS_OUT_NOT_OPEN, NULL);
 		return true;
 	}
+	return false;
+}
+
+/* A buy of a sale that needs admission: its token, verified on the log clock (issue 33). */
+static bool token_refuses(const struct fs_core *c, const struct fs_sku *s,
+			  const struct fs_record *r, struct fs_decision *d)
+{
+	enum fs_token_verdict v;
+	if (!r->u.token.present)
+		v = FS_TOKEN_NONE;
+	else if (r->u.token.too_long || !c->keys)
+		v = FS_TOKEN_BAD;
+	else
+		v = fs_token_verify(c->keys, r->u.token.text, s->sku, r->buyer_id, c->clock_ms);
+	if (v == FS_TOKEN_OK)
+		return false;
+	reject(d, FS_OUT_REJECTED, fs_token_reason(v));
+	return true;
+}
+
+/* After the window and (for a buy) the token: the quantity, the buyer's limit, the stock. */
+static bool stock_refuses(const struct fs_sku *s, int64_t qty, int64_t units, struct fs_decision *d)
+{
 	if (qty > s->max_qty) {
 		reject(d, FS_OUT_REJECTED, "qty_over_cap");
 		return true;
@@ -618,6 +720,20 @@ bool fs_core_refuses(const struct fs_core *c, const struct fs_sku *s, int64_t qt
 	return false;
 }
 
+/* The cart module's check: a sale that needs admission takes no cart line (a cart carries no
+ * token per line; issue 33 leaves carts out of the waiting room). */
+bool fs_core_refuses(const struct fs_core *c, const struct fs_sku *s, int64_t qty, int64_t units,
+		     struct fs_decision *d)
+{
+	if (window_refuses(c, s, d))
+		return true;
+	if (s->room) {
+		reject(d, FS_OUT_REJECTED, "admission_required");
+		return true;
+	}
+	return stock_refuses(s, qty, units, d);
+}
+
 static int decide_buy(struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
 {
 	d->qty = r->qty;
@@ -628,7 +744,8 @@ static int decide_buy(struct fs_core *c, const struct fs_record *r, struct fs_de
 	}
 	struct fs_sku *s = &c->skus[si];
 	uint32_t bi = find_buyer(c, si, r->buyer_id);
-	if (fs_core_refuses(c, s, r->qty, bi == FS_MAP_NONE ? 0 : c->buyers[bi].units, d))
+	if (window_refuses(c, s, d) || (s->room && token_refuses(c, s, r, d)) ||
+	    stock_refuses(s, r->qty, bi == FS_MAP_NONE ? 0 : c->buyers[bi].units, d))
 		return 0;
 	/* Allocate first (buyer entry, hold slot): a failure leaves the state untouched. */
 	int rc = grow_holds(c);
@@ -685,6 +802,11 @@ static int decide_open(struct fs_core *c, const struct fs_record *r, struct fs_d
 		reject(d, FS_OUT_REJECTED, "too_many_skus");
 		return 0;
 	}
+	if (r->u.admission.rate_per_s > 0 && !c->keys) {
+		/* a sale whose tokens nothing here could verify (the worker has no key ring) */
+		reject(d, FS_OUT_REJECTED, "no_key_ring");
+		return 0;
+	}
 	struct fs_sku s = {
 		.partition = c->partition,
 		.status = FS_SKU_OPEN,
@@ -697,6 +819,14 @@ static int decide_open(struct fs_core *c, const struct fs_record *r, struct fs_d
 		.closes_at_ms = r->closes_at_ms,
 	};
 	strcpy(s.sku, r->sku);
+	if (r->u.admission.rate_per_s > 0) {
+		s.admission = (struct fs_admission){
+			.rate_per_s = r->u.admission.rate_per_s,
+			.token_ms = r->u.admission.token_ms,
+			.draw = r->u.admission.draw,
+		};
+		memcpy(s.admission.seed, r->u.admission.seed, sizeof s.admission.seed);
+	}
 	uint32_t i;
 	int rc = add_sku(c, &s, &i);
 	if (rc < 0)
@@ -723,6 +853,79 @@ static int decide_restock_close(struct fs_core *c, const struct fs_record *r, st
 	}
 	mark_sku(c, si);
 	d->outcome = FS_OUT_APPLIED;
+	return 0;
+}
+
+/* A join's answer from the room's entry i: as the first join was answered (waiting, or
+ * admitted at once), with where the buyer stands now. */
+static void join_answer(const struct fs_sku *s, uint32_t i, struct fs_decision *d)
+{
+	const struct fs_room_entry *e = &s->room->v[i];
+	struct fs_room_place p;
+	fs_room_place_of(s->room, i, &p);
+	d->position = p.position;
+	d->ahead = p.ahead;
+	if (e->admitted_ms >= 0 && e->decided_off == e->offset) {
+		d->outcome = FS_OUT_ADMITTED;
+		d->admitted_ms = e->admitted_ms;
+		d->expires_at_ms = clock_after(e->decided_ms, s->admission.token_ms);
+		d->decided_at_ms = e->decided_ms;
+	} else {
+		d->outcome = FS_OUT_WAITING;
+		d->decided_at_ms = e->joined_ms;
+	}
+}
+
+/* Why a join finds no room: unknown_sku, no_waiting_room, or closed. */
+static bool join_refuses(const struct fs_core *c, uint32_t si, struct fs_decision *d)
+{
+	if (si == FS_MAP_NONE) {
+		reject(d, FS_OUT_REJECTED, "unknown_sku");
+		return true;
+	}
+	if (!c->skus[si].room) {
+		reject(d, FS_OUT_REJECTED, "no_waiting_room");
+		return true;
+	}
+	return false;
+}
+
+/* A buyer joins the SKU's waiting room (issue 33): one entry per buyer; a repeat is answered
+ * as the first join was. A closed sale still answers its buyers, and takes no new one. */
+static int decide_join(struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
+{
+	uint32_t si = find_sku(c, r->sku);
+	if (join_refuses(c, si, d))
+		return 0;
+	struct fs_sku *s = &c->skus[si];
+	int64_t found = fs_room_find(s->room, r->buyer_id);
+	if (found < 0 && sku_closed(c, s)) {
+		reject(d, FS_OUT_CLOSED, NULL);
+		return 0;
+	}
+	bool repeat;
+	int i = fs_room_join(s->room, r->buyer_id, r->offset, c->clock_ms, &repeat);
+	if (i < 0)
+		return i;
+	if (!repeat)
+		fs_room_advance(s->room, c->clock_ms, r->offset); /* its own slot may be due */
+	join_answer(s, (uint32_t)i, d);
+	d->duplicate = repeat;
+	return 0;
+}
+
+int fs_core_join_answer(const struct fs_core *c, const struct fs_record *r, struct fs_decision *d)
+{
+	memset(d, 0, sizeof *d);
+	d->decided_at_ms = r->ts_ms;
+	uint32_t si = find_sku(c, r->sku);
+	if (join_refuses(c, si, d))
+		return 0;
+	int64_t i = fs_room_find(c->skus[si].room, r->buyer_id);
+	if (i < 0)
+		reject(d, FS_OUT_CLOSED, NULL); /* the only refusal that leaves no entry */
+	else
+		join_answer(&c->skus[si], (uint32_t)i, d);
 	return 0;
 }
 
@@ -842,6 +1045,8 @@ int fs_core_decide(struct fs_core *c, const struct fs_record *r, struct fs_decis
 	case FS_KIND_TICK:
 		d->outcome = FS_OUT_APPLIED;
 		return 0;
+	case FS_KIND_JOIN:
+		return decide_join(c, r, d);
 	case FS_KIND_CART: /* carts are the cart module's (src/core/cart.c) */
 	case FS_KIND_CART_CONFIRM:
 	case FS_KIND_CART_CANCEL:

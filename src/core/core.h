@@ -13,6 +13,7 @@
 
 #include "core/map.h"
 #include "core/record.h"
+#include "core/room.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -33,6 +34,9 @@ enum fs_outcome {
 	FS_OUT_EXPIRED = 12,
 	FS_OUT_UNKNOWN_INTENT = 13,
 	FS_OUT_APPLIED = 14, /* a sale record (open, restock, close) took effect */
+	/* the waiting room (issue 33): a join's answer, and an admission's */
+	FS_OUT_WAITING = 15,
+	FS_OUT_ADMITTED = 16,
 };
 
 const char *fs_outcome_name(enum fs_outcome o);
@@ -57,6 +61,10 @@ struct fs_sku {
 	int64_t hold_ms;
 	int64_t opens_at_ms;
 	int64_t closes_at_ms;
+	/* The waiting room (issue 33): admission.rate_per_s 0 when the sale needs none; room is
+	 * the core's (allocated with the SKU, freed with the state). */
+	struct fs_admission admission;
+	struct fs_room *room;
 
 	/* Store bookkeeping: the values Postgres holds now, for the guarded update. */
 	bool stored; /* a row exists (else the batch inserts it) */
@@ -109,9 +117,13 @@ struct fs_decision {
 	int64_t decided_at_ms; /* the partition clock when decided */
 	bool duplicate;	       /* answer to a repeated intent id */
 	bool reserve;	       /* the decision creates a reservation row */
+	/* a join's (issue 33): its place once drawn (0 before), ahead of it; admitted: its slot
+	 * (the token's not-before; expires_at_ms the token's end) */
+	int64_t position, ahead, admitted_ms;
 };
 
 struct fs_carts;
+struct fs_keyring;
 
 struct fs_core {
 	int32_t partition;
@@ -119,6 +131,9 @@ struct fs_core {
 	/* The partition's carts (src/core/cart.h), or NULL when carts are off. The caller owns
 	 * it; fs_core_reset and fs_core_commit reset and commit it with the core. */
 	struct fs_carts *carts;
+	/* The key ring that verifies buys' admission tokens (issue 33), or NULL: then a sale that
+	 * needs admission is refused at its open record (no_key_ring). The caller's. */
+	const struct fs_keyring *keys;
 
 	struct fs_sku *skus;
 	uint32_t skus_len, skus_cap;
@@ -147,6 +162,9 @@ struct fs_core {
 	uint32_t dirty_skus_len;
 	uint32_t *dirty_buyers;
 	uint32_t dirty_buyers_len;
+	/* the SKUs with a waiting room, in the order they opened */
+	uint32_t *room_skus;
+	uint32_t room_skus_len, room_skus_cap;
 };
 
 int fs_core_init(struct fs_core *c, int32_t partition);
@@ -154,8 +172,10 @@ void fs_core_free(struct fs_core *c);
 /* Drops all state (after a failed transaction or a revoke). */
 void fs_core_reset(struct fs_core *c);
 
-/* Loading from the store: the values become the committed base. */
+/* Loading from the store: the values become the committed base. A SKU whose admission has a
+ * rate gets an empty room: load its joins with fs_room_load, then fs_core_load_rooms_done. */
 int fs_core_load_sku(struct fs_core *c, const struct fs_sku *sku);
+int fs_core_load_rooms_done(struct fs_core *c);
 int fs_core_load_buyer(struct fs_core *c, const char *sku, const char *buyer_id, int64_t units);
 
 const struct fs_sku *fs_core_sku(const struct fs_core *c, const char *sku);
@@ -166,6 +186,9 @@ int fs_core_load_hold(struct fs_core *c, const struct fs_hold *h, const char *sk
 const struct fs_hold *fs_core_hold(const struct fs_core *c, const char *intent_id);
 /* The earliest expiry among live holds, or -1 if none is held. */
 int64_t fs_core_next_expiry(const struct fs_core *c);
+/* When an open sale's waiting room next needs the clock (its draw, a waiting buyer's slot), or
+ * -1: the worker's ticks move an idle partition's clock there. */
+int64_t fs_core_next_room_due(const struct fs_core *c);
 
 /* Moves the partition clock to max(clock, ts_ms) and expires, in (expires_at, offset) order,
  * every hold whose expiry the clock has reached; `offset` names the record that moved it.
@@ -176,6 +199,10 @@ void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset);
  * invalid (then the decision is `rejected` with its reason). Returns 0, or -ENOMEM if a new
  * SKU or buyer could not be stored (the state is unchanged then). */
 int fs_core_decide(struct fs_core *c, const struct fs_record *r, struct fs_decision *d);
+
+/* A join's answer given again (a restart answering what was not delivered, issue 33): as
+ * decided, from the room's state, with where the buyer stands now. Changes nothing. */
+int fs_core_join_answer(const struct fs_core *c, const struct fs_record *r, struct fs_decision *d);
 
 /* The batch committed: the current values become the base, dirty and expired lists are
  * cleared. */

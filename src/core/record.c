@@ -23,6 +23,7 @@ static const struct {
 	{"restock", FS_KIND_RESTOCK},
 	{"close", FS_KIND_CLOSE},
 	{"tick", FS_KIND_TICK},
+	{"join", FS_KIND_JOIN},
 	{"cart", FS_KIND_CART},
 	{"cart_reserve", FS_KIND_CART_MSG},
 	{"cart_answer", FS_KIND_CART_MSG},
@@ -506,7 +507,62 @@ static int parse_buy(const struct obj *o, const void *key, size_t key_len, struc
 	rc = get_str(o, "token", &token);
 	if (rc < 0 || (rc > 0 && token.len > FS_TOKEN_LEN_MAX))
 		return reject(r, "bad_token");
+	if (rc > 0 && token.len > 0) {
+		r->u.token.present = true;
+		if (token.len <= FS_TOKEN_TEXT_MAX)
+			val_copy(r->u.token.text, &token);
+		else
+			r->u.token.too_long = true;
+	}
 	r->body_hash = body_hash(r);
+	return 0;
+}
+
+/* join: a buyer joins the SKU's waiting room (one entry per buyer: no intent id). */
+static int parse_join(const struct obj *o, const void *key, size_t key_len, struct fs_record *r)
+{
+	if (parse_sku(o, key, key_len, r) < 0 || parse_buyer(o, r) < 0)
+		return -EINVAL;
+	r->body_hash = body_hash(r);
+	return 0;
+}
+
+/* The open record's admission: {rate_per_s, token_seconds, draw: "random" | "fifo", seed}
+ * (seed required for a random draw: [A-Za-z0-9._:-], 1 to 64). A nested object: only the
+ * jansson path reads it (the flat scanner takes no objects). */
+static int parse_admission(const struct obj *o, struct fs_record *r)
+{
+	struct val v = member(o, "admission");
+	if (v.t == V_ABSENT || v.t == V_NULL)
+		return 0;
+	json_t *a = o->j ? json_object_get(o->j, "admission") : NULL;
+	if (!a || !json_is_object(a))
+		return reject(r, "bad_admission");
+	struct obj sub = {.j = a};
+	int64_t secs = 0;
+	if (get_int(&sub, "rate_per_s", 1, FS_ADMIT_RATE_MAX, &r->u.admission.rate_per_s) <= 0 ||
+	    get_int(&sub, "token_seconds", 1, FS_TOKEN_SECONDS_MAX, &secs) <= 0)
+		return reject(r, "bad_admission");
+	r->u.admission.token_ms = secs * 1000;
+	struct val draw, seed;
+	int rc = get_str(&sub, "draw", &draw);
+	if (rc < 0)
+		return reject(r, "bad_admission");
+	r->u.admission.draw = FS_DRAW_RANDOM;
+	if (rc > 0) {
+		if (val_eq(&draw, "fifo"))
+			r->u.admission.draw = FS_DRAW_FIFO;
+		else if (!val_eq(&draw, "random"))
+			return reject(r, "bad_admission");
+	}
+	rc = get_str(&sub, "seed", &seed);
+	if (rc < 0 ||
+	    (rc > 0 && (seed.len > FS_DRAW_SEED_LEN_MAX || !sku_valid_n(seed.s, seed.len))))
+		return reject(r, "bad_admission");
+	if (rc > 0)
+		val_copy(r->u.admission.seed, &seed);
+	else if (r->u.admission.draw == FS_DRAW_RANDOM)
+		return reject(r, "bad_admission");
 	return 0;
 }
 
@@ -550,7 +606,7 @@ static int parse_open(const struct obj *o, const void *key, size_t key_len, stru
 	    get_int(o, "closes_at", 0, INT64_MAX / 2, &r->closes_at_ms) < 0 ||
 	    (r->closes_at_ms && r->closes_at_ms <= r->opens_at_ms))
 		return reject(r, "bad_window");
-	return 0;
+	return parse_admission(o, r);
 }
 
 static int parse_restock(const struct obj *o, const void *key, size_t key_len, struct fs_record *r)
@@ -810,6 +866,8 @@ static int parse_object(const struct obj *o, const void *key, size_t key_len, st
 		return parse_sku(o, key, key_len, r);
 	case FS_KIND_TICK:
 		return 0;
+	case FS_KIND_JOIN:
+		return parse_join(o, key, key_len, r);
 	case FS_KIND_INVALID:
 	case FS_KIND_CART_CONFIRM: /* not a type of its own: a confirm that names a cart id */
 	case FS_KIND_CART_CANCEL:

@@ -23,6 +23,13 @@ enum {
 	FS_RECORD_BYTES_MAX = 65536,
 	FS_QTY_MAX = 1000000,
 	FS_STOCK_MAX = 1000000000,
+	/* The longest token kept for verification: an admission token (src/core/token.h) is
+	 * shorter; a longer one (up to FS_TOKEN_LEN_MAX) is accepted, and never verifies. */
+	FS_TOKEN_TEXT_MAX = 160,
+	/* The waiting room's open record (issue 33; src/core/room.h). */
+	FS_DRAW_SEED_LEN_MAX = 64,
+	FS_ADMIT_RATE_MAX = 1000000,
+	FS_TOKEN_SECONDS_MAX = 86400,
 };
 
 enum fs_kind {
@@ -41,6 +48,14 @@ enum fs_kind {
 	FS_KIND_CART_CONFIRM = 9,
 	FS_KIND_CART_CANCEL = 10,
 	FS_KIND_CART_MSG = 11,
+	/* A buyer joins a SKU's waiting room (issue 33, src/core/room.h). */
+	FS_KIND_JOIN = 12,
+};
+
+/* The waiting room's draw (issue 33, src/core/room.h). */
+enum fs_draw {
+	FS_DRAW_RANDOM = 1, /* by a keyed hash of (seed, buyer id) */
+	FS_DRAW_FIFO = 2,   /* in join order */
 };
 
 /* The most lines a cart may have: a protocol constant (the configured cart.lines.max is at
@@ -124,6 +139,21 @@ struct fs_record {
 	int64_t hold_ms;
 	int64_t opens_at_ms;  /* 0: open from the open record on */
 	int64_t closes_at_ms; /* 0: no end */
+
+	union {
+		/* buy: its token (token.present), kept when it is at most FS_TOKEN_TEXT_MAX
+		 * bytes (a longer one is token.too_long: accepted, never verified) */
+		struct {
+			bool present, too_long;
+			char text[FS_TOKEN_TEXT_MAX + 1];
+		} token;
+		/* open: the waiting room (admission.rate_per_s > 0: the sale needs admission) */
+		struct {
+			int64_t rate_per_s, token_ms;
+			int draw; /* enum fs_draw (src/core/room.h) */
+			char seed[FS_DRAW_SEED_LEN_MAX + 1];
+		} admission;
+	} u;
 
 	/* FNV-1a 64 of the fields that define the intent (kind, sku, buyer, qty; not the token,
 	 * which is not verified yet, so that a retry with a refreshed one is a repeat), masked to

@@ -17,6 +17,18 @@ void fs_result_expired(struct fs_buf *out, const char *intent_id, const char *sk
  * that has since lost the partition carries a lower one). */
 void fs_result_stock(struct fs_buf *out, const struct fs_sku *s, int32_t partition, int64_t offset,
 		     int64_t clock_ms);
+/* The waiting room (issue 33). A join's answer: waiting (with its place once drawn), admitted
+ * at once (token: the one fs_token_mint gives for it, NULL if none could be made), or refused
+ * (unknown_sku, no_waiting_room). An admission (no record of its own: the clock reached the
+ * buyer's slot), with its token; offset names the record that moved the clock. Both go to the
+ * results topic under fs_room_key: "SKU/BUYER" (a SKU holds no '/'). The token's life is
+ * [not_before, expires_at): the slot, and the admission's clock plus the token's seconds. */
+void fs_result_join(struct fs_buf *out, const struct fs_item *it, const char *token);
+void fs_result_admitted(struct fs_buf *out, const char *sku, const struct fs_room_entry *e,
+			int64_t token_ms, const char *token, int32_t partition);
+enum { FS_ROOM_KEY_MAX = FS_SKU_LEN_MAX + 1 + FS_BUYER_LEN_MAX };
+void fs_room_key(char out[FS_ROOM_KEY_MAX + 1], const char *sku, const char *buyer_id);
+
 /* The SKU's state at the partition clock: closed (closed, or past its window), not_open
  * (before its window), sold_out or open. */
 const char *fs_sku_state_name(const struct fs_sku *s, int64_t clock_ms);

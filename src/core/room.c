@@ -38,6 +38,8 @@ void fs_room_free(struct fs_room *r)
 	free(r->order);
 	free(r->dirty);
 	free(r->admitted);
+	free(r->scratch);
+	free(r->pos);
 	fs_map_free(&r->index);
 	memset(r, 0, sizeof *r);
 }
@@ -75,6 +77,12 @@ int64_t fs_room_find(const struct fs_room *r, const char *buyer_id)
 	return i == FS_MAP_NONE ? -1 : (int64_t)i;
 }
 
+struct drawn {
+	uint64_t rank;
+	int64_t offset;
+	uint32_t i;
+};
+
 /* A new entry at the end (every list it may join has room first). */
 static int add_entry(struct fs_room *r, const char *buyer_id, int64_t offset, int64_t joined_ms,
 		     bool early)
@@ -89,10 +97,19 @@ static int add_entry(struct fs_room *r, const char *buyer_id, int64_t offset, in
 		r->v = x;
 		r->cap = n;
 	}
-	if (grow_u32(&r->order, &r->order_cap, r->len) < 0 ||
+	uint32_t order_cap = r->order_cap;
+	uint32_t pos_cap = order_cap;
+	if (grow_u32(&r->pos, &pos_cap, r->len) < 0 ||
+	    grow_u32(&r->order, &r->order_cap, r->len) < 0 ||
 	    grow_u32(&r->dirty, &r->dirty_cap, r->len) < 0 ||
 	    grow_u32(&r->admitted, &r->admitted_cap, r->len) < 0)
 		return -ENOMEM;
+	if (r->order_cap != order_cap || !r->scratch) {
+		void *x = realloc(r->scratch, (size_t)r->order_cap * sizeof(struct drawn));
+		if (!x)
+			return -ENOMEM;
+		r->scratch = x;
+	}
 	uint32_t i = r->len;
 	struct fs_room_entry *e = &r->v[i];
 	memset(e, 0, sizeof *e);
@@ -100,7 +117,7 @@ static int add_entry(struct fs_room *r, const char *buyer_id, int64_t offset, in
 	e->offset = offset;
 	e->joined_ms = joined_ms;
 	e->early = early;
-	e->admitted_ms = e->decided_ms = -1;
+	e->admitted_ms = e->decided_ms = e->decided_off = -1;
 	if (early && r->adm.draw == FS_DRAW_RANDOM)
 		e->rank = fs_draw_rank(r->adm.seed, buyer_id);
 	if (fs_map_put(&r->index, buyer_hash(buyer_id), i) < 0)
@@ -121,16 +138,12 @@ int fs_room_join(struct fs_room *r, const char *buyer_id, int64_t offset, int64_
 		return i;
 	r->v[i].dirty = true;
 	r->dirty[r->dirty_len++] = (uint32_t)i;
-	if (r->drawn) /* behind everyone, in join order */
+	if (r->drawn) { /* behind everyone, in join order */
+		r->pos[i] = r->order_len;
 		r->order[r->order_len++] = (uint32_t)i;
+	}
 	return i;
 }
-
-struct drawn {
-	uint64_t rank;
-	int64_t offset;
-	uint32_t i;
-};
 
 static int cmp_drawn(const void *a, const void *b)
 {
@@ -141,12 +154,10 @@ static int cmp_drawn(const void *a, const void *b)
 }
 
 /* The queue: the early entries in the draw's order, then the late ones in join order. */
-static int draw(struct fs_room *r)
+static void draw(struct fs_room *r)
 {
 	uint32_t n = 0;
-	struct drawn *d = malloc((size_t)(r->len ? r->len : 1) * sizeof *d);
-	if (!d)
-		return -ENOMEM;
+	struct drawn *d = r->scratch;
 	for (uint32_t i = 0; i < r->len; i++)
 		if (r->v[i].early)
 			d[n++] = (struct drawn){r->v[i].rank, r->v[i].offset, i};
@@ -158,9 +169,9 @@ static int draw(struct fs_room *r)
 	for (uint32_t i = 0; i < r->len; i++)
 		if (!r->v[i].early)
 			r->order[r->order_len++] = i;
-	free(d);
+	for (uint32_t k = 0; k < r->order_len; k++)
+		r->pos[r->order[k]] = k;
 	r->drawn = true;
-	return 0;
 }
 
 /* The slot of the queue's front: the next one, or when it joined if later. */
@@ -170,12 +181,12 @@ static int64_t front_slot(const struct fs_room *r)
 	return r->credit_us > joined ? r->credit_us : joined;
 }
 
-int fs_room_advance(struct fs_room *r, int64_t now_ms)
+int fs_room_advance(struct fs_room *r, int64_t now_ms, int64_t offset)
 {
 	if (now_ms < r->opens_at_ms)
 		return 0;
-	if (!r->drawn && draw(r) < 0)
-		return -ENOMEM;
+	if (!r->drawn)
+		draw(r);
 	int n = 0;
 	while (r->next < r->order_len) {
 		int64_t slot = front_slot(r);
@@ -185,6 +196,7 @@ int fs_room_advance(struct fs_room *r, int64_t now_ms)
 		struct fs_room_entry *e = &r->v[i];
 		e->admitted_ms = slot / 1000;
 		e->decided_ms = now_ms;
+		e->decided_off = offset;
 		r->credit_us = slot + step_us(r);
 		if (!e->dirty) {
 			e->dirty = true;
@@ -196,13 +208,12 @@ int fs_room_advance(struct fs_room *r, int64_t now_ms)
 	return n;
 }
 
-void fs_room_place(const struct fs_room *r, const char *buyer_id, struct fs_room_place *p)
+void fs_room_place_of(const struct fs_room *r, uint32_t entry, struct fs_room_place *p)
 {
 	memset(p, 0, sizeof *p);
-	int64_t i = fs_room_find(r, buyer_id);
-	if (i < 0)
+	if (entry >= r->len)
 		return;
-	const struct fs_room_entry *e = &r->v[i];
+	const struct fs_room_entry *e = &r->v[entry];
 	p->joined = true;
 	p->drawn = r->drawn;
 	if (e->admitted_ms >= 0) {
@@ -211,17 +222,28 @@ void fs_room_place(const struct fs_room *r, const char *buyer_id, struct fs_room
 	}
 	if (!r->drawn)
 		return;
-	/* Its place: a scan of the queue (a page's poll, not the decision path). */
-	for (uint32_t k = 0; k < r->order_len; k++) {
-		if (r->order[k] != (uint32_t)i)
-			continue;
-		p->position = (int64_t)k + 1;
-		if (!p->admitted) {
-			p->ahead = (int64_t)k - (int64_t)r->next;
-			p->eta_ms = (front_slot(r) + p->ahead * step_us(r)) / 1000;
-		}
-		break;
+	uint32_t k = r->pos[entry];
+	p->position = (int64_t)k + 1;
+	if (!p->admitted) {
+		p->ahead = (int64_t)k - (int64_t)r->next;
+		p->eta_ms = (front_slot(r) + p->ahead * step_us(r)) / 1000;
 	}
+}
+
+void fs_room_place(const struct fs_room *r, const char *buyer_id, struct fs_room_place *p)
+{
+	int64_t i = fs_room_find(r, buyer_id);
+	if (i < 0)
+		memset(p, 0, sizeof *p);
+	else
+		fs_room_place_of(r, (uint32_t)i, p);
+}
+
+int64_t fs_room_next_due(const struct fs_room *r)
+{
+	if (!r->drawn)
+		return r->len ? r->opens_at_ms : -1;
+	return r->next < r->order_len ? front_slot(r) / 1000 : -1;
 }
 
 void fs_room_commit(struct fs_room *r)
@@ -237,13 +259,15 @@ void fs_room_commit(struct fs_room *r)
 int fs_room_load(struct fs_room *r, const struct fs_room_entry *e)
 {
 	if ((r->len && e->offset <= r->v[r->len - 1].offset) || fs_room_find(r, e->buyer_id) >= 0 ||
-	    (e->admitted_ms >= 0) != (e->decided_ms >= 0))
+	    (e->admitted_ms >= 0) != (e->decided_ms >= 0) ||
+	    (e->admitted_ms >= 0) != (e->decided_off >= 0))
 		return -EINVAL;
 	int i = add_entry(r, e->buyer_id, e->offset, e->joined_ms, e->early);
 	if (i < 0)
 		return i;
 	r->v[i].admitted_ms = e->admitted_ms < 0 ? -1 : e->admitted_ms;
 	r->v[i].decided_ms = e->decided_ms < 0 ? -1 : e->decided_ms;
+	r->v[i].decided_off = e->decided_off < 0 ? -1 : e->decided_off;
 	r->v[i].stored = true;
 	return 0;
 }
@@ -256,8 +280,7 @@ int fs_room_load_done(struct fs_room *r, int64_t clock_ms)
 			return -EINVAL;
 	if (!drawn)
 		return 0;
-	if (draw(r) < 0)
-		return -ENOMEM;
+	draw(r);
 	/* The admitted are the queue's front, each at the slot the schedule gives it. */
 	r->next = 0;
 	r->credit_us = r->opens_at_ms * 1000;

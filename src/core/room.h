@@ -28,17 +28,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum fs_draw {
-	FS_DRAW_RANDOM = 1,
-	FS_DRAW_FIFO = 2,
-};
-
-enum {
-	FS_DRAW_SEED_LEN_MAX = 64,
-	FS_ADMIT_RATE_MAX = 1000000,
-	FS_TOKEN_SECONDS_MAX = 86400,
-};
-
 /* The open record's `admission`. */
 struct fs_admission {
 	int64_t rate_per_s; /* 1 .. FS_ADMIT_RATE_MAX */
@@ -54,6 +43,7 @@ struct fs_room_entry {
 	int64_t joined_ms;   /* the log clock at the join */
 	int64_t admitted_ms; /* its slot's millisecond; -1 while waiting */
 	int64_t decided_ms;  /* the log clock when the admission was decided (-1 while waiting) */
+	int64_t decided_off; /* the record that moved the clock to it (-1 while waiting) */
 	bool early;	     /* joined before the draw */
 	bool dirty;
 	bool stored;
@@ -70,6 +60,8 @@ struct fs_room {
 	/* the queue once drawn: entry indexes in admission order; order[next] is the front */
 	uint32_t *order;
 	uint32_t order_len, order_cap, next;
+	uint32_t *pos;	   /* entry -> its index in order, once drawn */
+	void *scratch;	   /* the draw's sort, sized with the entries: the draw never allocates */
 	int64_t credit_us; /* the next slot, in log-clock microseconds */
 	/* changed since the last commit: entries (joined or admitted), admissions in order */
 	uint32_t *dirty;
@@ -87,13 +79,12 @@ void fs_room_free(struct fs_room *r);
 int fs_room_join(struct fs_room *r, const char *buyer_id, int64_t offset, int64_t now_ms,
 		 bool *repeat);
 
-/* Moves the room to the log clock now_ms: draws once it reaches opens_at, then admits what the
- * credit allows, each admission appended to r->admitted. Returns the number admitted, or
- * -ENOMEM (the draw could not allocate; nothing changed). */
-int fs_room_advance(struct fs_room *r, int64_t now_ms);
+/* Moves the room to the log clock now_ms (moved there by the record at offset): draws once it
+ * reaches opens_at, then admits every buyer whose slot it reached, each appended to
+ * r->admitted. Returns the number admitted. Never allocates. */
+int fs_room_advance(struct fs_room *r, int64_t now_ms, int64_t offset);
 
-/* Where a buyer stands: -1 not joined; else the entry index, with *ahead the buyers before it
- * in the queue (0 when admitted or not yet drawn: *drawn false). */
+/* The buyer's entry index, or -1 when not joined. */
 int64_t fs_room_find(const struct fs_room *r, const char *buyer_id);
 struct fs_room_place {
 	bool joined, drawn, admitted;
@@ -102,7 +93,13 @@ struct fs_room_place {
 	int64_t admitted_ms; /* admitted only */
 	int64_t eta_ms;	     /* waiting, drawn: when the credit reaches it at the rate */
 };
+/* Where a buyer stands, in constant time. */
 void fs_room_place(const struct fs_room *r, const char *buyer_id, struct fs_room_place *p);
+void fs_room_place_of(const struct fs_room *r, uint32_t entry, struct fs_room_place *p);
+
+/* When the room next needs the clock to move on: its opening (not drawn yet, someone joined),
+ * or the front's slot in ms (someone waits); -1 for neither. */
+int64_t fs_room_next_due(const struct fs_room *r);
 
 /* The room was stored: the dirty and admitted lists are cleared, entries become stored. */
 void fs_room_commit(struct fs_room *r);

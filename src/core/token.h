@@ -16,6 +16,8 @@
 #ifndef FS_TOKEN_H
 #define FS_TOKEN_H
 
+#include "core/record.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,8 +55,7 @@ int fs_keyring_parse(const char *text, struct fs_keyring *kr, char *err, size_t 
 void fs_keyring_wipe(struct fs_keyring *kr);
 
 /* Writes the token of (sku, buyer, nbf_ms, exp_ms) signed with the ring's signing key into out
- * (FS_TOKEN_TEXT_MAX + 1 bytes). 0, or -EINVAL (no key). */
-enum { FS_TOKEN_TEXT_MAX = 160 };
+ * (FS_TOKEN_TEXT_MAX + 1 bytes, record.h). 0, or -EINVAL (no key). */
 int fs_token_mint(const struct fs_keyring *kr, const char *sku, const char *buyer_id,
 		  int64_t nbf_ms, int64_t exp_ms, char *out);
 

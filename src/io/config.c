@@ -83,6 +83,13 @@ static const struct key keys[] = {
 	    "sent, committed, answered and delivered (docs/reference/operations.md: Where a "
 	    "batch's time goes). Empty: off. For measuring (scripts/bench's S13), not for "
 	    "production: the file grows without bound."),
+	STR(admission_keys, "",
+	    "The waiting room's key ring (issue 33): a file of `KID SECRET` lines (SECRET 64 to "
+	    "128 hex digits) and an optional `sign KID` line, mode 0600; the worker signs "
+	    "admission tokens with it and verifies buys' tokens, the gateway checks them at the "
+	    "edge (docs/reference/operations.md: The waiting room's keys). Keep a retired key in "
+	    "the file: a replay verifies the tokens of the past with it. Empty: no key ring, and "
+	    "a sale that needs admission is refused at its open record (no_key_ring)."),
 	STR(metrics_listen, "",
 	    "ADDR:PORT of the metrics endpoint (GET /metrics in Prometheus's text format, GET "
 	    "/healthz; docs/reference/metrics.md), for the worker and the gateway alike: an IPv4 "

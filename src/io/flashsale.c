@@ -3,7 +3,9 @@
 
 #include "core/buf.h"
 #include "io/kafka.h"
+#include "io/keyring.h"
 #include "core/record.h"
+#include "core/room.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -206,6 +208,12 @@ static void new_intent_id(char out[37])
 int flashsale_buy(flashsale_t *fs, const char *sku, const char *buyer_id, int64_t qty,
 		  const char *intent_id, char out_id[37])
 {
+	return flashsale_buy_token(fs, sku, buyer_id, qty, intent_id, NULL, out_id);
+}
+
+int flashsale_buy_token(flashsale_t *fs, const char *sku, const char *buyer_id, int64_t qty,
+			const char *intent_id, const char *token, char out_id[37])
+{
 	if (!fs_sku_valid(sku))
 		return fail(fs, -EINVAL, "invalid sku '%s' (1-64 of A-Z a-z 0-9 . _ : -)", sku);
 	if (!fs_buyer_valid(buyer_id))
@@ -220,8 +228,14 @@ int flashsale_buy(flashsale_t *fs, const char *sku, const char *buyer_id, int64_
 	} else {
 		new_intent_id(id);
 	}
+	if (token && strlen(token) > FS_TOKEN_LEN_MAX)
+		return fail(fs, -EINVAL, "%s", "the token is longer than 256 bytes");
 	json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:I}", "v", 1, "type", "buy", "intent_id",
 			      id, "sku", sku, "buyer_id", buyer_id, "qty", (json_int_t)qty);
+	if (o && token && *token && json_object_set_new(o, "token", json_string(token)) < 0) {
+		json_decref(o);
+		o = NULL;
+	}
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (!s)
@@ -253,7 +267,49 @@ int flashsale_sale_open(flashsale_t *fs, const char *sku, const struct flashsale
 		fs_buf_printf(&fs->buf, ",\"opens_at\":%" PRId64, sale->opens_at_ms);
 	if (sale->closes_at_ms)
 		fs_buf_printf(&fs->buf, ",\"closes_at\":%" PRId64, sale->closes_at_ms);
+	if (sale->admission_rate) {
+		const char *draw = sale->draw ? sale->draw : "random";
+		if (sale->admission_rate < 1 || sale->admission_rate > FS_ADMIT_RATE_MAX ||
+		    sale->token_seconds < 1 || sale->token_seconds > FS_TOKEN_SECONDS_MAX)
+			return fail(fs, -EINVAL, "%s",
+				    "admission: rate 1 to 1000000 a second, token 1 to 86400 "
+				    "seconds");
+		if (strcmp(draw, "random") != 0 && strcmp(draw, "fifo") != 0)
+			return fail(fs, -EINVAL, "draw '%s': random or fifo", draw);
+		bool seeded = sale->draw_seed && *sale->draw_seed;
+		if (seeded && !fs_sku_valid(sale->draw_seed))
+			return fail(fs, -EINVAL, "%s",
+				    "the draw's seed: 1-64 of A-Z a-z 0-9 . _ : -");
+		if (!seeded && strcmp(draw, "random") == 0)
+			return fail(fs, -EINVAL, "%s", "a random draw needs a seed");
+		fs_buf_printf(&fs->buf,
+			      ",\"admission\":{\"rate_per_s\":%" PRId64
+			      ",\"token_seconds\":%" PRId64 ",\"draw\":\"%s\"",
+			      sale->admission_rate, sale->token_seconds, draw);
+		if (seeded)
+			fs_buf_printf(&fs->buf, ",\"seed\":\"%s\"", sale->draw_seed);
+		fs_buf_str(&fs->buf, "}");
+	}
 	fs_buf_str(&fs->buf, "}");
+	return publish_json(fs, sku);
+}
+
+int flashsale_join(flashsale_t *fs, const char *sku, const char *buyer_id)
+{
+	if (!fs_sku_valid(sku))
+		return fail(fs, -EINVAL, "invalid sku '%s' (1-64 of A-Z a-z 0-9 . _ : -)", sku);
+	if (!fs_buyer_valid(buyer_id))
+		return fail(fs, -EINVAL, "invalid buyer id '%s' (1-64 printable, no spaces)",
+			    buyer_id);
+	json_t *o = json_pack("{s:i, s:s, s:s, s:s}", "v", 1, "type", "join", "sku", sku,
+			      "buyer_id", buyer_id);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!s)
+		return fail(fs, -ENOMEM, "%s", "out of memory");
+	fs_buf_clear(&fs->buf);
+	fs_buf_str(&fs->buf, s);
+	free(s);
 	return publish_json(fs, sku);
 }
 
@@ -716,6 +772,104 @@ int flashsale_stock_get(flashsale_t *fs, const char *sku, struct flashsale_stock
 	out->offset = strtoll(PQgetvalue(r, 0, 10), NULL, 10);
 	out->clock_ms = strtoll(PQgetvalue(r, 0, 11), NULL, 10);
 	PQclear(r);
+	return 0;
+}
+
+/* ---- the waiting room (issue 33) ------------------------------------------------------------ */
+
+int flashsale_queue_get(flashsale_t *fs, const char *sku, const char *buyer_id,
+			struct flashsale_queue *out)
+{
+	memset(out, 0, sizeof *out);
+	PGconn *c = flashsale_pg(fs);
+	if (!c)
+		return -EIO;
+	const char *p[] = {sku, fs->cfg.group, fs->cfg.topic_intents};
+	int rc;
+	PGresult *r = query_row(fs, c,
+				"SELECT k.admit_rate, k.token_ms, coalesce(k.draw, ''), "
+				"coalesce(k.draw_seed, ''), k.opens_at_ms, k.part, "
+				"coalesce(p.clock_ms, 0) FROM skus k LEFT JOIN partitions p ON "
+				"p.grp = $2 AND p.topic = $3 AND p.part = k.part WHERE k.sku = $1",
+				3, p, &rc);
+	if (!r)
+		return rc;
+	struct fs_admission adm = {.rate_per_s = strtoll(PQgetvalue(r, 0, 0), NULL, 10),
+				   .token_ms = strtoll(PQgetvalue(r, 0, 1), NULL, 10)};
+	adm.draw = strcmp(PQgetvalue(r, 0, 2), "fifo") == 0 ? FS_DRAW_FIFO : FS_DRAW_RANDOM;
+	snprintf(adm.seed, sizeof adm.seed, "%s", PQgetvalue(r, 0, 3));
+	int64_t opens_at = strtoll(PQgetvalue(r, 0, 4), NULL, 10);
+	out->partition = (int32_t)strtol(PQgetvalue(r, 0, 5), NULL, 10);
+	out->clock_ms = strtoll(PQgetvalue(r, 0, 6), NULL, 10);
+	PQclear(r);
+	struct fs_room room;
+	if (adm.rate_per_s < 1 || fs_room_init(&room, &adm, opens_at) < 0)
+		return -ENOENT;
+	const char *q[] = {sku};
+	r = PQexecParams(c,
+			 "SELECT buyer_id, off, joined_ms, early, coalesce(admitted_ms, -1), "
+			 "coalesce(decided_ms, -1), coalesce(decided_off, -1) FROM room_joins "
+			 "WHERE sku = $1 ORDER BY off",
+			 1, NULL, q, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = fail(fs, -EIO, "postgres: %s", PQerrorMessage(c));
+		PQclear(r);
+		fs_room_free(&room);
+		return rc;
+	}
+	rc = 0;
+	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+		struct fs_room_entry e = {0};
+		snprintf(e.buyer_id, sizeof e.buyer_id, "%s", PQgetvalue(r, i, 0));
+		e.offset = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+		e.joined_ms = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+		e.early = PQgetvalue(r, i, 3)[0] == 't';
+		e.admitted_ms = strtoll(PQgetvalue(r, i, 4), NULL, 10);
+		e.decided_ms = strtoll(PQgetvalue(r, i, 5), NULL, 10);
+		e.decided_off = strtoll(PQgetvalue(r, i, 6), NULL, 10);
+		rc = fs_room_load(&room, &e);
+	}
+	PQclear(r);
+	if (rc == 0)
+		rc = fs_room_load_done(&room, out->clock_ms);
+	struct fs_room_place pl;
+	if (rc == 0)
+		fs_room_place(&room, buyer_id, &pl);
+	fs_room_free(&room);
+	if (rc < 0)
+		return fail(fs, -EIO, "%s", "the room's rows are not a log's (a damaged table?)");
+	if (!pl.joined)
+		return -ENOENT;
+	out->drawn = pl.drawn;
+	if (!pl.admitted) {
+		snprintf(out->status, sizeof out->status, "waiting");
+		out->position = pl.position;
+		out->ahead = pl.ahead;
+		out->estimated_wait_ms =
+			pl.drawn && pl.eta_ms > out->clock_ms ? pl.eta_ms - out->clock_ms : 0;
+		return 0;
+	}
+	snprintf(out->status, sizeof out->status, "admitted");
+	out->position = pl.position;
+	out->not_before = pl.admitted_ms;
+	/* the token's end: the admission's clock plus the token's life (room.c) */
+	const char *qq[] = {sku, buyer_id};
+	r = query_row(fs, c, "SELECT decided_ms FROM room_joins WHERE sku = $1 AND buyer_id = $2",
+		      2, qq, &rc);
+	if (!r)
+		return rc;
+	out->expires_at = strtoll(PQgetvalue(r, 0, 0), NULL, 10) + adm.token_ms;
+	PQclear(r);
+	if (fs->cfg.admission_keys[0]) {
+		struct fs_keyring kr;
+		char err[512];
+		if (fs_keyring_load(fs->cfg.admission_keys, &kr, err, sizeof err) < 0)
+			return fail(fs, -EIO, "%s", err);
+		char tok[FS_TOKEN_TEXT_MAX + 1];
+		if (fs_token_mint(&kr, sku, buyer_id, out->not_before, out->expires_at, tok) == 0)
+			snprintf(out->token, sizeof out->token, "%s", tok);
+		fs_keyring_wipe(&kr);
+	}
 	return 0;
 }
 

@@ -31,7 +31,7 @@ struct step {
 	const char *sql;
 	const char *prepared; /* the name sql is prepared under on this connection, or NULL */
 	int nparams;
-	const char *params[20];
+	const char *params[21];
 	const char *what;
 	bool cas; /* the offset compare-and-set */
 };
@@ -244,7 +244,8 @@ static int load_skus(struct fs_store *s, const char *part, struct fs_core *core)
 	const char *p[] = {part};
 	PGresult *r = exec(s,
 			   "SELECT sku, status, supply, available, held, sold, per_buyer_limit, "
-			   "max_qty, hold_ms, opens_at_ms, closes_at_ms FROM skus WHERE part = $1 "
+			   "max_qty, hold_ms, opens_at_ms, closes_at_ms, admit_rate, token_ms, "
+			   "coalesce(draw, ''), coalesce(draw_seed, '') FROM skus WHERE part = $1 "
 			   "ORDER BY sku",
 			   1, p, PGRES_TUPLES_OK);
 	if (!r)
@@ -264,11 +265,52 @@ static int load_skus(struct fs_store *s, const char *part, struct fs_core *core)
 		k.hold_ms = get_i64(r, i, 8);
 		k.opens_at_ms = get_i64(r, i, 9);
 		k.closes_at_ms = get_i64(r, i, 10);
+		k.admission.rate_per_s = get_i64(r, i, 11);
+		k.admission.token_ms = get_i64(r, i, 12);
+		k.admission.draw =
+			strcmp(PQgetvalue(r, i, 13), "fifo") == 0 ? FS_DRAW_FIFO : FS_DRAW_RANDOM;
+		snprintf(k.admission.seed, sizeof k.admission.seed, "%s", PQgetvalue(r, i, 14));
 		rc = fs_core_load_sku(core, &k);
 	}
 	PQclear(r);
 	if (rc < 0)
 		set_err(s, "load skus", strerror(-rc));
+	return rc;
+}
+
+/* The waiting rooms' entries (issue 33), in join order per SKU; then each room draws again and
+ * finds its front and slots as the log made them (fs_core_load_rooms_done). */
+static int load_rooms(struct fs_store *s, const char *part, struct fs_core *core)
+{
+	if (core->room_skus_len == 0)
+		return 0;
+	const char *p[] = {part};
+	PGresult *r =
+		exec(s,
+		     "SELECT sku, buyer_id, off, joined_ms, early, coalesce(admitted_ms, -1), "
+		     "coalesce(decided_ms, -1), coalesce(decided_off, -1) FROM room_joins "
+		     "WHERE part = $1 ORDER BY sku, off",
+		     1, p, PGRES_TUPLES_OK);
+	if (!r)
+		return -EIO;
+	int rc = 0;
+	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+		const struct fs_sku *k = fs_core_sku(core, PQgetvalue(r, i, 0));
+		struct fs_room_entry e = {0};
+		snprintf(e.buyer_id, sizeof e.buyer_id, "%s", PQgetvalue(r, i, 1));
+		e.offset = get_i64(r, i, 2);
+		e.joined_ms = get_i64(r, i, 3);
+		e.early = PQgetvalue(r, i, 4)[0] == 't';
+		e.admitted_ms = get_i64(r, i, 5);
+		e.decided_ms = get_i64(r, i, 6);
+		e.decided_off = get_i64(r, i, 7);
+		rc = k && k->room ? fs_room_load(k->room, &e) : -EINVAL;
+	}
+	PQclear(r);
+	if (rc == 0)
+		rc = fs_core_load_rooms_done(core);
+	if (rc < 0)
+		set_err(s, "load room_joins", strerror(-rc));
 	return rc;
 }
 
@@ -497,6 +539,8 @@ int fs_store_load(struct fs_store *s, const char *grp, const char *topic, int32_
 		rc = load_buyers(s, part, core);
 	if (rc == 0)
 		rc = load_holds(s, part, core);
+	if (rc == 0)
+		rc = load_rooms(s, part, core);
 	if (rc == 0 && core->carts)
 		rc = load_carts(s, part, core);
 	r = PQexec(s->conn, rc == 0 ? "COMMIT" : "ROLLBACK");
@@ -957,10 +1001,18 @@ static void add_skus(struct fs_store *s, const struct fs_tx *t, struct step *st,
 				      ",\"available\":%" PRId64 ",\"held\":%" PRId64
 				      ",\"sold\":%" PRId64 ",\"per_buyer_limit\":%" PRId64
 				      ",\"max_qty\":%" PRId64 ",\"hold_ms\":%" PRId64
-				      ",\"opens_at_ms\":%" PRId64 ",\"closes_at_ms\":%" PRId64 "}",
+				      ",\"opens_at_ms\":%" PRId64 ",\"closes_at_ms\":%" PRId64,
 				      first ? "" : ",", v->sku, v->status, v->supply, v->available,
 				      v->held, v->sold, v->per_buyer_limit, v->max_qty, v->hold_ms,
 				      v->opens_at_ms, v->closes_at_ms);
+			const struct fs_admission *a = v->admission;
+			if (a && a->rate_per_s > 0) /* the seed: [A-Za-z0-9._:-] (record.c) */
+				fs_buf_printf(ins,
+					      ",\"admit_rate\":%" PRId64 ",\"token_ms\":%" PRId64
+					      ",\"draw\":\"%s\",\"draw_seed\":\"%s\"",
+					      a->rate_per_s, a->token_ms,
+					      a->draw == FS_DRAW_FIFO ? "fifo" : "random", a->seed);
+			fs_buf_str(ins, "}");
 			first = false;
 			continue;
 		}
@@ -980,13 +1032,17 @@ static void add_skus(struct fs_store *s, const struct fs_tx *t, struct step *st,
 		struct step *x = &st[(*k)++];
 		x->what = "skus insert";
 		/* Column list mirrors the JSON keys; sku text is validated ([A-Za-z0-9._:-]). */
-		x->sql = "INSERT INTO skus (sku, part, status, supply, available, held, sold, "
-			 "per_buyer_limit, max_qty, hold_ms, opens_at_ms, closes_at_ms) "
-			 "SELECT j.sku, $1::int, j.status, j.supply, j.available, j.held, j.sold, "
-			 "j.per_buyer_limit, j.max_qty, j.hold_ms, j.opens_at_ms, j.closes_at_ms "
-			 "FROM json_to_recordset($2::json) AS j(sku text, status text, supply "
-			 "bigint, available bigint, held bigint, sold bigint, per_buyer_limit int, "
-			 "max_qty int, hold_ms bigint, opens_at_ms bigint, closes_at_ms bigint)";
+		x->sql =
+			"INSERT INTO skus (sku, part, status, supply, available, held, sold, "
+			"per_buyer_limit, max_qty, hold_ms, opens_at_ms, closes_at_ms, admit_rate, "
+			"token_ms, draw, draw_seed) "
+			"SELECT j.sku, $1::int, j.status, j.supply, j.available, j.held, j.sold, "
+			"j.per_buyer_limit, j.max_qty, j.hold_ms, j.opens_at_ms, j.closes_at_ms, "
+			"coalesce(j.admit_rate, 0), coalesce(j.token_ms, 0), j.draw, j.draw_seed "
+			"FROM json_to_recordset($2::json) AS j(sku text, status text, supply "
+			"bigint, available bigint, held bigint, sold bigint, per_buyer_limit int, "
+			"max_qty int, hold_ms bigint, opens_at_ms bigint, closes_at_ms bigint, "
+			"admit_rate bigint, token_ms bigint, draw text, draw_seed text)";
 		x->nparams = 2;
 		x->params[1] = fs_buf_cstr(ins);
 	}
@@ -1057,6 +1113,69 @@ static void add_buyers(struct fs_store *s, const struct fs_tx *t, struct step *s
 	x->params[3] = fs_buf_cstr(units);
 }
 
+/* room_joins (issue 33): the rooms' new entries as COPY rows (buf 7: a row that existed would
+ * fail the COPY and redo the batch, carefully), the admitted ones (or all, when careful) by one
+ * upsert, joined to the partition's SKUs. */
+static void add_joins(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
+{
+	struct fs_buf *copy = buf(s, 7);
+	fs_copy_begin(copy);
+	struct fs_buf *sku = buf(s, 8), *buyer = buf(s, 9), *nums = buf(s, 10), *early = buf(s, 11);
+	struct fs_buf *all[] = {sku, buyer, nums, early};
+	for (size_t i = 0; i < 4; i++)
+		fs_arr_begin(all[i]);
+	for (uint32_t i = 0; i < t->joins.len; i++) {
+		const struct fs_tx_join *j = &t->joins.v[i];
+		const struct fs_room_entry *e = j->e;
+		bool admitted = e->admitted_ms >= 0;
+		if (!j->copy) {
+			fs_arr_text(sku, j->sku);
+			fs_arr_text(buyer, e->buyer_id);
+			fs_arr_text(early, e->early ? "t" : "f");
+			/* 5 numbers a row (a flat array: -1 for none) */
+			int64_t v[] = {e->offset, e->joined_ms, e->admitted_ms, e->decided_ms,
+				       e->decided_off};
+			for (int n = 0; n < 5; n++)
+				fs_arr_int(nums, v[n]);
+			continue;
+		}
+		fs_copy_row(copy, 9);
+		fs_copy_text(copy, j->sku);
+		fs_copy_text(copy, e->buyer_id);
+		fs_copy_int4(copy, t->cas.partition);
+		fs_copy_int8(copy, e->offset);
+		fs_copy_int8(copy, e->joined_ms);
+		fs_copy_bool(copy, e->early);
+		const int64_t v[] = {e->admitted_ms, e->decided_ms, e->decided_off};
+		for (int n = 0; n < 3; n++) {
+			if (admitted)
+				fs_copy_int8(copy, v[n]);
+			else
+				fs_copy_null(copy);
+		}
+	}
+	fs_copy_end(copy);
+	if (t->n_join_copies == t->joins.len)
+		return;
+	for (size_t i = 0; i < 4; i++)
+		fs_arr_end(all[i]);
+	struct step *x = &st[(*k)++];
+	x->what = "room_joins";
+	x->sql =
+		"INSERT INTO room_joins (sku, buyer_id, part, off, joined_ms, early, admitted_ms, "
+		"decided_ms, decided_off) SELECT u.sku, u.buyer, $1::int, n.v[1], n.v[2], u.early, "
+		"nullif(n.v[3], -1), nullif(n.v[4], -1), nullif(n.v[5], -1) FROM "
+		"unnest($2::text[], "
+		"$3::text[], $5::bool[]) WITH ORDINALITY AS u(sku, buyer, early, i) JOIN LATERAL "
+		"(SELECT ($4::int8[])[(u.i - 1) * 5 + 1 : u.i * 5] AS v) n ON true JOIN skus k ON "
+		"k.sku = u.sku AND k.part = $1::int ON CONFLICT (sku, buyer_id) DO UPDATE SET "
+		"admitted_ms = EXCLUDED.admitted_ms, decided_ms = EXCLUDED.decided_ms, "
+		"decided_off = EXCLUDED.decided_off";
+	x->nparams = 5;
+	for (size_t i = 0; i < 4; i++)
+		x->params[i + 1] = fs_buf_cstr(all[i]);
+}
+
 /* carts, cart_groups, cart_out (issue 31): the batch's new carts and groups, and its outbox
  * rows, as COPY data (bufs 4-6, sent with the other tables' new rows: a row that existed would
  * fail the COPY and redo the batch, carefully); its changed ones (or all, when careful) by
@@ -1105,6 +1224,7 @@ static void add_carts(struct fs_store *s, const struct fs_tx *t, struct step *st
 	"n_invalid = n_invalid + $13::bigint, n_sale = n_sale + $14::bigint, "                     \
 	"n_ticks = n_ticks + $15::bigint, n_forwarded = n_forwarded + $17::bigint, "               \
 	"n_gaps = n_gaps + $19::bigint, n_carts = n_carts + $20::bigint, "                         \
+	"n_joins = n_joins + $21::bigint, "                                                        \
 	"n_batches = n_batches + 1, commit_token = $16 "                                           \
 	"WHERE grp = $2 AND topic = $3 AND part = $1::int AND next_offset = $4::bigint "           \
 	"AND ($18::text IS NULL OR commit_token = $18::text) "                                     \
@@ -1121,7 +1241,7 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic, cons
 	x->what = "offset compare-and-set";
 	x->cas = true;
 	x->sql = CAS_SQL; /* sent prepared or not: fs_store_commit_send decides */
-	x->nparams = 20;
+	x->nparams = 21;
 	x->params[17] = s->after ? s->after_token : NULL;
 	x->params[1] = grp;
 	x->params[2] = topic;
@@ -1139,6 +1259,7 @@ static void add_cas(struct fs_store *s, const char *grp, const char *topic, cons
 	x->params[16] = int_str(buf(s, 56), c->counts.forwarded);
 	x->params[18] = int_str(buf(s, 61), c->gaps);
 	x->params[19] = int_str(buf(s, 62), c->counts.carts);
+	x->params[20] = int_str(buf(s, 12), c->counts.joins);
 }
 
 /* fs_store_commit_send's hook, told once that the compare-and-set's result is in (or that it
@@ -1274,6 +1395,7 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 	add_skus(s, t, st, &k);
 	add_buyers(s, t, st, &k, buf(s, 3));
 	add_carts(s, t, st, &k);
+	add_joins(s, t, st, &k);
 	s->k = k;
 	snprintf(s->part, sizeof s->part, "%" PRId32, meta->partition);
 	for (int i = 1; i < k; i++)
@@ -1292,7 +1414,8 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 static bool has_copies(const struct fs_store *s)
 {
 	return s->tx.decisions.len > 0 || s->tx.n_hold_copies > 0 || s->tx.n_buyer_copies > 0 ||
-	       s->tx.n_cart_copies > 0 || s->tx.n_group_copies > 0 || s->tx.outs.len > 0;
+	       s->tx.n_cart_copies > 0 || s->tx.n_group_copies > 0 || s->tx.outs.len > 0 ||
+	       s->tx.n_join_copies > 0;
 }
 
 /* The batch's new rows, one COPY per table, all in one query string (a pipeline cannot carry
@@ -1303,10 +1426,10 @@ static bool has_copies(const struct fs_store *s)
  * statement. 0, -EIO (the server refused: sqlstate says why) or -EPIPE. */
 static int send_copies(struct fs_store *s, bool begin, bool commit, char sqlstate[6])
 {
-	enum { TABLES = 6 };
-	static const char *const names[TABLES] = {"batch decisions",   "batch reservations",
-						  "batch buyers",      "batch carts",
-						  "batch cart_groups", "batch cart_out"};
+	enum { TABLES = 7 };
+	static const char *const names[TABLES] = {
+		"batch decisions",   "batch reservations", "batch buyers",    "batch carts",
+		"batch cart_groups", "batch cart_out",	   "batch room_joins"};
 	static const char *const copies[TABLES] = {
 		"COPY decisions (intent_id, kind, body_hash, part, off, sku, buyer_id, qty, "
 		"outcome, reason, expires_at_ms, decided_at_ms) FROM STDIN (FORMAT binary)",
@@ -1316,10 +1439,13 @@ static int send_copies(struct fs_store *s, bool begin, bool commit, char sqlstat
 		FS_TX_CARTS_COPY,
 		FS_TX_GROUPS_COPY,
 		FS_TX_OUTS_COPY,
+		"COPY room_joins (sku, buyer_id, part, off, joined_ms, early, admitted_ms, "
+		"decided_ms, decided_off) FROM STDIN (FORMAT binary)",
 	};
 	const int64_t rows[TABLES] = {s->tx.decisions.len,  s->tx.n_hold_copies,
 				      s->tx.n_buyer_copies, s->tx.n_cart_copies,
-				      s->tx.n_group_copies, s->tx.outs.len};
+				      s->tx.n_group_copies, s->tx.outs.len,
+				      s->tx.n_join_copies};
 	/* The statements of the string in order, named for errors, and the COPYs' data. */
 	const char *what[TABLES + 2];
 	const struct fs_buf *data[TABLES];

@@ -280,7 +280,7 @@ void part_process_start(struct worker *w, struct part *p)
 		return;
 	}
 	sl->before = p->n_fly ? p->ahead : p->meta;
-	render_extras(&sl->ex, p, sl->before.clock_ms, batch_end(&p->batch) - 1);
+	render_extras(w, &sl->ex, p, sl->before.clock_ms, batch_end(&p->batch) - 1);
 	seen_add_batch(p, &p->batch);
 	sl->meta = meta_after(p, &sl->before, &p->batch);
 	sl->replied = p->replied < 0 ? -1 : p->replied;

@@ -9,6 +9,7 @@
 #include "core/cart.h"
 #include "core/core.h"
 #include "core/record.h"
+#include "core/token.h"
 #include "io/config.h"
 #include "io/prom.h"
 #include "io/store.h"
@@ -111,6 +112,7 @@ struct extra {
 	bool intents;
 	int32_t to;
 	bool cart; /* a cart's result (not an expiry) */
+	bool room; /* an admission (issue 33) */
 };
 struct extras {
 	struct fs_buf buf;
@@ -165,7 +167,8 @@ struct counters {
 	/* the partitioning rule: records forwarded to their partition (and the copies sent,
 	 * again after a restart included), records rejected wrong_partition */
 	int64_t forwarded, forwards_sent, wrong_partition;
-	int64_t refused; /* records the store refused for good, rejected store_refused */
+	int64_t refused;	 /* records the store refused for good, rejected store_refused */
+	int64_t joins, admitted; /* the waiting rooms' (issue 33): joins read, admissions made */
 	/* The metrics' failed batch transactions: each attempt that did not commit, once, by the
 	 * cause its outcome names (count_attempt). */
 	int64_t tx_failed[TX_CAUSES];
@@ -235,6 +238,10 @@ struct worker {
 	/* trace.batches: the file (NULL: off), and the trace of the batch batch_done answers
 	 * (NULL: none, a batch redone after a failure is not traced). */
 	FILE *trace;
+	/* The waiting room's key ring (admission.keys; issue 33), when has_keys: every
+	 * partition's core verifies with it, the publisher signs with it. */
+	struct fs_keyring keys;
+	bool has_keys;
 	const struct btrace *tr_done;
 	/* trace.batches: when the last poll began (wall us). */
 	int64_t poll_start;

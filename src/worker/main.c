@@ -6,6 +6,7 @@
  * on (librdkafka, pthreads, the clock) are io.c. */
 #include "io/config.h"
 #include "io/entropy.h"
+#include "io/keyring.h"
 #include "io/log.h"
 #include "io/store.h"
 #include "worker/committer.h"
@@ -154,6 +155,16 @@ static int setup(struct worker *w)
 	rc = trace_open(w);
 	if (rc < 0)
 		return rc;
+	if (w->cfg.admission_keys[0]) {
+		char err[512];
+		if (fs_keyring_load(w->cfg.admission_keys, &w->keys, err, sizeof err) < 0) {
+			fs_error("%s", err);
+			return -EINVAL;
+		}
+		w->has_keys = true;
+		fs_info("admission.keys: %" PRIu32 " key(s), signing with %s", w->keys.n,
+			w->keys.keys[w->keys.sign].id);
+	}
 	committers_start(w);
 	rc = rule_check(w);
 	if (rc < 0)
@@ -173,6 +184,7 @@ static void teardown(struct worker *w)
 	}
 	loop_free(w);
 	trace_close(w);
+	fs_keyring_wipe(&w->keys);
 }
 
 /* The options, the file, the environment and the --set keys, in that order of precedence

@@ -122,6 +122,7 @@ struct part *part_get(struct worker *w, int32_t id)
 		if (w->limits.carts &&
 		    fs_carts_init(&p->carts, id, w->limits.partitions, FS_CART_LINES_MAX) == 0)
 			p->core.carts = &p->carts;
+		p->core.keys = w->has_keys ? &w->keys : NULL;
 		w->parts[id] = p;
 		int j = w->n_parts++;
 		for (; j > 0 && w->part_ids[j - 1] > id; j--)
@@ -232,6 +233,9 @@ void maybe_tick(struct worker *w, struct part *p, int64_t now)
 	int64_t cart_due = p->core.carts ? fs_carts_next_expiry(p->core.carts) : -1;
 	if (cart_due >= 0 && (due < 0 || cart_due < due))
 		due = cart_due;
+	int64_t room_due = fs_core_next_room_due(&p->core); /* a draw, or a waiting buyer's slot */
+	if (room_due >= 0 && (due < 0 || room_due < due))
+		due = room_due;
 	/* One tick in flight at a time (until it is read back, or ten intervals if it got lost). */
 	bool in_flight = p->tick_pending && now - p->last_tick_ms < 10 * w->cfg.tick_interval_ms;
 	if (due < 0 || p->batch.len || p->n_fly || in_flight ||

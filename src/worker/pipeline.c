@@ -292,7 +292,7 @@ static void done_in_line(struct worker *w, struct part *p, struct fs_batch *b)
 {
 	seen_add_batch(p, b);
 	struct fs_part_meta m = meta_after(p, &p->meta, b);
-	render_extras(&w->ex, p, p->meta.clock_ms, batch_end(b) - 1);
+	render_extras(w, &w->ex, p, p->meta.clock_ms, batch_end(b) - 1);
 	fs_core_commit(&p->core);
 	batch_done(w, p, b, &m, &w->ex);
 }
@@ -519,12 +519,18 @@ void part_answer_again(struct worker *w, struct part *p)
 	}
 	if (wio_stopping(w->io))
 		return;
-	for (uint32_t i = 0; i < b->len; i++)
-		if (!again_item(b, &b->items[i]))
-			again_unanswered(w, p, &b->items[i]);
+	for (uint32_t i = 0; i < b->len; i++) {
+		struct fs_item *it = &b->items[i];
+		if (!again_item(b, it))
+			again_unanswered(w, p, it);
+		else if (it->cls == FS_ITEM_TICK && it->rec.kind == FS_KIND_JOIN &&
+			 fs_core_join_answer(&p->core, &it->rec, &it->dec) == 0)
+			it->cls = FS_ITEM_JOIN; /* from the loaded room (issue 33) */
+	}
 	int64_t end = batch_end(b);
 	w->n.answered_again += b->len;
 	publish_results(w, p, b, end);
+	publish_admissions_again(w, p, b->items[0].rec.offset, end);
 	struct again_ctx ctx = {w, p};
 	if (fs_store_expired(w->store, p->id, b->items[0].rec.offset, end, answer_expired_again,
 			     &ctx) < 0 &&

@@ -86,8 +86,36 @@ static void publish_alone(struct worker *w, const char *key, size_t key_len, con
 		f->failed = true;
 }
 
+/* The token of an admission (issue 33), into tok: NULL if the worker cannot sign (then the
+ * answer says admitted without one; the sale's open record was refused without a key ring, so
+ * only a ring that lost its keys since gets here). */
+static const char *room_token(const struct worker *w, const char *sku, const char *buyer_id,
+			      int64_t not_before, int64_t expires_at, char *tok)
+{
+	if (!w->has_keys || fs_token_mint(&w->keys, sku, buyer_id, not_before, expires_at, tok) < 0)
+		return NULL;
+	return tok;
+}
+
+/* A join's answer (issue 33), on its own under "SKU/BUYER": rare beside buys, and its key is
+ * made here. */
+static void publish_join(struct worker *w, const struct fs_item *it, struct inflight *f)
+{
+	char tok[FS_TOKEN_TEXT_MAX + 1], key[FS_ROOM_KEY_MAX + 1];
+	const struct fs_decision *d = &it->dec;
+	const char *t = d->outcome == FS_OUT_ADMITTED
+				? room_token(w, it->rec.sku, it->rec.buyer_id, d->admitted_ms,
+					     d->expires_at_ms, tok)
+				: NULL;
+	fs_buf_clear(&w->out);
+	fs_result_join(&w->out, it, t);
+	fs_room_key(key, it->rec.sku, it->rec.buyer_id);
+	publish_alone(w, key, strlen(key), w->out.data, w->out.len, f);
+	w->n.joins++;
+}
+
 /* Renders b's results into w->results and w->outs (batched), or produces each on its own;
- * forwards go out here. Returns how many wait in w->outs. */
+ * forwards and joins go out here. Returns how many wait in w->outs. */
 static uint32_t render_results(struct worker *w, const struct fs_batch *b, struct inflight *f,
 			       bool batched)
 {
@@ -101,6 +129,10 @@ static uint32_t render_results(struct worker *w, const struct fs_batch *b, struc
 			continue;
 		if (it->cls == FS_ITEM_FORWARD) {
 			forward(w, b, it, f);
+			continue;
+		}
+		if (it->cls == FS_ITEM_JOIN) {
+			publish_join(w, it, f);
 			continue;
 		}
 		const char *key = it->rec.has_intent ? it->rec.intent_id : it->rec.sku;
@@ -209,12 +241,54 @@ static void render_cart_out(struct extras *ex, const struct part *p)
 	}
 }
 
+/* The waiting rooms' admissions of the last decisions (issue 33), each with its token. */
+static void render_admissions(const struct worker *w, struct extras *ex, const struct part *p)
+{
+	const struct fs_core *c = &p->core;
+	for (uint32_t k = 0; k < c->room_skus_len; k++) {
+		const struct fs_sku *s = &c->skus[c->room_skus[k]];
+		for (uint32_t i = 0; i < s->room->admitted_len; i++) {
+			const struct fs_room_entry *e = &s->room->v[s->room->admitted[i]];
+			char tok[FS_TOKEN_TEXT_MAX + 1], key[FS_ROOM_KEY_MAX + 1];
+			const char *t = room_token(w, s->sku, e->buyer_id, e->admitted_ms,
+						   e->decided_ms + s->admission.token_ms, tok);
+			size_t at = ex->buf.len;
+			fs_result_admitted(&ex->buf, s->sku, e, s->admission.token_ms, t, p->id);
+			fs_room_key(key, s->sku, e->buyer_id);
+			struct extra *x = extras_add(ex, key, false, at);
+			if (x)
+				x->room = true;
+		}
+	}
+}
+
+void publish_admissions_again(struct worker *w, struct part *p, int64_t from, int64_t to)
+{
+	const struct fs_core *c = &p->core;
+	for (uint32_t k = 0; k < c->room_skus_len; k++) {
+		const struct fs_sku *s = &c->skus[c->room_skus[k]];
+		for (uint32_t i = 0; i < s->room->len; i++) {
+			const struct fs_room_entry *e = &s->room->v[i];
+			if (e->decided_off < from || e->decided_off >= to)
+				continue;
+			char tok[FS_TOKEN_TEXT_MAX + 1], key[FS_ROOM_KEY_MAX + 1];
+			const char *t = room_token(w, s->sku, e->buyer_id, e->admitted_ms,
+						   e->decided_ms + s->admission.token_ms, tok);
+			fs_buf_clear(&w->out);
+			fs_result_admitted(&w->out, s->sku, e, s->admission.token_ms, t, p->id);
+			fs_room_key(key, s->sku, e->buyer_id);
+			publish_alone(w, key, strlen(key), w->out.data, w->out.len, p->tail);
+		}
+	}
+}
+
 /* Renders what the core's last decisions owe besides the batch's own results: one `expired`
- * result per hold the clock ended (tracked with the batch's results, so that a crash before
- * delivery answers them again), and the stock record of every SKU that changed, or whose
- * window the clock opened or closed. Before fs_core_commit, which forgets both lists. */
-void render_extras(struct extras *ex, const struct part *p, int64_t clock_before,
-		   int64_t last_offset)
+ * result per hold the clock ended and one `admission` per buyer a waiting room admitted
+ * (tracked with the batch's results, so that a crash before delivery answers them again), and
+ * the stock record of every SKU that changed, or whose window the clock opened or closed.
+ * Before fs_core_commit, which forgets these lists. */
+void render_extras(const struct worker *w, struct extras *ex, const struct part *p,
+		   int64_t clock_before, int64_t last_offset)
 {
 	const struct fs_core *c = &p->core;
 	fs_buf_clear(&ex->buf);
@@ -227,6 +301,7 @@ void render_extras(struct extras *ex, const struct part *p, int64_t clock_before
 				  c->expired_at_ms[k], p->id, c->expired_offset[k]);
 		extras_add(ex, h->intent_id, false, at);
 	}
+	render_admissions(w, ex, p);
 	for (uint32_t d = 0; d < c->dirty_skus_len; d++) {
 		const struct fs_sku *s = &c->skus[c->dirty_skus[d]];
 		size_t at = ex->buf.len;
@@ -279,7 +354,9 @@ void produce_extras(struct worker *w, struct part *p, const struct extras *ex)
 				p->tail->failed = true;
 			continue;
 		}
-		if (!e->cart)
+		if (e->room)
+			w->n.admitted++;
+		else if (!e->cart)
 			w->n.expired++;
 		if (publish_one(w, FS_TOPIC_RESULTS, FS_PARTITION_ANY, key, e->key_len, &one,
 				p->tail) < 0 &&

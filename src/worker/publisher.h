@@ -17,8 +17,11 @@ int publish_one(struct worker *w, enum fs_topic topic, int32_t partition, const 
 struct inflight *publish_results(struct worker *w, struct part *p, struct fs_batch *b, int64_t end);
 /* Renders what the core's last decisions owe besides the batch's results (decided on a
  * partition whose clock was clock_before; last_offset its last record); produces it. */
-void render_extras(struct extras *ex, const struct part *p, int64_t clock_before,
-		   int64_t last_offset);
+/* The admissions decided at records [from, to) (issue 33), from the loaded rooms: a restart
+ * answering what was not delivered. */
+void publish_admissions_again(struct worker *w, struct part *p, int64_t from, int64_t to);
+void render_extras(const struct worker *w, struct extras *ex, const struct part *p,
+		   int64_t clock_before, int64_t last_offset);
 /* The stock record of every SKU of the partition, as loaded (issue 28, item 8: a crash
  * between a commit and its stock records, or a lost delivery, is made good on the next
  * assignment). */

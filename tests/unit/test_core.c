@@ -427,7 +427,8 @@ static void test_outcome_names(void)
 		NULL,	     "held",	       "sold_out",	  "limit_exceeded",
 		"not_open",  "closed",	       "rejected",	  "conflict",
 		"confirmed", "confirmed_late", "refund_required", "cancelled",
-		"expired",   "unknown_intent", "applied",
+		"expired",   "unknown_intent", "applied",	  "waiting",
+		"admitted",
 	};
 	for (int i = 1; i < (int)(sizeof names / sizeof names[0]); i++) {
 		CHECK_CTX("outcome %d", i);
@@ -438,7 +439,7 @@ static void test_outcome_names(void)
 	}
 	CHECK_CTX("%s", "");
 	CHECK_STR(fs_outcome_name((enum fs_outcome)0), "invalid");
-	CHECK_STR(fs_outcome_name((enum fs_outcome)15), "invalid");
+	CHECK_STR(fs_outcome_name((enum fs_outcome)17), "invalid");
 	CHECK_STR(fs_outcome_name((enum fs_outcome) - 1), "invalid");
 	enum fs_outcome o = FS_OUT_HELD;
 	CHECK_INT(fs_outcome_parse("nope", &o), -EINVAL);

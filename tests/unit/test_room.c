@@ -3,6 +3,8 @@
  * from its rows (src/core/room.c). tests/meson.build also builds it against room.c with
  * FS_ROOM_MUTATE=1 (a draw in join order): the fairness check must fail that build. */
 #include "check.h"
+#include "core/core.h"
+#include "core/result.h"
 #include "core/room.h"
 #include "core/token.h"
 
@@ -206,16 +208,16 @@ static void test_draw(void)
 	CHECK(rep);
 	CHECK_INT(a.len, N);
 	/* Nothing before the opening. */
-	CHECK_INT(fs_room_advance(&a, 99999), 0);
+	CHECK_INT(fs_room_advance(&a, 99999, 0), 0);
 	CHECK(!a.drawn);
 	struct fs_room_place p;
 	fs_room_place(&a, "buyer-3", &p);
 	CHECK(p.joined && !p.drawn && p.position == 0);
 	/* The opening: one admitted (the credit's first), the rest drawn. */
-	CHECK_INT(fs_room_advance(&a, 100000), 1);
-	CHECK_INT(fs_room_advance(&b, 100000), 1);
-	CHECK_INT(fs_room_advance(&c, 100000), 1);
-	CHECK_INT(fs_room_advance(&f, 100000), 1);
+	CHECK_INT(fs_room_advance(&a, 100000, 0), 1);
+	CHECK_INT(fs_room_advance(&b, 100000, 0), 1);
+	CHECK_INT(fs_room_advance(&c, 100000, 0), 1);
+	CHECK_INT(fs_room_advance(&f, 100000, 0), 1);
 	CHECK(a.drawn && a.order_len == N);
 	/* A permutation. */
 	char *seen = calloc(N, 1);
@@ -296,7 +298,7 @@ static void test_admission(void)
 		 * ticks come. */
 		int64_t now = 10000, last = now, admitted = 0;
 		for (int s = 0; now < 10000 + 20000 && (!r.drawn || r.next < r.order_len); s++) {
-			int got = fs_room_advance(&r, now);
+			int got = fs_room_advance(&r, now, 0);
 			for (uint32_t k = r.admitted_len - (uint32_t)got; k < r.admitted_len; k++)
 				at[n++] = r.v[r.admitted[k]].admitted_ms;
 			admitted += got;
@@ -320,7 +322,7 @@ static void test_admission(void)
 			uint32_t before = n;
 			for (int64_t t = now + 60000;
 			     t < now + 60000 + 200000 && r.next < r.order_len; t++) {
-				int got = fs_room_advance(&r, t);
+				int got = fs_room_advance(&r, t, 0);
 				for (uint32_t k = r.admitted_len - (uint32_t)got;
 				     k < r.admitted_len; k++)
 					at[n++] = r.v[r.admitted[k]].admitted_ms;
@@ -354,9 +356,9 @@ static void test_load(void)
 	struct fs_room r, l;
 	CHECK_INT(fs_room_init(&r, &adm, 1000), 0);
 	join_all(&r, 500, 0, 0, 10);
-	CHECK_INT(fs_room_advance(&r, 1000), 3);
+	CHECK_INT(fs_room_advance(&r, 1000, 0), 3);
 	join_all(&r, 20, 500, 1000, 1001);
-	CHECK(fs_room_advance(&r, 1002) > 0);
+	CHECK(fs_room_advance(&r, 1002, 0) > 0);
 	fs_room_commit(&r);
 	CHECK_INT(fs_room_init(&l, &adm, 1000), 0);
 	for (uint32_t i = 0; i < r.len; i++)
@@ -367,7 +369,7 @@ static void test_load(void)
 	CHECK_INT(l.credit_us, r.credit_us);
 	CHECK(memcmp(l.order, r.order, r.order_len * sizeof *r.order) == 0);
 	for (int64_t t = 1003; t < 1300; t += 3) {
-		CHECK_INT(fs_room_advance(&l, t), fs_room_advance(&r, t));
+		CHECK_INT(fs_room_advance(&l, t, 0), fs_room_advance(&r, t, 0));
 		fs_room_commit(&r);
 		fs_room_commit(&l);
 	}
@@ -379,7 +381,8 @@ static void test_load(void)
 				  .joined_ms = 10,
 				  .early = true,
 				  .admitted_ms = -1,
-				  .decided_ms = -1};
+				  .decided_ms = -1,
+				  .decided_off = -1};
 	CHECK_INT(fs_room_init(&x, &adm, 1000), 0);
 	CHECK_INT(fs_room_load(&x, &e), 0);
 	e.offset = 4;
@@ -391,6 +394,9 @@ static void test_load(void)
 	snprintf(e.buyer_id, sizeof e.buyer_id, "c");
 	e.admitted_ms = 1000;
 	CHECK_INT(fs_room_load(&x, &e), -EINVAL); /* admitted, never decided */
+	e.decided_ms = 1000;
+	CHECK_INT(fs_room_load(&x, &e), -EINVAL); /* nor by a record */
+	e.decided_ms = -1;
 	e.admitted_ms = -1;
 	e.early = false;
 	CHECK_INT(fs_room_load(&x, &e), 0);
@@ -407,12 +413,14 @@ static void test_load(void)
 						  .joined_ms = 10,
 						  .early = true,
 						  .admitted_ms = -1,
-						  .decided_ms = -1};
+						  .decided_ms = -1,
+						  .decided_off = -1};
 			snprintf(y.buyer_id, sizeof y.buyer_id, "%s", i ? "b" : "a");
 			bool is_front = strcmp(y.buyer_id, front) == 0;
 			if (round == 0 ? !is_front : is_front) {
 				y.admitted_ms = round == 0 ? 1000 : 1001;
 				y.decided_ms = 1001;
+				y.decided_off = 9;
 			}
 			CHECK_INT(fs_room_load(&x, &y), 0);
 		}
@@ -421,6 +429,206 @@ static void test_load(void)
 	}
 	fs_room_free(&r);
 	fs_room_free(&l);
+}
+
+/* ---- the core: records parsed by the real parser, decided by fs_core_decide --------------- */
+
+static int64_t core_off;
+
+static struct fs_record parse(const char *key, const char *json, int64_t ts)
+{
+	struct fs_record_limits lim = {.carts = false};
+	struct fs_record r;
+	fs_record_parse(&lim, key, strlen(key), json, strlen(json), 0, core_off++, ts, &r);
+	return r;
+}
+
+static struct fs_decision decide(struct fs_core *c, const char *key, const char *json, int64_t ts)
+{
+	struct fs_record r = parse(key, json, ts);
+	struct fs_decision d;
+	CHECK_INT(fs_core_decide(c, &r, &d), 0);
+	return d;
+}
+
+static const char *verdict(const struct fs_decision *d)
+{
+	static char out[64];
+	snprintf(out, sizeof out, "%s%s%s", fs_outcome_name(d->outcome), d->reason ? " " : "",
+		 d->reason ? d->reason : "");
+	return out;
+}
+
+static void test_records(void)
+{
+	static const struct {
+		const char *json, *want; /* want: the kind, or the reject reason */
+	} cases[] = {
+		{"{\"v\":1,\"type\":\"join\",\"sku\":\"R\",\"buyer_id\":\"b\"}", "join"},
+		{"{\"v\":1,\"type\":\"join\",\"sku\":\"R\"}", "missing_buyer_id"},
+		{"{\"v\":1,\"type\":\"join\",\"sku\":\"X\",\"buyer_id\":\"b\"}", "key_mismatch"},
+		{"{\"v\":1,\"type\":\"open\",\"sku\":\"R\",\"stock\":5,\"admission\":{\"rate_per_"
+		 "s\":10,"
+		 "\"token_seconds\":60,\"seed\":\"s-1\"}}",
+		 "open"},
+		{"{\"v\":1,\"type\":\"open\",\"sku\":\"R\",\"stock\":5,\"admission\":{\"rate_per_"
+		 "s\":10,"
+		 "\"token_seconds\":60,\"draw\":\"fifo\"}}",
+		 "open"},
+		{"{\"v\":1,\"type\":\"open\",\"sku\":\"R\",\"stock\":5,\"admission\":{\"rate_per_"
+		 "s\":10,"
+		 "\"token_seconds\":60}}",
+		 "bad_admission"}, /* random needs a seed */
+		{"{\"v\":1,\"type\":\"open\",\"sku\":\"R\",\"stock\":5,\"admission\":{\"rate_per_"
+		 "s\":0,"
+		 "\"token_seconds\":60,\"draw\":\"fifo\"}}",
+		 "bad_admission"},
+		{"{\"v\":1,\"type\":\"open\",\"sku\":\"R\",\"stock\":5,\"admission\":{\"rate_per_"
+		 "s\":5,"
+		 "\"token_seconds\":86401,\"draw\":\"fifo\"}}",
+		 "bad_admission"},
+		{"{\"v\":1,\"type\":\"open\",\"sku\":\"R\",\"stock\":5,\"admission\":{\"rate_per_"
+		 "s\":5,"
+		 "\"token_seconds\":6,\"draw\":\"lottery\",\"seed\":\"s\"}}",
+		 "bad_admission"},
+		{"{\"v\":1,\"type\":\"open\",\"sku\":\"R\",\"stock\":5,\"admission\":{\"rate_per_"
+		 "s\":5,"
+		 "\"token_seconds\":6,\"seed\":\"a b\"}}",
+		 "bad_admission"},
+		{"{\"v\":1,\"type\":\"open\",\"sku\":\"R\",\"stock\":5,\"admission\":7}",
+		 "bad_admission"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		CHECK_CTX("record %zu", i);
+		struct fs_record r = parse("R", cases[i].json, 1);
+		CHECK_STR(r.kind == FS_KIND_INVALID ? r.reject_reason : fs_kind_name(r.kind),
+			  cases[i].want);
+	}
+	CHECK_CTX("a buy's token");
+	struct fs_record r = parse(
+		"R",
+		"{\"v\":1,\"type\":\"buy\",\"intent_id\":\"01a231db-3fc2-7d33-82a8-e9cb95f449f8\","
+		"\"sku\":\"R\",\"buyer_id\":\"b\",\"qty\":1,\"token\":\"v1.x\"}",
+		1);
+	CHECK(r.u.token.present && !r.u.token.too_long);
+	CHECK_STR(r.u.token.text, "v1.x");
+	struct fs_record same =
+		parse("R",
+		      "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"01a231db-3fc2-7d33-82a8-"
+		      "e9cb95f449f8\",\"sku\":\"R\",\"buyer_id\":\"b\",\"qty\":1}",
+		      1);
+	CHECK(!same.u.token.present);
+	CHECK_INT(same.body_hash, r.body_hash); /* the token is not the body */
+}
+
+/* A buy of R (intent id n) by buyer, with token (NULL: none). */
+static const char *buy_json(int n, const char *buyer, const char *token)
+{
+	static char out[512];
+	snprintf(out, sizeof out,
+		 "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"01a231db-3fc2-7d33-82a8-e9cb95f449%"
+		 "02d\","
+		 "\"sku\":\"R\",\"buyer_id\":\"%s\",\"qty\":1%s%s%s}",
+		 n, buyer, token ? ",\"token\":\"" : "", token ? token : "", token ? "\"" : "");
+	return out;
+}
+
+static void test_core_room(void)
+{
+	struct fs_keyring kr;
+	ring(&kr, "k1 " K1 "\n");
+	struct fs_core c;
+	fs_core_init(&c, 0);
+	static const char open_r[] = "{\"v\":1,\"type\":\"open\",\"sku\":\"R\",\"stock\":2,\"opens_"
+				     "at\":10000,\"admission\":"
+				     "{\"rate_per_s\":1000,\"token_seconds\":5,\"seed\":\"s1\"}}";
+	/* No key ring: the sale is refused. */
+	struct fs_decision d = decide(&c, "R", open_r, 1000);
+	CHECK_STR(verdict(&d), "rejected no_key_ring");
+	c.keys = &kr;
+	d = decide(&c, "R", open_r, 1000);
+	CHECK_STR(verdict(&d), "applied");
+	d = decide(&c, "P", "{\"v\":1,\"type\":\"open\",\"sku\":\"P\",\"stock\":2}", 1000);
+	CHECK_STR(verdict(&d), "applied");
+	/* Joins before the opening: waiting, no place yet; a repeat is the first answer. */
+	static const char *const who[] = {"ann", "bob", "cy"};
+	for (int i = 0; i < 3; i++) {
+		char j[128];
+		snprintf(j, sizeof j,
+			 "{\"v\":1,\"type\":\"join\",\"sku\":\"R\",\"buyer_id\":\"%s\"}", who[i]);
+		d = decide(&c, "R", j, 2000 + i);
+		CHECK_STR(verdict(&d), "waiting");
+		CHECK_INT(d.position, 0);
+	}
+	d = decide(&c, "R", "{\"v\":1,\"type\":\"join\",\"sku\":\"R\",\"buyer_id\":\"bob\"}", 3000);
+	CHECK(d.outcome == FS_OUT_WAITING && d.duplicate && d.decided_at_ms == 2001);
+	d = decide(&c, "P", "{\"v\":1,\"type\":\"join\",\"sku\":\"P\",\"buyer_id\":\"bob\"}", 3000);
+	CHECK_STR(verdict(&d), "rejected no_waiting_room");
+	d = decide(&c, "Q", "{\"v\":1,\"type\":\"join\",\"sku\":\"Q\",\"buyer_id\":\"bob\"}", 3000);
+	CHECK_STR(verdict(&d), "rejected unknown_sku");
+	const struct fs_sku *s = fs_core_sku(&c, "R");
+	CHECK_INT(fs_core_next_room_due(&c), 10000); /* the draw */
+	fs_core_commit(&c);
+	/* The opening: a tick at 10000 draws; the first slot is due at once, the next a ms on. */
+	d = decide(&c, "", "{\"v\":1,\"type\":\"tick\"}", 10000);
+	CHECK(s->room->drawn);
+	CHECK_INT(s->room->admitted_len, 1);
+	CHECK_INT(fs_core_next_room_due(&c), 10001);
+	const struct fs_room_entry *first = &s->room->v[s->room->admitted[0]];
+	CHECK_INT(first->admitted_ms, 10000);
+	CHECK_INT(first->decided_off, core_off - 1);
+	/* The admission's result: its token verifies for its buyer, and is what fs_token_mint
+	 * gives. */
+	char tok[FS_TOKEN_TEXT_MAX + 1];
+	CHECK_INT(fs_token_mint(&kr, "R", first->buyer_id, 10000, 15000, tok), 0);
+	struct fs_buf out = {0};
+	fs_result_admitted(&out, "R", first, s->admission.token_ms, tok, 0);
+	CHECK(strstr(fs_buf_cstr(&out), "\"type\":\"admission\"") != NULL);
+	CHECK(strstr(out.data, tok) != NULL);
+	CHECK(strstr(out.data, "\"not_before\":10000,\"expires_at\":15000") != NULL);
+	fs_buf_free(&out);
+	/* Buys: the window first, then the token, then the stock. */
+	d = decide(&c, "R", buy_json(1, first->buyer_id, NULL), 10000);
+	CHECK_STR(verdict(&d), "rejected no_token");
+	d = decide(&c, "R", buy_json(2, first->buyer_id, "nonsense"), 10000);
+	CHECK_STR(verdict(&d), "rejected bad_token");
+	d = decide(&c, "R", buy_json(3, strcmp(first->buyer_id, "ann") ? "ann" : "bob", tok),
+		   10000);
+	CHECK_STR(verdict(&d), "rejected token_other_buyer");
+	char early[FS_TOKEN_TEXT_MAX + 1];
+	CHECK_INT(fs_token_mint(&kr, "R", first->buyer_id, 20000, 25000, early), 0);
+	d = decide(&c, "R", buy_json(5, first->buyer_id, early), 14999);
+	CHECK_STR(verdict(&d), "rejected token_not_yet_valid");
+	d = decide(&c, "R", buy_json(6, first->buyer_id, tok), 14999);
+	CHECK_STR(verdict(&d), "held");
+	d = decide(&c, "R", buy_json(4, first->buyer_id, tok), 15000);
+	CHECK_STR(verdict(&d), "rejected token_expired");
+	/* The rest were admitted as the clock moved (1 ms a slot at 1,000 a second). */
+	CHECK_INT(s->room->next, 3);
+	CHECK_INT(fs_core_next_room_due(&c), -1);
+	/* A cart line of a sale behind a room: refused. */
+	struct fs_decision cd;
+	CHECK(fs_core_refuses(&c, s, 1, 0, &cd));
+	CHECK_STR(verdict(&cd), "rejected admission_required");
+	/* A join after the draw: behind everyone, and admitted at its own record (slots free). */
+	d = decide(&c, "R", "{\"v\":1,\"type\":\"join\",\"sku\":\"R\",\"buyer_id\":\"dee\"}",
+		   16000);
+	CHECK_STR(verdict(&d), "admitted");
+	CHECK(d.admitted_ms == 16000 && d.expires_at_ms == 21000);
+	/* Joined again: the first answer. */
+	d = decide(&c, "R", "{\"v\":1,\"type\":\"join\",\"sku\":\"R\",\"buyer_id\":\"dee\"}",
+		   17000);
+	CHECK(d.outcome == FS_OUT_ADMITTED && d.duplicate && d.admitted_ms == 16000);
+	struct fs_record jr =
+		parse("R", "{\"v\":1,\"type\":\"join\",\"sku\":\"R\",\"buyer_id\":\"dee\"}", 1);
+	struct fs_decision again;
+	CHECK_INT(fs_core_join_answer(&c, &jr, &again), 0);
+	CHECK(again.outcome == FS_OUT_ADMITTED && again.expires_at_ms == 21000);
+	/* The state goes with the core: reset frees the rooms. */
+	fs_core_reset(&c);
+	CHECK_INT(c.room_skus_len, 0);
+	fs_core_free(&c);
+	fs_keyring_wipe(&kr);
 }
 
 int main(int argc, char **argv)
@@ -436,5 +644,7 @@ int main(int argc, char **argv)
 	test_draw();
 	test_admission();
 	test_load();
+	test_records();
+	test_core_room();
 	return check_done("test_room");
 }

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# The waiting room (issue 33) on the real services:
+#   1. A key ring that group or others may read is refused: the worker does not start.
+#   2. 20,000 buyers join a sale behind a waiting room before its opening; a join again is
+#      answered as the first (one entry per buyer).
+#   3. At the opening, the draw: a permutation of the joiners, the order the keyed hash of
+#      (seed, buyer id) gives (computed here independently, with Python's hmac), not the join
+#      order (Spearman's rho near 0); then admission at the set rate on the broker's clock
+#      (no two admissions closer than the rate allows, and all of them within the time the
+#      rate needs).
+#   4. Buys: without a token (no_token), with another buyer's (token_other_buyer), with a
+#      forged one (bad_token), before the token's not-before (token_not_yet_valid), after its
+#      end (token_expired): refused; with the buyer's own: held. A sale behind a room takes no
+#      cart line (admission_required).
+#   5. A restart: the room loads from its rows (the same queue, the slots the schedule gave).
+# Audit (INV-9: no buy won without a live admission, no room faster than its rate) and the
+# replay (every join, admission and token verdict) clean.
+. "$(dirname "$0")/lib.sh"
+it_setup 1
+
+python3 -c 'import secrets; print("# test keys\nk-old", secrets.token_hex(32)); print("k-new", secrets.token_hex(32)); print("sign k-new")' >"$IT_DIR/keys"
+chmod 644 "$IT_DIR/keys"
+echo "admission.keys = $IT_DIR/keys" >>"$IT_DIR/flashsale.conf"
+
+# ---- 1. a key ring others may read --------------------------------------------------------
+start_worker w0
+wait_until 30 "the worker to refuse the key ring" "! kill -0 \$IT_PID_w0 2>/dev/null"
+grep -q "readable or writable by group or others (mode 644): chmod 600 it" "$IT_DIR/w0.log" || fail "w0 did not name the key ring's mode: $(tail -3 "$IT_DIR/w0.log")"
+grep -q "$(sed -n 2p "$IT_DIR/keys" | cut -c7-20)" "$IT_DIR/w0.log" && fail "a secret in the log"
+say "ok: a key ring others may read is refused"
+chmod 600 "$IT_DIR/keys"
+
+start_worker w1
+wait_until 60 "w1 to be assigned its partition" "grep -q 'partition 0 assigned' '$IT_DIR/w1.log'"
+grep -q "admission.keys: 2 key(s), signing with k-new" "$IT_DIR/w1.log" || fail "w1: the key ring not loaded"
+
+# ---- 2. joins before the opening -----------------------------------------------------------
+N=20000
+RATE=4000
+now_ms() { date +%s%3N; }
+opens=$(($(now_ms) + 30000))
+fs sale open ROOM --stock 50 --per-buyer 1 --hold 600 --opens-at "$opens" \
+	--admission-rate $RATE --token-seconds 60 --draw random --draw-seed it-72-seed --wait 30 >/dev/null || die "the sale"
+assert_eq "$RATE|60000|random|it-72-seed" "$(sql "SELECT admit_rate || '|' || token_ms || '|' || draw || '|' || draw_seed FROM skus WHERE sku = 'ROOM'")" "the sale's admission"
+fs load ROOM --buyers $N --join --buyer-prefix wr >/dev/null || die "the joins"
+joined() { sql "SELECT count(*) FROM room_joins WHERE sku = 'ROOM'"; }
+wait_until 60 "$N joins decided" "[ \$(joined) -ge $N ]"
+[ "$(now_ms)" -lt "$opens" ] || die "the joins took past the opening: the machine is too slow for this test's 30 s"
+assert_eq "$N|$N|0" "$(sql "SELECT count(*) || '|' || count(*) FILTER (WHERE early) || '|' || count(admitted_ms) FROM room_joins")" "joined|early|admitted before the opening"
+out=$(fs queue ROOM --buyer wr-17)
+say "before the draw: $out"
+case "$out" in *"waiting (the draw is at the opening)"*) ;; *) fail "queue before the draw: $out" ;; esac
+# A buy before the opening: not_open (the window first).
+id=$(fs buy ROOM --buyer wr-1)
+wait_until 30 "the early buy decided" "[ -n \"\$(sql \"SELECT outcome FROM decisions WHERE intent_id = '$id'\")\" ]"
+assert_eq "not_open" "$(sql "SELECT outcome FROM decisions WHERE intent_id = '$id'")" "a buy before the opening"
+# A join again: the same entry.
+fs join ROOM --buyer wr-5 >/dev/null
+wait_until 30 "the repeat join decided" "[ \$(sql \"SELECT n_joins FROM partitions\") -ge $((N + 1)) ]"
+assert_eq "$N" "$(joined)" "entries after a repeat join"
+
+# ---- 3. the draw and the admissions ----------------------------------------------------------
+# The worker's ticks move the clock past the opening once it is due (no record needed).
+admitted() { sql "SELECT count(admitted_ms) FROM room_joins WHERE sku = 'ROOM'"; }
+wait_until 90 "every buyer admitted" "[ \$(admitted) -ge $N ]"
+sql "SELECT buyer_id, off, admitted_ms, decided_off FROM room_joins WHERE sku = 'ROOM' ORDER BY off" >"$IT_DIR/room.txt"
+python3 - "$IT_DIR/room.txt" "$opens" "$RATE" <<'EOF' || fail "the draw or the rate (above)"
+import hashlib, hmac, sys
+rows = [l.split("|") for l in open(sys.argv[1]).read().split()]
+opens, rate = int(sys.argv[2]), int(sys.argv[3])
+buyers = [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
+# The draw as room.c makes it: HMAC-SHA256(seed, buyer id), its first 8 bytes big-endian, ties
+# by the join's offset. The admissions must come in that order (slots never go back).
+def rank(b):
+    return int.from_bytes(hmac.new(b"it-72-seed", b.encode(), hashlib.sha256).digest()[:8], "big")
+order = sorted(buyers, key=lambda b: (rank(b[0]), b[1]))
+slots = [b[2] for b in order]
+bad = sum(1 for a, b in zip(slots, slots[1:]) if b < a)
+print(f"draw: {len(order)} buyers, {bad} admitted out of the draw's order")
+ok = bad == 0
+# Not the join order: Spearman's rho between join order and the draw's.
+n = len(order)
+pos = {b[0]: i for i, b in enumerate(order)}
+by_join = sorted(buyers, key=lambda b: b[1])
+d2 = sum((i - pos[b[0]]) ** 2 for i, b in enumerate(by_join))
+rho = 1 - 6 * d2 / (n * (n * n - 1))
+print(f"draw: Spearman's rho against the join order {rho:.4f}")
+ok &= abs(rho) < 0.05
+# The rate on the log clock: any two admissions i < j keep (j - i) * step <= (a_j - a_i) * 1000
+# + 999 (us); and no slower: the first at the opening, the last where the schedule puts it.
+step = (1000000 + rate - 1) // rate
+lo, worst = None, -10**18
+for j, a in enumerate(slots):
+    x = j * step - a * 1000
+    if lo is not None:
+        worst = max(worst, x - lo)
+    lo = x if lo is None else min(lo, x)
+print(f"rate: worst pair {worst} us over the schedule (<= 999)")
+ok &= worst <= 999
+print(f"rate: first admission at opens_at + {slots[0] - opens} ms, last at + {slots[-1] - opens} ms (schedule: {(n - 1) * step // 1000} ms)")
+ok &= slots[0] == opens and slots[-1] == opens + (n - 1) * step // 1000
+per_s = {}
+for a in slots:
+    per_s[(a - opens) // 1000] = per_s.get((a - opens) // 1000, 0) + 1
+print("admitted per second of the log clock:", [per_s[k] for k in sorted(per_s)])
+sys.exit(0 if ok else 1)
+EOF
+say "ok: the draw, and admission at $RATE a second"
+# The broker's clock: the admissions' results were appended no faster than the rate allows.
+out=$(fs queue ROOM --buyer wr-17 --json)
+say "wr-17: $out"
+case "$out" in *'"status":"admitted"'*'"token":"v1.k-new.'*) ;; *) fail "queue after the draw: $out" ;; esac
+
+# ---- 4. buys and their tokens ------------------------------------------------------------------
+token_of() { fs queue ROOM --buyer "$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'; }
+t17=$(token_of wr-17)
+t18=$(token_of wr-18)
+outcome_of() {
+	local id=$1
+	wait_until 30 "the buy $id decided" "[ -n \"\$(sql \"SELECT outcome FROM decisions WHERE intent_id = '$id'\")\" ]"
+	sql "SELECT outcome || coalesce(' ' || reason, '') FROM decisions WHERE intent_id = '$id'"
+}
+assert_eq "rejected no_token" "$(outcome_of "$(fs buy ROOM --buyer wr-17)")" "a buy without a token"
+assert_eq "rejected token_other_buyer" "$(outcome_of "$(fs buy ROOM --buyer wr-17 --token "$t18")")" "a buy with another buyer's token"
+assert_eq "rejected bad_token" "$(outcome_of "$(fs buy ROOM --buyer wr-17 --token "${t17%?}x")")" "a buy with an altered token"
+assert_eq "rejected bad_token" "$(outcome_of "$(fs buy ROOM --buyer wr-17 --token 'v1.k-new.1.2.aaaaaaaaaaaaaaaaaaaaaa.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa')")" "a buy with a forged token"
+assert_eq "held" "$(outcome_of "$(fs buy ROOM --buyer wr-17 --token "$t17")")" "a buy with its own token"
+# A cart line on a sale behind a room: refused.
+cart=$(fs cart --buyer wr-19 ROOM:1) || die "the cart"
+wait_until 30 "the cart answered" "[ -n \"\$(sql \"SELECT answer FROM carts WHERE cart_id = '$cart'\")\" ]"
+assert_eq "rejected admission_required" "$(sql "SELECT answer || ' ' || coalesce(answer_reason, reason) FROM carts WHERE cart_id = '$cart'")" "a cart line behind a room"
+
+# A second sale: fifo, a token of 2 s. A token signed here as the worker signs (Python's hmac,
+# by the format in src/core/token.h: an independent check of it) with a not-before a minute
+# ahead is not valid yet; s-1's own token, once its 2 s are over, has expired.
+fs sale open SHORT --stock 5 --per-buyer 1 --hold 600 --admission-rate 1000 --token-seconds 2 --draw fifo --wait 30 >/dev/null || die "SHORT"
+fs join SHORT --buyer s-1 >/dev/null
+wait_until 30 "s-1 admitted" "[ \"\$(sql \"SELECT count(admitted_ms) FROM room_joins WHERE sku = 'SHORT' AND buyer_id = 's-1'\")\" = 1 ]"
+ts1=$(fs queue SHORT --buyer s-1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+mint() { # SKU BUYER NBF EXP: a token signed with k-new
+	python3 - "$IT_DIR/keys" "$@" <<'PY'
+import base64, hashlib, hmac, sys
+keys = dict(l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith(("#", "sign")))
+sku, buyer, nbf, exp = sys.argv[2:6]
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+digest = b64(hashlib.sha256(buyer.encode()).digest()[:16])
+msg = "\n".join(["fs-token-v1", "k-new", sku, digest, nbf, exp]).encode()
+print(f"v1.k-new.{nbf}.{exp}.{digest}." + b64(hmac.new(bytes.fromhex(keys["k-new"]), msg, hashlib.sha256).digest()))
+PY
+}
+later=$(($(now_ms) + 60000))
+assert_eq "rejected token_not_yet_valid" "$(outcome_of "$(fs buy SHORT --buyer s-2 --token "$(mint SHORT s-2 "$later" "$((later + 2000))")")")" "a buy before its token's not-before"
+assert_eq "rejected bad_token" "$(outcome_of "$(fs buy SHORT --buyer s-2 --token "$(mint ROOM s-2 "$later" "$((later + 2000))")")")" "a buy with another SKU's token"
+read -r nbf1 exp1 < <(sql "SELECT admitted_ms, decided_ms + 2000 FROM room_joins WHERE sku = 'SHORT' AND buyer_id = 's-1'" | tr '|' ' ')
+assert_eq "$ts1" "$(mint SHORT s-1 "$nbf1" "$exp1")" "s-1's token, as Python signs it by the documented format"
+wait_until 30 "s-1's token to end on the wall clock" "[ \$(now_ms) -gt $((exp1 + 500)) ]"
+assert_eq "rejected token_expired" "$(outcome_of "$(fs buy SHORT --buyer s-1 --token "$ts1")")" "a buy after its token's end"
+say "ok: every token refusal"
+
+# ---- 5. a restart: the room loads from its rows ----------------------------------------------------
+# SLOW admits one buyer a second: the worker is killed after the first admission; the next one
+# loads the room (queue, slots) from its rows and admits the rest at the slots the schedule
+# gave them, a second apart, however long it was down.
+fs sale open SLOW --stock 5 --per-buyer 1 --hold 600 --admission-rate 1 --token-seconds 60 --draw fifo --wait 30 >/dev/null || die "SLOW"
+for b in 1 2 3 4 5; do fs join SLOW --buyer "slow-$b" >/dev/null; done
+slow_admitted() { sql "SELECT count(admitted_ms) FROM room_joins WHERE sku = 'SLOW'"; }
+wait_until 30 "the first SLOW buyer admitted" "[ \$(slow_admitted) -ge 1 ]"
+kill -9 "$IT_PID_w1"
+wait "$IT_PID_w1" 2>/dev/null || true
+say "w1 killed with $(slow_admitted) of 5 SLOW buyers admitted"
+start_worker w2
+wait_until 60 "w2 to be assigned its partition" "grep -q 'partition 0 assigned' '$IT_DIR/w2.log'"
+wait_until 60 "every SLOW buyer admitted after the restart" "[ \$(slow_admitted) -eq 5 ]"
+assert_eq "1000 1000 1000 1000" "$(sql "SELECT string_agg(d::text, ' ') FROM (SELECT admitted_ms - lag(admitted_ms) OVER (ORDER BY admitted_ms) AS d FROM room_joins WHERE sku = 'SLOW') x WHERE d IS NOT NULL")" "SLOW's admissions, a second apart"
+audit_ok
+it_done
