@@ -152,6 +152,20 @@ enum gw_route gw_route(const char *method, const char *url, struct gw_path *out,
 			return pick(method, "POST", GW_ADMIN_RESTOCK, "POST", allow);
 		if (strcmp(tail, "close") == 0)
 			return pick(method, "POST", GW_ADMIN_CLOSE, "POST", allow);
+		if (strcmp(tail, "queue") == 0)
+			return pick(method, "POST", GW_QUEUE_POST, "POST", allow);
+		if (strncmp(tail, "queue/", 6) == 0) {
+			size_t n = strlen(tail + 6);
+			if (n == 0)
+				return GW_NOT_FOUND;
+			if (n >= sizeof out->param2) {
+				out->too_long = true;
+				n = sizeof out->param2 - 1;
+			}
+			memcpy(out->param2, tail + 6, n);
+			out->param2[n] = '\0';
+			return pick(method, "GET", GW_QUEUE, "GET, HEAD", allow);
+		}
 		return GW_NOT_FOUND;
 	}
 	return followup_route(method, tail, GW_CONFIRM, allow);
@@ -194,6 +208,9 @@ enum gw_route_label gw_route_label(enum gw_route r)
 	case GW_PAGE:
 	case GW_ASSET:
 		return GW_L_PAGE;
+	case GW_QUEUE_POST:
+	case GW_QUEUE:
+		return GW_L_QUEUE;
 	default:
 		return GW_L_OTHER;
 	}
@@ -202,8 +219,8 @@ enum gw_route_label gw_route_label(enum gw_route r)
 const char *gw_route_label_name(enum gw_route_label l)
 {
 	static const char *const names[GW_L_COUNT] = {
-		"buy",	      "intent", "intent_events", "confirm", "cancel", "sku",
-		"sku_events", "admin",	"page",		 "health",  "other",  "cart"};
+		"buy",	 "intent", "intent_events", "confirm", "cancel", "sku",	 "sku_events",
+		"admin", "page",   "health",	    "other",   "cart",	 "queue"};
 	return l < GW_L_COUNT ? names[l] : "other";
 }
 
@@ -211,7 +228,7 @@ bool gw_route_has_body(enum gw_route r)
 {
 	return r == GW_BUY || r == GW_ADMIN_OPEN || r == GW_ADMIN_RESTOCK || r == GW_ADMIN_CLOSE ||
 	       r == GW_CONFIRM || r == GW_CANCEL || r == GW_CART_POST || r == GW_CART_CONFIRM ||
-	       r == GW_CART_CANCEL;
+	       r == GW_CART_CANCEL || r == GW_QUEUE_POST;
 }
 
 bool gw_content_type_json(const char *ct)
@@ -291,6 +308,27 @@ int gw_parse_buy(const char *body, size_t len, struct gw_buy *out, const char **
 			out->has_token = true;
 		}
 	}
+	json_decref(o);
+	return rc;
+}
+
+int gw_parse_join(const char *body, size_t len, char buyer_id[FS_BUYER_LEN_MAX + 1],
+		  const char **why)
+{
+	buyer_id[0] = '\0';
+	json_t *o = object_of(body, len, why);
+	if (!o)
+		return -EINVAL;
+	json_t *b = json_object_get(o, "buyer_id");
+	int rc = -EINVAL;
+	if (!b)
+		*why = "missing_buyer_id";
+	else if (!json_is_string(b) || !fs_buyer_valid(json_string_value(b)))
+		*why = "bad_buyer_id";
+	else
+		rc = 0;
+	if (rc == 0)
+		snprintf(buyer_id, FS_BUYER_LEN_MAX + 1, "%s", json_string_value(b));
 	json_decref(o);
 	return rc;
 }
@@ -409,6 +447,12 @@ int gw_record_buy(struct fs_buf *out, const char *id, const char *sku, const str
 	if (o && b->has_token)
 		json_object_set_new(o, "token", json_string(b->token));
 	return append_json(out, o);
+}
+
+int gw_record_join(struct fs_buf *out, const char *sku, const char *buyer_id)
+{
+	return append_json(out, json_pack("{s:i, s:s, s:s, s:s}", "v", 1, "type", "join", "sku",
+					  sku, "buyer_id", buyer_id));
 }
 
 int gw_record_followup(struct fs_buf *out, const char *type, const char *id, const char *sku)

@@ -38,6 +38,9 @@ enum gw_route {
 	GW_CART_CANCEL,	     /* POST /v1/carts/{id}/cancel */
 	GW_CART_CONFIRM_GET, /* GET /v1/carts/{id}/confirm */
 	GW_CART_CANCEL_GET,  /* GET /v1/carts/{id}/cancel */
+	/* the waiting room (issue 33) */
+	GW_QUEUE_POST, /* POST /v1/skus/{sku}/queue: join */
+	GW_QUEUE,      /* GET /v1/skus/{sku}/queue/{buyer_id}: where the buyer stands */
 };
 
 /* The metrics' route label of a route (flashsale_gateway_requests_total{route}): a fixed,
@@ -55,6 +58,7 @@ enum gw_route_label {
 	GW_L_HEALTH,
 	GW_L_OTHER, /* an unknown path or method */
 	GW_L_CART,  /* POST /v1/carts (a cart's reads and follow-ups count as an intent's) */
+	GW_L_QUEUE, /* the waiting room's POST and GET */
 	GW_L_COUNT,
 };
 enum gw_route_label gw_route_label(enum gw_route r);
@@ -66,6 +70,8 @@ const char *gw_route_label_name(enum gw_route_label l);
 struct gw_path {
 	char param[80];
 	bool too_long;
+	/* GW_QUEUE: the buyer id, everything after ".../queue/" (a buyer id may hold a '/') */
+	char param2[80];
 };
 
 /* Routes method + path (no query string). For GW_BAD_METHOD, *allow is the Allow header's
@@ -106,6 +112,10 @@ int gw_parse_buy(const char *body, size_t len, struct gw_buy *out, const char **
  * worker's body hash). 0, or -EINVAL with *why. */
 int gw_parse_cart(const char *body, size_t len, const char *id, struct fs_buf *rec, uint64_t *fp,
 		  const char **why);
+/* A join's body, {"buyer_id"}, and its record (issue 33). */
+int gw_parse_join(const char *body, size_t len, char buyer_id[FS_BUYER_LEN_MAX + 1],
+		  const char **why);
+int gw_record_join(struct fs_buf *out, const char *sku, const char *buyer_id);
 /* The record of a cart's confirm or cancel. */
 int gw_record_cart_followup(struct fs_buf *out, const char *type, const char *id);
 int gw_parse_sale(enum gw_route r, const char *body, size_t len, struct gw_sale *out,

@@ -20,6 +20,8 @@ enum gw_kind {
 	GW_K_CART = 3,
 	GW_K_CART_CONFIRM = 4,
 	GW_K_CART_CANCEL = 5,
+	/* the waiting room (issue 33): a lookup only, never an entry */
+	GW_K_QUEUE = 6,
 };
 
 enum gw_state {
@@ -68,6 +70,7 @@ struct gw_stock {
 	char sku[FS_SKU_LEN_MAX + 1];
 	char *json; /* the latest stock record, NULL while unknown */
 	char status[16];
+	bool room; /* its sale is behind a waiting room (the record's "room") */
 	int32_t part;
 	int64_t off;
 	uint64_t version; /* bumped on every change */

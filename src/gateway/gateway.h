@@ -12,6 +12,7 @@
 #include "core/buf.h"
 #include "gateway/api.h"
 #include "gateway/cache.h"
+#include "core/token.h"
 #include "io/config.h"
 #include "io/metrics.h"
 #include "io/prom.h"
@@ -51,6 +52,10 @@ struct gw_req {
 	char id[FS_UUID_LEN + 1];
 	enum gw_kind kind;
 	char sku[FS_SKU_LEN_MAX + 1];
+	char buyer[FS_BUYER_LEN_MAX + 1]; /* the waiting room's routes */
+	/* GW_QUEUE: the lookup thread's answer (malloc'd JSON) and its status */
+	char *answer;
+	unsigned answer_status;
 	struct gw_entry *entry; /* pinned while set */
 	struct gw_stock *stock;
 
@@ -91,6 +96,7 @@ struct gw_stats {
 		lookups, overloaded;
 	/* edge_answers by outcome, each its own counter (a difference of two could go down). */
 	atomic_llong edge_sold_out, edge_closed;
+	atomic_llong edge_token; /* buys of a sale behind a waiting room refused at the edge */
 };
 
 /* The status codes the requests counter names; any other is counted as "other". */
@@ -137,6 +143,11 @@ struct gw {
 	struct gw_requests reqs;
 	struct fs_metrics *metrics;
 	int64_t start_ms; /* the wall clock at start */
+
+	/* The waiting rooms' key ring (admission.keys, issue 33), when has_keys: a buy's token is
+	 * checked at the edge, and an admitted buyer's GET .../queue/{buyer} carries it. */
+	struct fs_keyring keys;
+	bool has_keys;
 };
 
 /* Requests to resume, collected under the lock and resumed after it. */
@@ -169,8 +180,11 @@ int gw_publish(struct gw *g, struct gw_req *r, const char *key, const struct fs_
 int gw_lookup_start(struct gw *g);
 void gw_lookup_stop(struct gw *g);
 /* Queues r for a Postgres lookup of (r->id, kind) into r->entry and parks it. Under the
- * lock. */
+ * lock. GW_K_QUEUE: where r->buyer stands in r->sku's waiting room, into r->answer. */
 void gw_lookup(struct gw *g, struct gw_req *r, enum gw_kind kind);
+/* How stale a waiting room the lookup thread reads may be: rooms are read again at most this
+ * often (each read is every row of the room). */
+enum { GW_ROOM_REFRESH_MS = 500, GW_ROOMS_CACHED = 16 };
 
 /* metrics.c: the endpoint on metrics.listen (off when empty). */
 int gw_metrics_start(struct gw *g, char *err, size_t err_len);

@@ -8,6 +8,7 @@
 #include "io/log.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -318,11 +319,34 @@ static enum MHD_Result publish_intent(struct gw *g, struct gw_req *r, const char
 	return MHD_YES;
 }
 
+/* /v1/skus/{sku}/queue/{buyer}, the buyer percent-encoded (any byte but the unreserved ones
+ * of RFC 3986: a buyer id may hold '/', '?', '%' or a quote). */
+static void queue_location(const struct gw_req *r, char *out, size_t n)
+{
+	int len = snprintf(out, n, "/v1/skus/%s/queue/", r->sku);
+	for (const char *c = r->buyer; *c && len > 0 && (size_t)len + 4 < n; c++) {
+		if (isalnum((unsigned char)*c) || strchr("-._~", *c))
+			out[len++] = *c;
+		else
+			len += snprintf(out + len, n - (size_t)len, "%%%02X", (unsigned char)*c);
+	}
+	out[len > 0 && (size_t)len < n ? len : 0] = '\0';
+}
+
 /* After the delivery report. */
 static enum MHD_Result published(struct gw_req *r)
 {
 	if (r->pub_err)
 		return send_unavailable(r, "not_published", rd_kafka_err2str(r->pub_err));
+	if (r->route == GW_QUEUE_POST) {
+		char location[512];
+		queue_location(r, location, sizeof location);
+		return send_json(r, MHD_HTTP_ACCEPTED,
+				 json_pack("{s:s, s:s, s:s, s:i, s:I}", "sku", r->sku, "buyer_id",
+					   r->buyer, "status", "joined", "partition",
+					   (int)r->pub_part, "offset", (json_int_t)r->pub_off),
+				 "Location", location, NULL, NULL);
+	}
 	if (!r->entry) { /* a sale record */
 		return send_json(r, MHD_HTTP_ACCEPTED,
 				 json_pack("{s:s, s:s, s:i, s:I}", "sku", r->sku, "status",
@@ -364,6 +388,26 @@ static bool intent_key(struct gw_req *r)
 	return fs_uuid_canon(key, r->id);
 }
 
+/* A buy's token checked at the edge on the wall clock (issue 33): the reason it is refused for
+ * (no_token, bad_token, token_other_buyer, token_expired, token_not_yet_valid), or NULL. The
+ * log clock the worker judges by is the broker's: a token within EDGE_SKEW_MS of its life's
+ * ends goes on to the worker rather than be refused here. */
+enum { EDGE_SKEW_MS = 1000 };
+static const char *edge_token(const struct gw *g, const struct gw_req *r, const struct gw_buy *b)
+{
+	const char *t = b->has_token ? b->token : NULL;
+	struct timespec ts; /* the wall clock, as the broker's stamps (not gw_now_ms's) */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	enum fs_token_verdict v = fs_token_verify(&g->keys, t, r->sku, b->buyer_id, now);
+	if ((v == FS_TOKEN_NOT_YET && fs_token_verify(&g->keys, t, r->sku, b->buyer_id,
+						      now + EDGE_SKEW_MS) == FS_TOKEN_OK) ||
+	    (v == FS_TOKEN_EXPIRED &&
+	     fs_token_verify(&g->keys, t, r->sku, b->buyer_id, now - EDGE_SKEW_MS) == FS_TOKEN_OK))
+		v = FS_TOKEN_OK;
+	return fs_token_reason(v);
+}
+
 static enum MHD_Result post_buy(struct gw *g, struct gw_req *r)
 {
 	struct gw_buy b;
@@ -394,6 +438,17 @@ static enum MHD_Result post_buy(struct gw *g, struct gw_req *r)
 				 r->id, r->sku, s->status);
 			return send_text(r, MHD_HTTP_OK, "application/json", text, NULL, NULL, NULL,
 					 NULL);
+		}
+		/* A sale behind a waiting room: the token, at the edge (the worker stays the
+		 * judge, on the log clock). */
+		const char *refused = s && s->room && g->has_keys ? edge_token(g, r, &b) : NULL;
+		if (refused) {
+			atomic_fetch_add(&g->stats.edge_token, 1);
+			return send_error(
+				r, MHD_HTTP_FORBIDDEN, refused,
+				"this sale is behind a waiting room: the buy needs the "
+				"buyer's admission token (GET /v1/skus/{sku}/queue/{buyer})",
+				NULL, NULL);
 		}
 	}
 	struct fs_buf rec = {0};
@@ -518,6 +573,41 @@ static enum MHD_Result post_admin(struct gw *g, struct gw_req *r)
 	return MHD_YES;
 }
 
+/* POST /v1/skus/{sku}/queue {"buyer_id"}: the join record, keyed by the SKU; 202 once it is on
+ * the log, with where to ask (Location). Joining again changes nothing (one entry a buyer). */
+static enum MHD_Result post_queue(struct gw *g, struct gw_req *r)
+{
+	const char *why = NULL;
+	if (gw_parse_join(r->body, r->body_len, r->buyer, &why) < 0)
+		return send_error(r, MHD_HTTP_BAD_REQUEST, why, NULL, NULL, NULL);
+	if (!atomic_load(&g->producer_up))
+		return send_unavailable(r, "log_unavailable",
+					"no Kafka broker answers: nothing was published");
+	struct fs_buf rec = {0};
+	int rc = gw_record_join(&rec, r->sku, r->buyer);
+	if (rc == 0)
+		rc = gw_publish(g, r, r->sku, &rec);
+	fs_buf_free(&rec);
+	if (rc < 0)
+		return send_unavailable(r, "log_unavailable", "the record could not be queued");
+	return MHD_YES;
+}
+
+/* GET /v1/skus/{sku}/queue/{buyer}: the lookup thread reads the room (lookup.c). */
+static enum MHD_Result get_queue(struct gw *g, struct gw_req *r)
+{
+	if (r->phase == GW_PH_NEW) {
+		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
+			return send_unavailable(r, "busy", "too many lookups waiting");
+		gw_lookup(g, r, GW_K_QUEUE);
+		return MHD_YES;
+	}
+	if (!r->answer)
+		return send_unavailable(r, "store_unavailable", "Postgres did not answer");
+	return send_text(r, r->answer_status, "application/json", r->answer, NULL, NULL, NULL,
+			 NULL);
+}
+
 static enum MHD_Result get_sku(struct gw *g, struct gw_req *r)
 {
 	struct gw_stock *s = gw_stock_get(&g->cache, r->sku);
@@ -594,7 +684,12 @@ static enum MHD_Result bad_param(struct gw_req *r)
 {
 	bool sku = r->route == GW_BUY || r->route == GW_SKU || r->route == GW_SKU_EVENTS ||
 		   r->route == GW_ADMIN_OPEN || r->route == GW_ADMIN_RESTOCK ||
-		   r->route == GW_ADMIN_CLOSE || r->route == GW_PAGE;
+		   r->route == GW_ADMIN_CLOSE || r->route == GW_PAGE || r->route == GW_QUEUE_POST ||
+		   r->route == GW_QUEUE;
+	if (r->route == GW_QUEUE && fs_sku_valid(r->sku))
+		return send_error(r, MHD_HTTP_BAD_REQUEST, "bad_buyer_id",
+				  "a buyer id is 1-64 printable ASCII characters, no space", NULL,
+				  NULL);
 	if (r->route == GW_ASSET) /* a name longer than any file's */
 		return send_error(r, MHD_HTTP_NOT_FOUND, "not_found", "no such file", NULL, NULL);
 	if (sku)
@@ -616,10 +711,18 @@ static bool param_ok(struct gw_req *r)
 	case GW_ADMIN_RESTOCK:
 	case GW_ADMIN_CLOSE:
 	case GW_PAGE:
+	case GW_QUEUE_POST:
 		if (strlen(r->path.param) >= sizeof r->sku)
 			return false;
 		memcpy(r->sku, r->path.param, strlen(r->path.param) + 1);
 		return fs_sku_valid(r->sku);
+	case GW_QUEUE:
+		if (strlen(r->path.param) >= sizeof r->sku ||
+		    strlen(r->path.param2) >= sizeof r->buyer)
+			return false;
+		memcpy(r->sku, r->path.param, strlen(r->path.param) + 1);
+		memcpy(r->buyer, r->path.param2, strlen(r->path.param2) + 1);
+		return fs_sku_valid(r->sku) && fs_buyer_valid(r->buyer);
 	case GW_INTENT:
 	case GW_INTENT_EVENTS:
 	case GW_CONFIRM:
@@ -672,7 +775,8 @@ static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 	}
 	if (gw_route_has_body(r->route) &&
 	    (r->body_len > 0 || r->route == GW_BUY || r->route == GW_ADMIN_OPEN ||
-	     r->route == GW_ADMIN_RESTOCK || r->route == GW_CART_POST) &&
+	     r->route == GW_ADMIN_RESTOCK || r->route == GW_CART_POST ||
+	     r->route == GW_QUEUE_POST) &&
 	    !gw_content_type_json(header(r, "Content-Type"))) {
 		*rc = send_error(r, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "not_json",
 				 "Content-Type must be application/json", NULL, NULL);
@@ -749,6 +853,10 @@ static enum MHD_Result step(struct gw *g, struct gw_req *r)
 	case GW_PAGE:
 	case GW_ASSET:
 		return get_page(r);
+	case GW_QUEUE_POST:
+		return post_queue(g, r);
+	case GW_QUEUE:
+		return get_queue(g, r);
 	default:
 		return MHD_NO;
 	}
@@ -819,6 +927,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	pthread_mutex_unlock(&g->lock);
 	fs_buf_free(&r->out);
 	free(r->body);
+	free(r->answer);
 	free(r);
 	*con_cls = NULL;
 }

@@ -4,6 +4,7 @@
 #include "gateway/gateway.h"
 
 #include "io/log.h"
+#include "io/roomread.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -162,6 +163,104 @@ static int query_cart(PGconn *c, const char *id, enum gw_kind kind, struct found
 	return f->decision ? 0 : -EIO;
 }
 
+/* ---- the waiting rooms (issue 33) ------------------------------------------------------------ */
+
+/* The rooms this thread read lately (only it touches them): read again once older than
+ * GW_ROOM_REFRESH_MS, so that a crowd polling its places costs Postgres a read of each room
+ * about twice a second, not one per request. */
+struct room_slot {
+	char sku[FS_SKU_LEN_MAX + 1];
+	struct fs_room_read rr;
+	int64_t read_ms; /* 0: empty */
+	int rc;		 /* the read's: 0, -ENOENT */
+};
+static struct room_slot rooms[GW_ROOMS_CACHED];
+
+static struct room_slot *room_of(PGconn *c, const struct gw *g, const char *sku, int *rc)
+{
+	int64_t now = gw_now_ms();
+	struct room_slot *slot = NULL, *oldest = &rooms[0];
+	for (int i = 0; i < GW_ROOMS_CACHED; i++) {
+		if (rooms[i].read_ms && strcmp(rooms[i].sku, sku) == 0)
+			slot = &rooms[i];
+		if (rooms[i].read_ms < oldest->read_ms)
+			oldest = &rooms[i];
+	}
+	if (slot && now - slot->read_ms < GW_ROOM_REFRESH_MS) {
+		*rc = slot->rc;
+		return slot;
+	}
+	if (!slot)
+		slot = oldest;
+	if (slot->read_ms && slot->rc == 0)
+		fs_room_read_free(&slot->rr);
+	slot->read_ms = 0;
+	char err[256];
+	*rc = fs_room_read(c, g->cfg.group, g->cfg.topic_intents, sku, &slot->rr, err, sizeof err);
+	if (*rc == -EIO) {
+		fs_warn("lookup: room %s: %s", sku, err);
+		return NULL;
+	}
+	snprintf(slot->sku, sizeof slot->sku, "%s", sku);
+	slot->read_ms = now;
+	slot->rc = *rc;
+	return slot;
+}
+
+/* Where buyer stands in sku's room, as JSON into *answer with its HTTP status; -EIO when
+ * Postgres did not answer. */
+static int query_queue(PGconn *c, const struct gw *g, const char *sku, const char *buyer,
+		       char **answer, unsigned *status)
+{
+	int rc;
+	struct room_slot *slot = room_of(c, g, sku, &rc);
+	if (!slot)
+		return -EIO;
+	json_t *o;
+	if (rc == -ENOENT) {
+		*status = 404;
+		o = json_pack("{s:s, s:s}", "error", "no_waiting_room", "message",
+			      "no sale behind a waiting room for this SKU");
+	} else {
+		const struct fs_room_read *rr = &slot->rr;
+		struct fs_room_place pl;
+		int64_t i = fs_room_find(&rr->room, buyer);
+		fs_room_place(&rr->room, buyer, &pl);
+		if (!pl.joined) {
+			*status = 404;
+			o = json_pack("{s:s, s:s}", "error", "not_joined", "message",
+				      "this buyer has not joined this SKU's waiting room (or the "
+				      "join is not decided yet)");
+		} else if (!pl.admitted) {
+			*status = 200;
+			o = json_pack("{s:s, s:s, s:s, s:b, s:I}", "sku", sku, "buyer_id", buyer,
+				      "status", "waiting", "drawn", pl.drawn, "as_of",
+				      (json_int_t)rr->clock_ms);
+			if (o && pl.drawn) {
+				int64_t wait =
+					pl.eta_ms > rr->clock_ms ? pl.eta_ms - rr->clock_ms : 0;
+				json_object_set_new(o, "position", json_integer(pl.position));
+				json_object_set_new(o, "ahead", json_integer(pl.ahead));
+				json_object_set_new(o, "estimated_wait_s",
+						    json_integer((wait + 999) / 1000));
+			}
+		} else {
+			*status = 200;
+			int64_t exp = rr->room.v[i].decided_ms + rr->token_ms;
+			o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "sku", sku, "buyer_id",
+				      buyer, "status", "admitted", "position",
+				      (json_int_t)pl.position, "not_before",
+				      (json_int_t)pl.admitted_ms, "expires_at", (json_int_t)exp);
+			char tok[FS_TOKEN_TEXT_MAX + 1];
+			if (o && g->has_keys &&
+			    fs_token_mint(&g->keys, sku, buyer, pl.admitted_ms, exp, tok) == 0)
+				json_object_set_new(o, "token", json_string(tok));
+		}
+	}
+	*answer = dump(o);
+	return *answer ? 0 : -EIO;
+}
+
 static void *lookup_main(void *arg)
 {
 	struct gw *g = arg;
@@ -177,12 +276,16 @@ static void *lookup_main(void *arg)
 		g->lookup_len--;
 		if (!g->lookup_head)
 			g->lookup_tail = NULL;
-		char id[FS_UUID_LEN + 1];
+		char id[FS_UUID_LEN + 1], sku[FS_SKU_LEN_MAX + 1], buyer[FS_BUYER_LEN_MAX + 1];
 		memcpy(id, r->id, sizeof id);
+		memcpy(sku, r->sku, sizeof sku);
+		memcpy(buyer, r->buyer, sizeof buyer);
 		enum gw_kind kind = r->lookup_kind;
 		pthread_mutex_unlock(&g->lock);
 
 		struct found f = {0};
+		char *answer = NULL;
+		unsigned status = 0;
 		int rc = -EIO;
 		if (atomic_load(&g->stopping)) {
 			rc = -EIO;
@@ -190,8 +293,10 @@ static void *lookup_main(void *arg)
 			if (!c)
 				c = connect_pg(g);
 			if (c) {
-				rc = kind >= GW_K_CART ? query_cart(c, id, kind, &f)
-						       : query(c, id, kind, &f);
+				rc = kind == GW_K_QUEUE
+					     ? query_queue(c, g, sku, buyer, &answer, &status)
+				     : kind >= GW_K_CART ? query_cart(c, id, kind, &f)
+							 : query(c, id, kind, &f);
 				if (rc == -EIO && PQstatus(c) != CONNECTION_OK) {
 					PQfinish(c);
 					c = NULL;
@@ -205,6 +310,8 @@ static void *lookup_main(void *arg)
 		pthread_mutex_lock(&g->lock);
 		struct gw_entry *e = r->entry;
 		r->lookup_rc = rc;
+		r->answer = answer;
+		r->answer_status = status;
 		if (e) {
 			if (rc != -EIO)
 				e->looked_up = true;
@@ -226,6 +333,9 @@ static void *lookup_main(void *arg)
 	pthread_mutex_unlock(&g->lock);
 	if (c)
 		PQfinish(c);
+	for (int i = 0; i < GW_ROOMS_CACHED; i++)
+		if (rooms[i].read_ms && rooms[i].rc == 0)
+			fs_room_read_free(&rooms[i].rr);
 	return NULL;
 }
 

@@ -3,6 +3,7 @@
 #include "gateway/gateway.h"
 
 #include "io/entropy.h"
+#include "io/keyring.h"
 #include "io/log.h"
 
 #include <errno.h>
@@ -137,6 +138,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	char err[512];
+	if (g.cfg.admission_keys[0]) {
+		if (fs_keyring_load(g.cfg.admission_keys, &g.keys, err, sizeof err) < 0) {
+			fs_error("%s", err);
+			return 2;
+		}
+		g.has_keys = true;
+		fs_info("admission.keys: %" PRIu32 " key(s): tokens checked at the edge", g.keys.n);
+	}
 	int rc = gw_kafka_start(&g, err, sizeof err);
 	if (rc == -EINVAL) {
 		fprintf(stderr, "flashsale-gateway: %s\n", err);
@@ -180,5 +189,6 @@ int main(int argc, char **argv)
 		(long long)g.stats.results, (long long)g.stats.stock_records,
 		(long long)g.stats.lookups, (long long)g.stats.overloaded);
 	gw_cache_free(&g.cache);
+	fs_keyring_wipe(&g.keys);
 	return rc == 0 ? 0 : 1;
 }

@@ -213,8 +213,10 @@ static void on_stock(struct gw *g, const rd_kafka_message_t *m)
 		gw_wakes_init(&w);
 		pthread_mutex_lock(&g->lock);
 		struct gw_stock *s = gw_stock_put(&g->cache, sku);
-		if (s && gw_stock_update(s, text, status, part, off))
+		if (s && gw_stock_update(s, text, status, part, off)) {
+			s->room = json_object_get(o, "room") != NULL;
 			gw_wake_list(&w, &s->waiters);
+		}
 		pthread_mutex_unlock(&g->lock);
 		gw_wakes_run(&w);
 		free(text);

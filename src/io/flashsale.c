@@ -4,6 +4,7 @@
 #include "core/buf.h"
 #include "io/kafka.h"
 #include "io/keyring.h"
+#include "io/roomread.h"
 #include "core/record.h"
 #include "core/room.h"
 
@@ -784,85 +785,36 @@ int flashsale_queue_get(flashsale_t *fs, const char *sku, const char *buyer_id,
 	PGconn *c = flashsale_pg(fs);
 	if (!c)
 		return -EIO;
-	const char *p[] = {sku, fs->cfg.group, fs->cfg.topic_intents};
-	int rc;
-	PGresult *r = query_row(fs, c,
-				"SELECT k.admit_rate, k.token_ms, coalesce(k.draw, ''), "
-				"coalesce(k.draw_seed, ''), k.opens_at_ms, k.part, "
-				"coalesce(p.clock_ms, 0) FROM skus k LEFT JOIN partitions p ON "
-				"p.grp = $2 AND p.topic = $3 AND p.part = k.part WHERE k.sku = $1",
-				3, p, &rc);
-	if (!r)
-		return rc;
-	struct fs_admission adm = {.rate_per_s = strtoll(PQgetvalue(r, 0, 0), NULL, 10),
-				   .token_ms = strtoll(PQgetvalue(r, 0, 1), NULL, 10)};
-	adm.draw = strcmp(PQgetvalue(r, 0, 2), "fifo") == 0 ? FS_DRAW_FIFO : FS_DRAW_RANDOM;
-	snprintf(adm.seed, sizeof adm.seed, "%s", PQgetvalue(r, 0, 3));
-	int64_t opens_at = strtoll(PQgetvalue(r, 0, 4), NULL, 10);
-	out->partition = (int32_t)strtol(PQgetvalue(r, 0, 5), NULL, 10);
-	out->clock_ms = strtoll(PQgetvalue(r, 0, 6), NULL, 10);
-	PQclear(r);
-	struct fs_room room;
-	if (adm.rate_per_s < 1 || fs_room_init(&room, &adm, opens_at) < 0)
-		return -ENOENT;
-	const char *q[] = {sku};
-	r = PQexecParams(c,
-			 "SELECT buyer_id, off, joined_ms, early, coalesce(admitted_ms, -1), "
-			 "coalesce(decided_ms, -1), coalesce(decided_off, -1) FROM room_joins "
-			 "WHERE sku = $1 ORDER BY off",
-			 1, NULL, q, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		rc = fail(fs, -EIO, "postgres: %s", PQerrorMessage(c));
-		PQclear(r);
-		fs_room_free(&room);
-		return rc;
-	}
-	rc = 0;
-	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
-		struct fs_room_entry e = {0};
-		snprintf(e.buyer_id, sizeof e.buyer_id, "%s", PQgetvalue(r, i, 0));
-		e.offset = strtoll(PQgetvalue(r, i, 1), NULL, 10);
-		e.joined_ms = strtoll(PQgetvalue(r, i, 2), NULL, 10);
-		e.early = PQgetvalue(r, i, 3)[0] == 't';
-		e.admitted_ms = strtoll(PQgetvalue(r, i, 4), NULL, 10);
-		e.decided_ms = strtoll(PQgetvalue(r, i, 5), NULL, 10);
-		e.decided_off = strtoll(PQgetvalue(r, i, 6), NULL, 10);
-		rc = fs_room_load(&room, &e);
-	}
-	PQclear(r);
-	if (rc == 0)
-		rc = fs_room_load_done(&room, out->clock_ms);
-	struct fs_room_place pl;
-	if (rc == 0)
-		fs_room_place(&room, buyer_id, &pl);
-	fs_room_free(&room);
+	struct fs_room_read rr;
+	char err[256];
+	int rc = fs_room_read(c, fs->cfg.group, fs->cfg.topic_intents, sku, &rr, err, sizeof err);
+	if (rc == -EIO)
+		return fail(fs, -EIO, "%s", err);
 	if (rc < 0)
-		return fail(fs, -EIO, "%s", "the room's rows are not a log's (a damaged table?)");
+		return rc;
+	out->partition = rr.partition;
+	out->clock_ms = rr.clock_ms;
+	struct fs_room_place pl;
+	int64_t i = fs_room_find(&rr.room, buyer_id);
+	fs_room_place(&rr.room, buyer_id, &pl);
+	int64_t decided_ms = i >= 0 ? rr.room.v[i].decided_ms : -1;
+	fs_room_read_free(&rr);
 	if (!pl.joined)
 		return -ENOENT;
 	out->drawn = pl.drawn;
+	out->position = pl.position;
 	if (!pl.admitted) {
 		snprintf(out->status, sizeof out->status, "waiting");
-		out->position = pl.position;
 		out->ahead = pl.ahead;
 		out->estimated_wait_ms =
 			pl.drawn && pl.eta_ms > out->clock_ms ? pl.eta_ms - out->clock_ms : 0;
 		return 0;
 	}
 	snprintf(out->status, sizeof out->status, "admitted");
-	out->position = pl.position;
 	out->not_before = pl.admitted_ms;
-	/* the token's end: the admission's clock plus the token's life (room.c) */
-	const char *qq[] = {sku, buyer_id};
-	r = query_row(fs, c, "SELECT decided_ms FROM room_joins WHERE sku = $1 AND buyer_id = $2",
-		      2, qq, &rc);
-	if (!r)
-		return rc;
-	out->expires_at = strtoll(PQgetvalue(r, 0, 0), NULL, 10) + adm.token_ms;
-	PQclear(r);
+	out->expires_at = decided_ms + rr.token_ms; /* the token's end (room.c) */
 	if (fs->cfg.admission_keys[0]) {
 		struct fs_keyring kr;
-		char err[512];
 		if (fs_keyring_load(fs->cfg.admission_keys, &kr, err, sizeof err) < 0)
 			return fail(fs, -EIO, "%s", err);
 		char tok[FS_TOKEN_TEXT_MAX + 1];

@@ -157,6 +157,33 @@ wait_until 30 "s-1's token to end on the wall clock" "[ \$(now_ms) -gt $((exp1 +
 assert_eq "rejected token_expired" "$(outcome_of "$(fs buy SHORT --buyer s-1 --token "$ts1")")" "a buy after its token's end"
 say "ok: every token refusal"
 
+# ---- through the gateway: join, the queue, the token at the edge --------------------------------
+start_gateway gw
+wait_until 30 "the gateway ready" "[ \$(req GET /readyz) = 200 ]"
+grep -q "admission.keys: 2 key(s): tokens checked at the edge" "$IT_DIR/gw.log" || fail "gw: the key ring not loaded"
+J="Content-Type: application/json"
+assert_eq 400 "$(req POST /v1/skus/ROOM/queue -H "$J" -d '{"buyer":"x"}')" "a join without buyer_id"
+assert_eq 404 "$(req GET "/v1/skus/ROOM/queue/nobody")" "the queue of a buyer who never joined"
+assert_eq not_joined "$(body_field error)" "its error"
+assert_eq 404 "$(req GET "/v1/skus/SLOWX/queue/nobody")" "the queue of a SKU without a room"
+assert_eq 400 "$(req GET "/v1/skus/ROOM/queue/a%20b")" "a buyer id with a space"
+assert_eq 202 "$(req POST /v1/skus/ROOM/queue -H "$J" -d '{"buyer_id":"gw/1"}')" "a join through the gateway"
+loc=$(header_value Location)
+assert_eq "/v1/skus/ROOM/queue/gw%2F1" "$loc" "the join's Location"
+wait_until 30 "gw/1 admitted, read through the gateway" "[ \$(req GET '$loc') = 200 ] && [ \"\$(body_field status)\" = admitted ]"
+tgw=$(body_field token)
+case "$tgw" in v1.k-new.*) ;; *) fail "the gateway's queue answer has no token: $(cat "$IT_DIR/body")" ;; esac
+# The edge: no token, another buyer's, a forged one: 403 without publishing; the buyer's own: 202.
+assert_eq 403 "$(req POST /v1/skus/ROOM/buys -H "$J" -d '{"buyer_id":"gw/1","qty":1}')" "a buy without a token at the edge"
+assert_eq no_token "$(body_field error)" "its reason"
+assert_eq 403 "$(req POST /v1/skus/ROOM/buys -H "$J" -d "{\"buyer_id\":\"wr-30\",\"qty\":1,\"token\":\"$tgw\"}")" "another buyer's token at the edge"
+assert_eq token_other_buyer "$(body_field error)" "its reason"
+code=$(req POST "/v1/skus/ROOM/buys?wait=20" -H "$J" -d "{\"buyer_id\":\"gw/1\",\"qty\":1,\"token\":\"$tgw\"}")
+case "$code" in 200 | 202) ;; *) fail "a buy with its token through the gateway: $code $(cat "$IT_DIR/body")" ;; esac
+wait_until 30 "gw/1's buy decided" "[ \"\$(sql \"SELECT outcome FROM decisions WHERE buyer_id = 'gw/1'\")\" = held ]"
+assert_eq 0 "$(sql "SELECT count(*) FROM decisions WHERE buyer_id = 'wr-30'")" "the edge's refusals published nothing"
+say "ok: the gateway's queue and edge"
+
 # ---- 5. a restart: the room loads from its rows ----------------------------------------------------
 # SLOW admits one buyer a second: the worker is killed after the first admission; the next one
 # loads the room (queue, slots) from its rows and admits the rest at the slots the schedule

@@ -66,6 +66,13 @@ static void test_routes(void)
 		{"DELETE", "/assets/sale.js", GW_BAD_METHOD, "sale.js", "GET, HEAD"},
 		{"GET", "/assets/", GW_NOT_FOUND, "", NULL},
 		{"GET", "/assets/../sale.js", GW_NOT_FOUND, "", NULL},
+		{"POST", "/v1/skus/HOT/queue", GW_QUEUE_POST, "HOT", NULL},
+		{"GET", "/v1/skus/HOT/queue", GW_BAD_METHOD, "HOT", "POST"},
+		{"GET", "/v1/skus/HOT/queue/b1", GW_QUEUE, "HOT", NULL},
+		{"HEAD", "/v1/skus/HOT/queue/b/1", GW_QUEUE, "HOT", NULL},
+		{"POST", "/v1/skus/HOT/queue/b1", GW_BAD_METHOD, "HOT", "GET, HEAD"},
+		{"GET", "/v1/skus/HOT/queue/", GW_NOT_FOUND, "HOT", NULL},
+		{"GET", "/v1/skus/HOT/queuex", GW_NOT_FOUND, "HOT", NULL},
 	};
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
 		CHECK_CTX("%s %s", rows[i].method, rows[i].url);
@@ -87,6 +94,17 @@ static void test_routes(void)
 	CHECK(p.too_long);
 	CHECK(strlen(p.param) < sizeof p.param);
 	CHECK(gw_route_has_body(GW_BUY) && !gw_route_has_body(GW_INTENT));
+	/* The queue's buyer: everything after "queue/", slashes included; cut and flagged when
+	 * longer than any buyer id. */
+	CHECK_CTX("queue buyer");
+	CHECK_INT(gw_route("GET", "/v1/skus/HOT/queue/b/1", &p, &allow), GW_QUEUE);
+	CHECK_STR(p.param2, "b/1");
+	CHECK(!p.too_long);
+	snprintf(url, sizeof url, "/v1/skus/HOT/queue/%0200d", 7);
+	CHECK_INT(gw_route("GET", url, &p, &allow), GW_QUEUE);
+	CHECK(p.too_long && strlen(p.param2) < sizeof p.param2);
+	CHECK(gw_route_has_body(GW_QUEUE_POST) && !gw_route_has_body(GW_QUEUE));
+	CHECK_STR(gw_route_label_name(gw_route_label(GW_QUEUE)), "queue");
 }
 
 /* The sale page's files are compiled in, each with its type; nothing else is found. */
@@ -285,7 +303,30 @@ static void test_records(void)
 	CHECK_INT(rec.qty, 10);
 	CHECK_INT(rec.per_buyer_limit, 2);
 	CHECK_INT(rec.hold_ms, 30000);
+	fs_buf_clear(&out);
+	CHECK_CTX("join record");
+	CHECK_INT(gw_record_join(&out, "HOT", "b\"q"), 0);
+	CHECK_INT(fs_record_parse(&lim, "HOT", 3, out.data, out.len, 0, 3, 0, &rec), 0);
+	CHECK_INT(rec.kind, FS_KIND_JOIN);
+	CHECK_STR(rec.buyer_id, "b\"q");
 	fs_buf_free(&out);
+	CHECK_CTX("join bodies");
+	char buyer[FS_BUYER_LEN_MAX + 1];
+	const char *why = NULL;
+	CHECK_INT(gw_parse_join("{\"buyer_id\":\"b1\"}", 17, buyer, &why), 0);
+	CHECK_STR(buyer, "b1");
+	static const struct {
+		const char *body, *why;
+	} bad[] = {{"{}", "missing_buyer_id"},
+		   {"{\"buyer_id\":7}", "bad_buyer_id"},
+		   {"{\"buyer_id\":\"a b\"}", "bad_buyer_id"},
+		   {"[1]", "not_object"},
+		   {"{", "bad_json"}};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		CHECK_CTX("join body %s", bad[i].body);
+		CHECK_INT(gw_parse_join(bad[i].body, strlen(bad[i].body), buyer, &why), -EINVAL);
+		CHECK_STR(why, bad[i].why);
+	}
 	CHECK_CTX("fingerprint");
 	CHECK(gw_fingerprint("buy", "HOT", "b1", 1) == gw_fingerprint("buy", "HOT", "b1", 1));
 	CHECK(gw_fingerprint("buy", "HOT", "b1", 1) != gw_fingerprint("buy", "HOT", "b1", 2));
