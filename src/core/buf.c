@@ -249,7 +249,7 @@ void fs_copy_text(struct fs_buf *b, const char *s)
 	fs_buf_add(b, s, n);
 }
 
-static int hexval(char c)
+int fs_hexval(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -273,7 +273,7 @@ bool fs_copy_uuid(struct fs_buf *b, const char *canon)
 				return false;
 			continue;
 		}
-		int hi = hexval(canon[i]), lo = hi < 0 ? -1 : hexval(canon[i + 1]);
+		int hi = fs_hexval(canon[i]), lo = hi < 0 ? -1 : fs_hexval(canon[i + 1]);
 		if (lo < 0)
 			return false;
 		u[n++] = (unsigned char)(hi << 4 | lo);

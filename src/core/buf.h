@@ -54,6 +54,9 @@ void fs_arr_int(struct fs_buf *b, int64_t v);
 void fs_arr_text(struct fs_buf *b, const char *s); /* NULL writes NULL */
 void fs_arr_end(struct fs_buf *b);
 
+/* A hex digit's value (either case), or -1. */
+int fs_hexval(char c);
+
 /* COPY binary format (the Postgres manual, "COPY", section "Binary Format"): fs_copy_begin,
  * then per row fs_copy_row with its field count and one fs_copy_* per field, in the column
  * order of the COPY and with each column's exact type (int2, int4, int8, bool, text, uuid:

@@ -6,6 +6,19 @@
 
 /* Every string written here is validated (SKU charset, canonical UUID) or a static name, so
  * no JSON escaping is needed; buyer ids, which may hold quotes, are never echoed. */
+/* ,"outcome":...[,"reason":...] (static names: nothing to escape) */
+static void outcome_members(struct fs_buf *out, const struct fs_decision *d)
+{
+	fs_buf_str(out, ",\"outcome\":\"");
+	fs_buf_str(out, fs_outcome_name(d->outcome));
+	fs_buf_str(out, "\"");
+	if (d->reason) {
+		fs_buf_str(out, ",\"reason\":\"");
+		fs_buf_str(out, d->reason);
+		fs_buf_str(out, "\"");
+	}
+}
+
 void fs_result_of(struct fs_buf *out, const struct fs_item *it)
 {
 	/* One per record, floods included: appends only, no printf. */
@@ -27,14 +40,7 @@ void fs_result_of(struct fs_buf *out, const struct fs_item *it)
 		fs_buf_str(out, r->sku);
 		fs_buf_str(out, "\"");
 	}
-	fs_buf_str(out, ",\"outcome\":\"");
-	fs_buf_str(out, fs_outcome_name(d->outcome));
-	fs_buf_str(out, "\"");
-	if (d->reason) {
-		fs_buf_str(out, ",\"reason\":\"");
-		fs_buf_str(out, d->reason);
-		fs_buf_str(out, "\"");
-	}
+	outcome_members(out, d);
 	if (r->kind == FS_KIND_INVALID && fs_record_off_route(r)) {
 		/* wrong_partition: where the rule puts it, so the producer's owner sees the fix */
 		fs_buf_str(out, ",\"expected_partition\":");
@@ -129,14 +135,7 @@ void fs_result_join(struct fs_buf *out, const struct fs_item *it, const char *to
 	room_members(out, fs_sku_valid(r->sku) ? r->sku : "", r->buyer_id,
 		     d->outcome == FS_OUT_ADMITTED ? token : NULL, d->admitted_ms,
 		     d->expires_at_ms);
-	fs_buf_str(out, ",\"outcome\":\"");
-	fs_buf_str(out, fs_outcome_name(d->outcome));
-	fs_buf_str(out, "\"");
-	if (d->reason) {
-		fs_buf_str(out, ",\"reason\":\"");
-		fs_buf_str(out, d->reason);
-		fs_buf_str(out, "\"");
-	}
+	outcome_members(out, d);
 	if (d->outcome == FS_OUT_WAITING && d->position > 0) {
 		fs_buf_json_int(out, "position", d->position);
 		fs_buf_json_int(out, "ahead", d->ahead);

@@ -1,6 +1,8 @@
 /* token.c: admission tokens and the key ring (see token.h). */
 #include "core/token.h"
 
+#include "core/buf.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,17 +30,6 @@ static bool key_id_ok(const char *s, size_t n)
 			return false;
 	}
 	return true;
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 static int find_key(const struct fs_keyring *kr, const char *id, size_t n)
@@ -107,7 +98,7 @@ int fs_keyring_parse(const char *text, struct fs_keyring *kr, char *err, size_t 
 		memcpy(k->id, a, na);
 		k->id[na] = '\0';
 		for (size_t i = 0; i < nb; i += 2) {
-			int hi = hexval(b[i]), lo = hexval(b[i + 1]);
+			int hi = fs_hexval(b[i]), lo = fs_hexval(b[i + 1]);
 			if (hi < 0 || lo < 0) {
 				fs_keyring_wipe(kr);
 				return ring_err(err, err_len, line, "the secret is not hex");

@@ -547,6 +547,8 @@ static enum MHD_Result post_followup(struct gw *g, struct gw_req *r)
 	return rc;
 }
 
+static enum MHD_Result publish_keyed(struct gw *g, struct gw_req *r, struct fs_buf *rec, int made);
+
 static enum MHD_Result post_admin(struct gw *g, struct gw_req *r)
 {
 	if (!g->cfg.admin_token[0])
@@ -564,10 +566,15 @@ static enum MHD_Result post_admin(struct gw *g, struct gw_req *r)
 		return send_unavailable(r, "log_unavailable",
 					"no Kafka broker answers: nothing was published");
 	struct fs_buf rec = {0};
-	int rc = gw_record_sale(&rec, r->route, r->sku, &s);
-	if (rc == 0)
-		rc = gw_publish(g, r, r->sku, &rec);
-	fs_buf_free(&rec);
+	return publish_keyed(g, r, &rec, gw_record_sale(&rec, r->route, r->sku, &s));
+}
+
+/* Publishes rec (made with result made) under the SKU; frees it. r waits for the delivery
+ * report (published()). */
+static enum MHD_Result publish_keyed(struct gw *g, struct gw_req *r, struct fs_buf *rec, int made)
+{
+	int rc = made == 0 ? gw_publish(g, r, r->sku, rec) : made;
+	fs_buf_free(rec);
 	if (rc < 0)
 		return send_unavailable(r, "log_unavailable", "the record could not be queued");
 	return MHD_YES;
@@ -584,13 +591,7 @@ static enum MHD_Result post_queue(struct gw *g, struct gw_req *r)
 		return send_unavailable(r, "log_unavailable",
 					"no Kafka broker answers: nothing was published");
 	struct fs_buf rec = {0};
-	int rc = gw_record_join(&rec, r->sku, r->buyer);
-	if (rc == 0)
-		rc = gw_publish(g, r, r->sku, &rec);
-	fs_buf_free(&rec);
-	if (rc < 0)
-		return send_unavailable(r, "log_unavailable", "the record could not be queued");
-	return MHD_YES;
+	return publish_keyed(g, r, &rec, gw_record_join(&rec, r->sku, r->buyer));
 }
 
 /* GET /v1/skus/{sku}/queue/{buyer}: the lookup thread reads the room (lookup.c). */

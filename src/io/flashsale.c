@@ -206,6 +206,19 @@ static void new_intent_id(char out[37])
 	fs_uuid_v7((int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000, r1, r2, out);
 }
 
+/* Publishes the JSON object o (taken: NULL is out of memory) keyed by key. */
+static int publish_object(flashsale_t *fs, const char *key, json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!s)
+		return fail(fs, -ENOMEM, "%s", "out of memory");
+	fs_buf_clear(&fs->buf);
+	fs_buf_str(&fs->buf, s);
+	free(s);
+	return publish_json(fs, key);
+}
+
 int flashsale_buy(flashsale_t *fs, const char *sku, const char *buyer_id, int64_t qty,
 		  const char *intent_id, char out_id[37])
 {
@@ -237,14 +250,7 @@ int flashsale_buy_token(flashsale_t *fs, const char *sku, const char *buyer_id, 
 		json_decref(o);
 		o = NULL;
 	}
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	if (!s)
-		return fail(fs, -ENOMEM, "%s", "out of memory");
-	fs_buf_clear(&fs->buf);
-	fs_buf_str(&fs->buf, s);
-	free(s);
-	int rc = publish_json(fs, sku);
+	int rc = publish_object(fs, sku, o);
 	if (rc == 0 && out_id)
 		memcpy(out_id, id, sizeof id);
 	return rc;
@@ -302,16 +308,9 @@ int flashsale_join(flashsale_t *fs, const char *sku, const char *buyer_id)
 	if (!fs_buyer_valid(buyer_id))
 		return fail(fs, -EINVAL, "invalid buyer id '%s' (1-64 printable, no spaces)",
 			    buyer_id);
-	json_t *o = json_pack("{s:i, s:s, s:s, s:s}", "v", 1, "type", "join", "sku", sku,
-			      "buyer_id", buyer_id);
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	if (!s)
-		return fail(fs, -ENOMEM, "%s", "out of memory");
-	fs_buf_clear(&fs->buf);
-	fs_buf_str(&fs->buf, s);
-	free(s);
-	return publish_json(fs, sku);
+	return publish_object(fs, sku,
+			      json_pack("{s:i, s:s, s:s, s:s}", "v", 1, "type", "join", "sku", sku,
+					"buyer_id", buyer_id));
 }
 
 int flashsale_sale_restock(flashsale_t *fs, const char *sku, int64_t add)

@@ -45,11 +45,9 @@ static int read_in_tx(PGconn *c, const char *group, const char *topic, const cha
 		return -EIO;
 	}
 	const char *q[] = {sku};
-	r = PQexecParams(c,
-			 "SELECT buyer_id, off, joined_ms, early, coalesce(admitted_ms, -1), "
-			 "coalesce(decided_ms, -1), coalesce(decided_off, -1) FROM room_joins "
-			 "WHERE sku = $1 ORDER BY off",
-			 1, NULL, q, NULL, NULL, 0);
+	r = PQexecParams(
+		c, "SELECT " FS_ROOM_ENTRY_COLUMNS " FROM room_joins WHERE sku = $1 ORDER BY off",
+		1, NULL, q, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		snprintf(err, err_len, "postgres: %s", PQerrorMessage(c));
 		PQclear(r);
@@ -58,14 +56,8 @@ static int read_in_tx(PGconn *c, const char *group, const char *topic, const cha
 	}
 	int rc = 0;
 	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
-		struct fs_room_entry e = {0};
-		snprintf(e.buyer_id, sizeof e.buyer_id, "%s", PQgetvalue(r, i, 0));
-		e.offset = num(r, i, 1);
-		e.joined_ms = num(r, i, 2);
-		e.early = PQgetvalue(r, i, 3)[0] == 't';
-		e.admitted_ms = num(r, i, 4);
-		e.decided_ms = num(r, i, 5);
-		e.decided_off = num(r, i, 6);
+		struct fs_room_entry e;
+		fs_room_entry_of_row(r, i, 0, &e);
 		rc = fs_room_load(&out->room, &e);
 	}
 	PQclear(r);
@@ -98,6 +90,18 @@ int fs_room_read(PGconn *c, const char *group, const char *topic, const char *sk
 	int rc = read_in_tx(c, group, topic, sku, out, err, err_len);
 	PQclear(PQexec(c, "COMMIT"));
 	return rc;
+}
+
+void fs_room_entry_of_row(const PGresult *r, int row, int col, struct fs_room_entry *e)
+{
+	memset(e, 0, sizeof *e);
+	snprintf(e->buyer_id, sizeof e->buyer_id, "%s", PQgetvalue(r, row, col));
+	e->offset = num(r, row, col + 1);
+	e->joined_ms = num(r, row, col + 2);
+	e->early = PQgetvalue(r, row, col + 3)[0] == 't';
+	e->admitted_ms = num(r, row, col + 4);
+	e->decided_ms = num(r, row, col + 5);
+	e->decided_off = num(r, row, col + 6);
 }
 
 void fs_room_read_free(struct fs_room_read *r)

@@ -26,4 +26,11 @@ int fs_room_read(PGconn *c, const char *group, const char *topic, const char *sk
 		 struct fs_room_read *out, char *err, size_t err_len);
 void fs_room_read_free(struct fs_room_read *r);
 
+/* The columns every reader of room_joins selects, in this order (FS_ROOM_ENTRY_COLUMNS), and
+ * an entry from them: row `row` of r, starting at column col. */
+#define FS_ROOM_ENTRY_COLUMNS                                                                      \
+	"buyer_id, off, joined_ms, early, coalesce(admitted_ms, -1), coalesce(decided_ms, -1), "   \
+	"coalesce(decided_off, -1)"
+void fs_room_entry_of_row(const PGresult *r, int row, int col, struct fs_room_entry *e);
+
 #endif

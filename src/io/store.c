@@ -1,6 +1,8 @@
 /* store.c: Postgres side of the worker (see store.h). */
 #include "io/store.h"
 
+#include "io/roomread.h"
+
 #include "core/buf.h"
 #include "core/cart.h"
 #include "core/commit.h"
@@ -296,14 +298,8 @@ static int load_rooms(struct fs_store *s, const char *part, struct fs_core *core
 	int rc = 0;
 	for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
 		const struct fs_sku *k = fs_core_sku(core, PQgetvalue(r, i, 0));
-		struct fs_room_entry e = {0};
-		snprintf(e.buyer_id, sizeof e.buyer_id, "%s", PQgetvalue(r, i, 1));
-		e.offset = get_i64(r, i, 2);
-		e.joined_ms = get_i64(r, i, 3);
-		e.early = PQgetvalue(r, i, 4)[0] == 't';
-		e.admitted_ms = get_i64(r, i, 5);
-		e.decided_ms = get_i64(r, i, 6);
-		e.decided_off = get_i64(r, i, 7);
+		struct fs_room_entry e;
+		fs_room_entry_of_row(r, i, 1, &e);
 		rc = k && k->room ? fs_room_load(k->room, &e) : -EINVAL;
 	}
 	PQclear(r);
