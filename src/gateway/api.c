@@ -455,6 +455,15 @@ int gw_record_join(struct fs_buf *out, const char *sku, const char *buyer_id)
 					  sku, "buyer_id", buyer_id));
 }
 
+void gw_queue_id(const char *sku, const char *buyer_id, char out[FS_UUID_LEN + 1])
+{
+	char key[FS_SKU_LEN_MAX + FS_BUYER_LEN_MAX + 2];
+	int n = snprintf(key, sizeof key, "%s/%s", sku, buyer_id);
+	size_t len = n > 0 && (size_t)n < sizeof key ? (size_t)n : strlen(key);
+	snprintf(out, FS_UUID_LEN + 1, "q%016" PRIx64 "%016" PRIx64,
+		 fs_hash_bytes(key, len, 0x71756575), fs_hash_bytes(key, len, 0x61646d69));
+}
+
 int gw_record_followup(struct fs_buf *out, const char *type, const char *id, const char *sku)
 {
 	return append_json(out, json_pack("{s:i, s:s, s:s, s:s}", "v", 1, "type", type, "intent_id",

@@ -116,6 +116,10 @@ int gw_parse_cart(const char *body, size_t len, const char *id, struct fs_buf *r
 int gw_parse_join(const char *body, size_t len, char buyer_id[FS_BUYER_LEN_MAX + 1],
 		  const char **why);
 int gw_record_join(struct fs_buf *out, const char *sku, const char *buyer_id);
+/* The cache's key of a buyer's admission in a SKU's room (kind GW_K_QUEUE): "q" and 128 bits
+ * of two keyed hashes of "SKU/BUYER" (SipHash under the process's key: nobody outside can make
+ * two buyers share one). */
+void gw_queue_id(const char *sku, const char *buyer_id, char out[FS_UUID_LEN + 1]);
 /* The record of a cart's confirm or cancel. */
 int gw_record_cart_followup(struct fs_buf *out, const char *type, const char *id);
 int gw_parse_sale(enum gw_route r, const char *body, size_t len, struct gw_sale *out,

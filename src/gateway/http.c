@@ -594,9 +594,36 @@ static enum MHD_Result post_queue(struct gw *g, struct gw_req *r)
 	return publish_keyed(g, r, &rec, gw_record_join(&rec, r->sku, r->buyer));
 }
 
-/* GET /v1/skus/{sku}/queue/{buyer}: the lookup thread reads the room (lookup.c). */
+/* An admission the results topic brought (the worker's `admission` result, or a join admitted
+ * at once): the queue's admitted answer, with the worker's token. */
+static enum MHD_Result send_admission(struct gw_req *r, const struct gw_entry *e)
+{
+	json_error_t err;
+	json_t *o = json_loads(e->decision, 0, &err);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return send_error(r, 500, "internal", "stored result unreadable", NULL, NULL);
+	}
+	const char *drop[] = {"v", "type", "outcome", "duplicate", "partition", "offset"};
+	for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+		json_object_del(o, drop[i]);
+	json_object_set_new(o, "status", json_string("admitted"));
+	return send_json(r, MHD_HTTP_OK, o, NULL, NULL, NULL, NULL);
+}
+
+/* GET /v1/skus/{sku}/queue/{buyer}[?wait=S]: an admission in memory, else the lookup thread
+ * reads the room (lookup.c); a waiting buyer's long-poll then waits for the admission's result
+ * (the timer ends it with the place the lookup read). */
 static enum MHD_Result get_queue(struct gw *g, struct gw_req *r)
 {
+	char qid[FS_UUID_LEN + 1];
+	gw_queue_id(r->sku, r->buyer, qid);
+	struct gw_entry *e = r->entry ? r->entry : gw_cache_get(&g->cache, qid, GW_K_QUEUE);
+	if (e && e->state == GW_S_DECIDED) {
+		gw_waiter_remove(&r->w);
+		gw_waiter_remove(&r->tw);
+		return send_admission(r, e);
+	}
 	if (r->phase == GW_PH_NEW) {
 		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
 			return send_unavailable(r, "busy", "too many lookups waiting");
@@ -605,6 +632,22 @@ static enum MHD_Result get_queue(struct gw *g, struct gw_req *r)
 	}
 	if (!r->answer)
 		return send_unavailable(r, "store_unavailable", "Postgres did not answer");
+	bool waiting = r->answer_status == MHD_HTTP_OK &&
+		       strstr(r->answer, "\"status\":\"waiting\"") != NULL;
+	if (r->phase == GW_PH_LOOKUP && waiting && r->wait_ms > 0 && !atomic_load(&g->stopping)) {
+		e = gw_cache_put(&g->cache, qid, GW_K_QUEUE);
+		if (e) {
+			pin(r, e);
+			r->deadline_ms = gw_now_ms() + r->wait_ms;
+			gw_waiter_add(&e->waiters, &r->w, r);
+			gw_waiter_add(&g->polls, &r->tw, r);
+			r->phase = GW_PH_WAITING;
+			gw_park(r);
+			return MHD_YES;
+		}
+	}
+	gw_waiter_remove(&r->w);
+	gw_waiter_remove(&r->tw);
 	return send_text(r, r->answer_status, "application/json", r->answer, NULL, NULL, NULL,
 			 NULL);
 }
@@ -785,6 +828,13 @@ static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 	}
 	if (!param_ok(r)) {
 		*rc = bad_param(r);
+		return false;
+	}
+	if (r->route == GW_QUEUE &&
+	    gw_wait_ms(MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait"),
+		       header(r, "Prefer"), g->cfg.http_wait_max_ms, &r->wait_ms) < 0) {
+		*rc = send_error(r, MHD_HTTP_BAD_REQUEST, "bad_wait",
+				 "wait is a number of seconds >= 0", NULL, NULL);
 		return false;
 	}
 	if (r->route == GW_INTENT || r->route == GW_CONFIRM_GET || r->route == GW_CANCEL_GET ||

@@ -121,6 +121,31 @@ static const char *str_member(json_t *o, const char *name)
 }
 
 /* A result: the decision of its (intent, type), and an event of the buy's stream. */
+/* An admission (issue 33): kept under the buyer's queue id, so that a GET .../queue/{buyer}
+ * waiting for it (?wait=) is answered with it, token included, and a later one without asking
+ * Postgres. */
+static void on_admission(struct gw *g, json_t *o, const rd_kafka_message_t *m, const char *sku,
+			 int32_t part, int64_t off)
+{
+	const char *buyer = str_member(o, "buyer_id");
+	if (!fs_sku_valid(sku) || !fs_buyer_valid(buyer))
+		return;
+	char qid[FS_UUID_LEN + 1];
+	gw_queue_id(sku, buyer, qid);
+	char *text = strndup(m->payload, m->len);
+	if (!text)
+		return;
+	struct gw_wakes w;
+	gw_wakes_init(&w);
+	pthread_mutex_lock(&g->lock);
+	struct gw_entry *e = gw_cache_put(&g->cache, qid, GW_K_QUEUE);
+	if (e && gw_entry_decide(e, text, sku, part, off, false))
+		gw_wake_list(&w, &e->waiters);
+	pthread_mutex_unlock(&g->lock);
+	gw_wakes_run(&w);
+	free(text);
+}
+
 static void on_result(struct gw *g, const rd_kafka_message_t *m)
 {
 	json_t *o = object_of(m->payload, m->len);
@@ -131,6 +156,12 @@ static void on_result(struct gw *g, const rd_kafka_message_t *m)
 	const char *sku = str_member(o, "sku");
 	int32_t part = (int32_t)json_integer_value(json_object_get(o, "partition"));
 	int64_t off = json_integer_value(json_object_get(o, "offset"));
+	if (strcmp(type, "admission") == 0 ||
+	    (strcmp(type, "join") == 0 && strcmp(outcome, "admitted") == 0)) {
+		on_admission(g, o, m, sku, part, off);
+		json_decref(o);
+		return;
+	}
 	if (!fs_uuid_canon(str_member(o, "intent_id"), id)) {
 		json_decref(o); /* a sale record's result, or a reject without an id */
 		return;

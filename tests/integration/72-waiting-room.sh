@@ -182,6 +182,28 @@ code=$(req POST "/v1/skus/ROOM/buys?wait=20" -H "$J" -d "{\"buyer_id\":\"gw/1\",
 case "$code" in 200 | 202) ;; *) fail "a buy with its token through the gateway: $code $(cat "$IT_DIR/body")" ;; esac
 wait_until 30 "gw/1's buy decided" "[ \"\$(sql \"SELECT outcome FROM decisions WHERE buyer_id = 'gw/1'\")\" = held ]"
 assert_eq 0 "$(sql "SELECT count(*) FROM decisions WHERE buyer_id = 'wr-30'")" "the edge's refusals published nothing"
+# The long-poll: GWSLOW admits one buyer a second; the third joiner asks with ?wait=20 while
+# it waits, and is answered when its admission's result comes, with the worker's token.
+fs sale open GWSLOW --stock 5 --per-buyer 1 --hold 600 --admission-rate 1 --token-seconds 60 --draw fifo --wait 30 >/dev/null || die "GWSLOW"
+wait_until 30 "GWSLOW's stock record at the gateway" "[ \$(req GET /v1/skus/GWSLOW) = 200 ]"
+for b in w1 w2 w3; do
+	assert_eq 202 "$(req POST /v1/skus/GWSLOW/queue -H "$J" -d "{\"buyer_id\":\"$b\"}")" "GWSLOW join $b"
+done
+wait_until 30 "w3's join decided" "[ \"\$(sql \"SELECT count(*) FROM room_joins WHERE sku = 'GWSLOW'\")\" = 3 ]"
+assert_eq 200 "$(req GET /v1/skus/GWSLOW/queue/w3)" "w3's place"
+say "w3 without waiting: $(cat "$IT_DIR/body")"
+if [ "$(body_field status)" = waiting ]; then
+	assert_eq 3 "$(body_field position)" "w3's position (fifo)"
+	t0=$(now_ms)
+	assert_eq 200 "$(req GET '/v1/skus/GWSLOW/queue/w3?wait=20')" "w3's long-poll"
+	waited=$(($(now_ms) - t0))
+	say "w3's long-poll answered after $waited ms: $(cat "$IT_DIR/body")"
+	assert_eq admitted "$(body_field status)" "w3's long-poll, once admitted"
+	case "$(body_field token)" in v1.k-new.*) ;; *) fail "the long-poll's answer has no token" ;; esac
+else
+	fail "w3 was admitted before the test could wait for it (one a second: the machine is too slow?)"
+fi
+assert_eq 400 "$(req GET '/v1/skus/GWSLOW/queue/w3?wait=x')" "a bad wait"
 say "ok: the gateway's queue and edge"
 
 # ---- 5. a restart: the room loads from its rows ----------------------------------------------------
