@@ -203,6 +203,19 @@ static bool overloaded(struct gw *g)
 	return atomic_load(&g->connections) > g->cfg.http_connections_max;
 }
 
+/* r waits (a long-poll) on e's changes until its deadline (the timer's). Under the lock. */
+static enum MHD_Result park_on(struct gw *g, struct gw_req *r, struct gw_entry *e)
+{
+	pin(r, e);
+	if (r->deadline_ms == 0)
+		r->deadline_ms = gw_now_ms() + r->wait_ms;
+	gw_waiter_add(&e->waiters, &r->w, r);
+	gw_waiter_add(&g->polls, &r->tw, r);
+	r->phase = GW_PH_WAITING;
+	gw_park(r);
+	return MHD_YES;
+}
+
 /* Waits (long-poll) or answers: with time left, r waits on e. Under the lock. */
 static enum MHD_Result wait_or_answer(struct gw *g, struct gw_req *r, struct gw_entry *e)
 {
@@ -217,14 +230,7 @@ static enum MHD_Result wait_or_answer(struct gw *g, struct gw_req *r, struct gw_
 			return send_unavailable(r, "busy", "too many intents in memory");
 		e->looked_up = true;
 	}
-	pin(r, e);
-	if (r->deadline_ms == 0)
-		r->deadline_ms = gw_now_ms() + r->wait_ms;
-	gw_waiter_add(&e->waiters, &r->w, r);
-	gw_waiter_add(&g->polls, &r->tw, r);
-	r->phase = GW_PH_WAITING;
-	gw_park(r);
-	return MHD_YES;
+	return park_on(g, r, e);
 }
 
 /* GET /v1/intents/{id}[/confirm|/cancel]: memory, then Postgres, then a wait if asked. */
@@ -636,15 +642,8 @@ static enum MHD_Result get_queue(struct gw *g, struct gw_req *r)
 		       strstr(r->answer, "\"status\":\"waiting\"") != NULL;
 	if (r->phase == GW_PH_LOOKUP && waiting && r->wait_ms > 0 && !atomic_load(&g->stopping)) {
 		e = gw_cache_put(&g->cache, qid, GW_K_QUEUE);
-		if (e) {
-			pin(r, e);
-			r->deadline_ms = gw_now_ms() + r->wait_ms;
-			gw_waiter_add(&e->waiters, &r->w, r);
-			gw_waiter_add(&g->polls, &r->tw, r);
-			r->phase = GW_PH_WAITING;
-			gw_park(r);
-			return MHD_YES;
-		}
+		if (e)
+			return park_on(g, r, e);
 	}
 	gw_waiter_remove(&r->w);
 	gw_waiter_remove(&r->tw);
