@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 
 #include "io/keyring.h"
+#include "io/roomread.h"
 
 #include "core/batch.h"
 #include "core/cart.h"
@@ -382,9 +383,8 @@ static void compare_counters(struct rp *rp, int part, struct rp_part *p, const c
 static void compare_rooms(struct rp *rp, int part, struct rp_part *p, const char *const prm[1])
 {
 	PGresult *r = PQexecParams(rp->pg,
-				   "SELECT sku, buyer_id, off, early, coalesce(admitted_ms, -1), "
-				   "coalesce(decided_ms, -1), coalesce(decided_off, -1) FROM "
-				   "room_joins WHERE part = $1::int",
+				   "SELECT sku, " FS_ROOM_ENTRY_COLUMNS
+				   " FROM room_joins WHERE part = $1::int",
 				   1, NULL, prm, NULL, NULL, 0);
 	int n = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : 0;
 	int64_t mine = 0;
@@ -393,23 +393,23 @@ static void compare_rooms(struct rp *rp, int part, struct rp_part *p, const char
 	if (n != mine)
 		diff(rp, part, -1, "room_joins: Postgres has %d, the replay %" PRId64, n, mine);
 	for (int i = 0; i < n; i++) {
+		struct fs_room_entry pg;
+		fs_room_entry_of_row(r, i, 1, &pg);
 		const struct fs_sku *k = fs_core_sku(&p->core, PQgetvalue(r, i, 0));
-		int64_t at = k && k->room ? fs_room_find(k->room, PQgetvalue(r, i, 1)) : -1;
+		int64_t at = k && k->room ? fs_room_find(k->room, pg.buyer_id) : -1;
 		char what[160];
-		snprintf(what, sizeof what, "room_joins %s/%s", PQgetvalue(r, i, 0),
-			 PQgetvalue(r, i, 1));
+		snprintf(what, sizeof what, "room_joins %s/%s", PQgetvalue(r, i, 0), pg.buyer_id);
 		if (at < 0) {
 			diff(rp, part, -1, "%s: in Postgres only", what);
 			continue;
 		}
 		const struct fs_room_entry *e = &k->room->v[at];
-		const int64_t v[] = {e->offset, e->early, e->admitted_ms, e->decided_ms,
-				     e->decided_off};
-		for (int c = 0; c < 5; c++) {
-			const char *pg = PQgetvalue(r, i, 2 + c);
-			int64_t x = c == 1 ? pg[0] == 't' : strtoll(pg, NULL, 10);
-			check_int(rp, part, -1, what, x, v[c]);
-		}
+		const int64_t have[] = {pg.offset,	pg.joined_ms,  pg.early,
+					pg.admitted_ms, pg.decided_ms, pg.decided_off};
+		const int64_t want[] = {e->offset,	e->joined_ms,  e->early,
+					e->admitted_ms, e->decided_ms, e->decided_off};
+		for (int c = 0; c < 6; c++)
+			check_int(rp, part, -1, what, have[c], want[c]);
 	}
 	PQclear(r);
 }
