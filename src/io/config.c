@@ -83,6 +83,11 @@ static const struct key keys[] = {
 	    "sent, committed, answered and delivered (docs/reference/operations.md: Where a "
 	    "batch's time goes). Empty: off. For measuring (scripts/bench's S13), not for "
 	    "production: the file grows without bound."),
+	INT(admission_tick_ms, 10, 600000, "100",
+	    "How long a partition whose waiting room has a buyer's slot (or its draw) due may "
+	    "stay idle before the worker appends a tick record to it (issue 33): the bound on "
+	    "how late an admission is published after its slot, at the cost of up to 1000 / "
+	    "this tick records a second on an admitting partition with no other traffic."),
 	STR(admission_keys, "",
 	    "The waiting room's key ring (issue 33): a file of `KID SECRET` lines (SECRET 64 to "
 	    "128 hex digits) and an optional `sign KID` line, mode 0600; the worker signs "

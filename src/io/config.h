@@ -36,6 +36,7 @@ struct fs_config {
 	int64_t tick_interval_ms;
 	int64_t dedupe_cache_max;
 	char trace_batches[FS_CONF_STR_MAX];
+	int64_t admission_tick_ms;
 	char admission_keys[FS_CONF_STR_MAX];
 
 	/* flashsale-gateway only (src/gateway/) */

@@ -226,20 +226,31 @@ void save_replied(struct worker *w, struct part *p)
  * idle for a tick interval and its earliest hold is due by the wall clock, the worker appends
  * a `tick` record to it: the broker stamps it (LogAppendTime), the clock moves, the hold
  * expires, and a replay sees the same tick. The wall clock only decides when to ask; the
- * decision reads the tick's timestamp. */
-void maybe_tick(struct worker *w, struct part *p, int64_t now)
+ * decision reads the tick's timestamp. A waiting room's next slot (or its draw) is due the
+ * same way, after admission.tick.ms of idleness instead: an admitted buyer learns it within
+ * about that much of the slot, where tick.interval.ms (a bound on how late an expiry is)
+ * would hold every admission of a second back until the second's end. */
+bool part_tick_due(const struct worker *w, const struct part *p, int64_t now, int64_t wall)
 {
 	int64_t due = fs_core_next_expiry(&p->core);
 	int64_t cart_due = p->core.carts ? fs_carts_next_expiry(p->core.carts) : -1;
 	if (cart_due >= 0 && (due < 0 || cart_due < due))
 		due = cart_due;
+	int64_t idle = w->cfg.tick_interval_ms;
 	int64_t room_due = fs_core_next_room_due(&p->core); /* a draw, or a waiting buyer's slot */
-	if (room_due >= 0 && (due < 0 || room_due < due))
+	if (room_due >= 0 && (due < 0 || room_due <= due)) {
 		due = room_due;
+		idle = w->cfg.admission_tick_ms;
+	}
 	/* One tick in flight at a time (until it is read back, or ten intervals if it got lost). */
 	bool in_flight = p->tick_pending && now - p->last_tick_ms < 10 * w->cfg.tick_interval_ms;
-	if (due < 0 || p->batch.len || p->n_fly || in_flight ||
-	    now - p->last_record_ms < w->cfg.tick_interval_ms || wio_wall_ms(w->io) < due)
+	return !(due < 0 || p->batch.len || p->n_fly || in_flight ||
+		 now - p->last_record_ms < idle || wall < due);
+}
+
+void maybe_tick(struct worker *w, struct part *p, int64_t now)
+{
+	if (!part_tick_due(w, p, now, wio_wall_ms(w->io)))
 		return;
 	p->last_tick_ms = now;
 	p->tick_pending = wio_append_tick(w->io, p->id) == 0;

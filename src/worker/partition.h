@@ -49,6 +49,8 @@ enum route part_route(struct worker *w, struct part *p, int64_t off);
 /* Parses m into target (the partition's batch or its again batch). */
 void part_push(struct worker *w, struct part *p, struct fs_batch *target, const struct fs_msg *m);
 /* Appends a tick when the partition's earliest hold is due and it has been idle. */
+/* Whether a tick is due on p now (maybe_tick asks it; the simulator too). */
+bool part_tick_due(const struct worker *w, const struct part *p, int64_t now, int64_t wall);
 void maybe_tick(struct worker *w, struct part *p, int64_t now);
 
 #endif

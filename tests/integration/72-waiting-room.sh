@@ -60,9 +60,16 @@ wait_until 30 "the repeat join decided" "[ \$(sql \"SELECT n_joins FROM partitio
 assert_eq "$N" "$(joined)" "entries after a repeat join"
 
 # ---- 3. the draw and the admissions ----------------------------------------------------------
-# The worker's ticks move the clock past the opening once it is due (no record needed).
+# The worker's ticks move the clock past the opening once it is due (no record needed), and on
+# to each next slot after admission.tick.ms (100) of idleness, not tick.interval.ms (1,000):
+# over the 5 s of admissions, far more than one tick a second (the draw's and about 5 at 1 s).
+ticks() { sql "SELECT sum(n_ticks) FROM partitions"; }
+ticks0=$(ticks)
 admitted() { sql "SELECT count(admitted_ms) FROM room_joins WHERE sku = 'ROOM'"; }
 wait_until 90 "every buyer admitted" "[ \$(admitted) -ge $N ]"
+ticks1=$(ticks)
+say "ticks from before the opening to the last admission: $((ticks1 - ticks0))"
+[ $((ticks1 - ticks0)) -ge 20 ] || fail "$((ticks1 - ticks0)) ticks while admitting for 5 s: admissions wait for tick.interval.ms"
 sql "SELECT buyer_id, off, admitted_ms, decided_off FROM room_joins WHERE sku = 'ROOM' ORDER BY off" >"$IT_DIR/room.txt"
 python3 - "$IT_DIR/room.txt" "$opens" "$RATE" <<'EOF' || fail "the draw or the rate (above)"
 import hashlib, hmac, sys
