@@ -9,7 +9,15 @@
 #include "core/token.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
 
 /* Two keys of 32 bytes, one of 64. Test keys only. */
 #define K1 "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -631,6 +639,105 @@ static void test_core_room(void)
 	fs_keyring_wipe(&kr);
 }
 
+/* ---- token.c's cached contexts against OpenSSL's one-shot functions --------------------------
+ * token.c keeps a few keyed HMAC contexts per thread; the tokens and ranks must be the bytes the
+ * documented format gives, whichever key was used last, after evictions (more keys than slots),
+ * and from several threads at once. The expected values come from HMAC() and SHA256() here. */
+static void b64url_test(const unsigned char *in, int n, char *out)
+{
+	int len = EVP_EncodeBlock((unsigned char *)out, in, n);
+	while (len > 0 && out[len - 1] == '=')
+		out[--len] = '\0';
+	for (int i = 0; i < len; i++)
+		out[i] = out[i] == '+' ? '-' : out[i] == '/' ? '_' : out[i];
+}
+
+/* The token of the claims as docs/reference/records.md writes it, with one-shot HMAC(). */
+static void token_expected(const char *kid, const unsigned char *key, size_t key_len,
+			   const char *sku, const char *buyer, int64_t nbf, int64_t exp, char *out)
+{
+	unsigned char d[SHA256_DIGEST_LENGTH], mac[EVP_MAX_MD_SIZE];
+	char digest[64], mac64[64], msg[256];
+	SHA256((const unsigned char *)buyer, strlen(buyer), d);
+	b64url_test(d, 16, digest);
+	int n = snprintf(msg, sizeof msg, "fs-token-v1\n%s\n%s\n%s\n%" PRId64 "\n%" PRId64, kid,
+			 sku, digest, nbf, exp);
+	unsigned int len = 0;
+	HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char *)msg, (size_t)n, mac, &len);
+	b64url_test(mac, (int)len, mac64);
+	snprintf(out, FS_TOKEN_TEXT_MAX + 1, "v1.%s.%" PRId64 ".%" PRId64 ".%s.%s", kid, nbf, exp,
+		 digest, mac64);
+}
+
+static uint64_t rank_expected(const char *seed, const char *buyer)
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	HMAC(EVP_sha256(), seed, (int)strlen(seed), (const unsigned char *)buyer, strlen(buyer),
+	     mac, &len);
+	uint64_t r = 0;
+	for (int i = 0; i < 8; i++)
+		r = r << 8 | mac[i];
+	return r;
+}
+
+enum { CACHE_KEYS = 20, CACHE_ROUNDS = 300 };
+static struct fs_keyring cache_rings[CACHE_KEYS];
+
+/* CACHE_ROUNDS rounds over every key (and a seed each), in an order that depends on the
+ * thread; the number of mismatches. */
+static void *cache_round(void *arg)
+{
+	uintptr_t t = (uintptr_t)arg, bad = 0;
+	for (int r = 0; r < CACHE_ROUNDS; r++) {
+		for (int j = 0; j < CACHE_KEYS; j++) {
+			int k = (int)((j * 7 + r + t * 3) % CACHE_KEYS);
+			const struct fs_key *key = &cache_rings[k].keys[0];
+			char buyer[32], seed[32], got[FS_TOKEN_TEXT_MAX + 1],
+				want[FS_TOKEN_TEXT_MAX + 1];
+			snprintf(buyer, sizeof buyer, "b-%d-%d", r, j);
+			snprintf(seed, sizeof seed, "seed-%d", k);
+			int64_t nbf = 1000 * r, exp = nbf + 60000;
+			fs_token_mint(&cache_rings[k], "SKU", buyer, nbf, exp, got);
+			token_expected(key->id, key->secret, key->len, "SKU", buyer, nbf, exp,
+				       want);
+			bad += strcmp(got, want) != 0;
+			bad += fs_token_verify(&cache_rings[k], want, "SKU", buyer, nbf) !=
+			       FS_TOKEN_OK;
+			bad += fs_draw_rank(seed, buyer) != rank_expected(seed, buyer);
+		}
+	}
+	return (void *)bad;
+}
+
+static void test_crypto_cache(void)
+{
+	CHECK_CTX("cached HMAC contexts");
+	for (int k = 0; k < CACHE_KEYS; k++) {
+		char text[256];
+		/* 32 bytes of k's own pattern: every key distinct */
+		int n = snprintf(text, sizeof text, "k%d ", k);
+		for (int i = 0; i < 32; i++)
+			n += snprintf(text + n, sizeof text - (size_t)n, "%02x",
+				      (k * 37 + i * 11) & 0xff);
+		snprintf(text + n, sizeof text - (size_t)n, "\n");
+		ring(&cache_rings[k], text);
+	}
+	/* One thread: hits, evictions (20 keys and 20 seeds for 8 slots), keys set up again. */
+	CHECK_INT((int)(uintptr_t)cache_round((void *)0), 0);
+	/* Four at once: each thread its own contexts. */
+	pthread_t th[4];
+	for (uintptr_t t = 0; t < 4; t++)
+		CHECK_INT(pthread_create(&th[t], NULL, cache_round, (void *)(t + 1)), 0);
+	for (int t = 0; t < 4; t++) {
+		void *bad = NULL;
+		pthread_join(th[t], &bad);
+		CHECK_INT((int)(uintptr_t)bad, 0);
+	}
+	for (int k = 0; k < CACHE_KEYS; k++)
+		fs_keyring_wipe(&cache_rings[k]);
+}
+
 int main(int argc, char **argv)
 {
 	struct check_args a = check_parse_args(argc, argv);
@@ -640,6 +747,7 @@ int main(int argc, char **argv)
 	}
 	test_keyring();
 	test_tokens();
+	test_crypto_cache();
 	test_rotation();
 	test_draw();
 	test_admission();
