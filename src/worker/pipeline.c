@@ -75,6 +75,27 @@ static void forget_ended(struct worker *w, struct part *p)
 		w->n.holds_forgotten += fs_core_forget_ended(&p->core);
 }
 
+/* The rooms this batch drew (their opening passed between the clock before it and after it):
+ * one line each, with the time the batch's decisions took, the draw's share of it (issue 33's
+ * bench reads it; an operator sees when the draw happened and how many were in it). */
+static void log_draws(const struct fs_core *c, int64_t clock_before, int64_t decide_us)
+{
+	if (c->clock_ms == clock_before)
+		return;
+	for (uint32_t k = 0; k < c->room_skus_len; k++) {
+		const struct fs_sku *s = &c->skus[c->room_skus[k]];
+		const struct fs_room *r = s->room;
+		if (!r->drawn || r->opens_at_ms <= clock_before || r->opens_at_ms > c->clock_ms)
+			continue;
+		uint32_t early = 0;
+		for (uint32_t i = 0; i < r->len; i++)
+			early += r->v[i].early;
+		fs_info("room %s: drawn at %" PRId64 ", %" PRIu32 " buyer(s) in the draw, %" PRIu32
+			" admitted so far; the batch's decisions took %.1f ms",
+			s->sku, r->opens_at_ms, early, r->next, (double)decide_us / 1000.0);
+	}
+}
+
 /* The part of a commit attempt before the commit: repeats from memory (or a lookup), then
  * the decisions. 0, or FS_COMMIT_RETRY (the core's state must be reloaded). */
 int part_decide(struct worker *w, struct part *p, struct fs_batch *b, bool in_line)
@@ -96,11 +117,14 @@ int part_decide(struct worker *w, struct part *p, struct fs_batch *b, bool in_li
 	if (rc == 0 && lookup) /* the ended holds its follow-ups name (fs_core_forget_ended) */
 		rc = fs_store_lookup_holds(w->store, b, &p->core);
 	wio_crash_at(w->io, "after_lookup");
-	int64_t t1 = wio_now_us(w->io);
+	int64_t t1 = wio_now_us(w->io), clock_before = p->core.clock_ms;
 	if (rc == 0)
 		rc = fs_batch_decide(b, &p->core);
+	int64_t t2 = wio_now_us(w->io);
 	w->n.us_lookup += t1 - t0;
-	w->n.us_decide += wio_now_us(w->io) - t1;
+	w->n.us_decide += t2 - t1;
+	if (rc == 0 && p->core.room_skus_len)
+		log_draws(&p->core, clock_before, t2 - t1);
 	return rc == 0 ? 0 : FS_COMMIT_RETRY;
 }
 
