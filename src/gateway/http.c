@@ -756,7 +756,9 @@ static enum MHD_Result bad_param(struct gw_req *r)
 		   r->route == GW_ADMIN_OPEN || r->route == GW_ADMIN_RESTOCK ||
 		   r->route == GW_ADMIN_CLOSE || r->route == GW_PAGE || r->route == GW_QUEUE_POST ||
 		   r->route == GW_QUEUE || r->route == GW_QUEUE_EVENTS;
-	if ((r->route == GW_QUEUE || r->route == GW_QUEUE_EVENTS) && fs_sku_valid(r->sku))
+	/* The queue's routes: a good SKU (a SKU is shorter than the parameter's room, so a cut
+	 * one is never good) with a bad, or too long, buyer id. */
+	if ((r->route == GW_QUEUE || r->route == GW_QUEUE_EVENTS) && fs_sku_valid(r->path.param))
 		return send_error(r, MHD_HTTP_BAD_REQUEST, "bad_buyer_id",
 				  "a buyer id is 1-64 printable ASCII characters, no space", NULL,
 				  NULL);
