@@ -155,7 +155,12 @@ enum gw_route gw_route(const char *method, const char *url, struct gw_path *out,
 		if (strcmp(tail, "queue") == 0)
 			return pick(method, "POST", GW_QUEUE_POST, "POST", allow);
 		if (strncmp(tail, "queue/", 6) == 0) {
-			size_t n = strlen(tail + 6);
+			/* The buyer may hold a '/' (it is percent-decoded here): a path ending in
+			 * "/events" after a buyer is that buyer's stream. */
+			size_t n = strlen(tail + 6), ev = sizeof "/events" - 1;
+			bool events = n > ev && strcmp(tail + 6 + n - ev, "/events") == 0;
+			if (events)
+				n -= ev;
 			if (n == 0)
 				return GW_NOT_FOUND;
 			if (n >= sizeof out->param2) {
@@ -164,7 +169,8 @@ enum gw_route gw_route(const char *method, const char *url, struct gw_path *out,
 			}
 			memcpy(out->param2, tail + 6, n);
 			out->param2[n] = '\0';
-			return pick(method, "GET", GW_QUEUE, "GET, HEAD", allow);
+			return pick(method, "GET", events ? GW_QUEUE_EVENTS : GW_QUEUE, "GET, HEAD",
+				    allow);
 		}
 		return GW_NOT_FOUND;
 	}
@@ -210,6 +216,7 @@ enum gw_route_label gw_route_label(enum gw_route r)
 		return GW_L_PAGE;
 	case GW_QUEUE_POST:
 	case GW_QUEUE:
+	case GW_QUEUE_EVENTS:
 		return GW_L_QUEUE;
 	default:
 		return GW_L_OTHER;
@@ -494,8 +501,43 @@ int gw_record_sale(struct fs_buf *out, enum gw_route r, const char *sku, const s
 
 void gw_sse_event(struct fs_buf *out, const char *name, int32_t part, int64_t off, const char *data)
 {
-	fs_buf_printf(out, "event: %s\nid: %" PRId32 ":%" PRId64 "\ndata: %s\n\n", name, part, off,
-		      data);
+	if (part < 0)
+		fs_buf_printf(out, "event: %s\ndata: %s\n\n", name, data);
+	else
+		fs_buf_printf(out, "event: %s\nid: %" PRId32 ":%" PRId64 "\ndata: %s\n\n", name,
+			      part, off, data);
+}
+
+char *gw_admission_answer(const char *result)
+{
+	json_error_t err;
+	json_t *o = result ? json_loads(result, 0, &err) : NULL;
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return NULL;
+	}
+	static const char *const drop[] = {"v",		"type",	     "outcome",
+					   "duplicate", "partition", "offset"};
+	for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+		json_object_del(o, drop[i]);
+	json_object_set_new(o, "status", json_string("admitted"));
+	char *s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return s;
+}
+
+char *gw_queue_place(const char *answer)
+{
+	json_error_t err;
+	json_t *o = answer ? json_loads(answer, 0, &err) : NULL;
+	const char *status = json_string_value(json_object_get(o, "status"));
+	char *s = NULL;
+	if (json_is_object(o) && status && strcmp(status, "waiting") == 0) {
+		json_object_del(o, "as_of");
+		s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	}
+	json_decref(o);
+	return s;
 }
 
 bool gw_parse_event_id(const char *s, int32_t *part, int64_t *off)

@@ -39,8 +39,9 @@ enum gw_route {
 	GW_CART_CONFIRM_GET, /* GET /v1/carts/{id}/confirm */
 	GW_CART_CANCEL_GET,  /* GET /v1/carts/{id}/cancel */
 	/* the waiting room (issue 33) */
-	GW_QUEUE_POST, /* POST /v1/skus/{sku}/queue: join */
-	GW_QUEUE,      /* GET /v1/skus/{sku}/queue/{buyer_id}: where the buyer stands */
+	GW_QUEUE_POST,	 /* POST /v1/skus/{sku}/queue: join */
+	GW_QUEUE,	 /* GET /v1/skus/{sku}/queue/{buyer_id}: where the buyer stands */
+	GW_QUEUE_EVENTS, /* GET /v1/skus/{sku}/queue/{buyer_id}/events: its stream */
 };
 
 /* The metrics' route label of a route (flashsale_gateway_requests_total{route}): a fixed,
@@ -58,7 +59,7 @@ enum gw_route_label {
 	GW_L_HEALTH,
 	GW_L_OTHER, /* an unknown path or method */
 	GW_L_CART,  /* POST /v1/carts (a cart's reads and follow-ups count as an intent's) */
-	GW_L_QUEUE, /* the waiting room's POST and GET */
+	GW_L_QUEUE, /* the waiting room's POST, GET and stream */
 	GW_L_COUNT,
 };
 enum gw_route_label gw_route_label(enum gw_route r);
@@ -70,7 +71,8 @@ const char *gw_route_label_name(enum gw_route_label l);
 struct gw_path {
 	char param[80];
 	bool too_long;
-	/* GW_QUEUE: the buyer id, everything after ".../queue/" (a buyer id may hold a '/') */
+	/* GW_QUEUE: the buyer id, everything after ".../queue/" (a buyer id may hold a '/');
+	 * GW_QUEUE_EVENTS: everything between ".../queue/" and the last "/events" */
 	char param2[80];
 };
 
@@ -141,9 +143,20 @@ int gw_record_followup(struct fs_buf *out, const char *type, const char *id, con
 int gw_record_sale(struct fs_buf *out, enum gw_route r, const char *sku, const struct gw_sale *s);
 
 /* One Server-Sent Event: "event: NAME\nid: PART:OFF\ndata: DATA\n\n" (DATA is one line of
- * JSON: it holds no newline). */
+ * JSON: it holds no newline). A part < 0 writes no id line (an event that has no place on the
+ * log: the waiting room's, which a reconnect gets afresh). */
 void gw_sse_event(struct fs_buf *out, const char *name, int32_t part, int64_t off,
 		  const char *data);
+/* The waiting room's answers (GET /v1/skus/{sku}/queue/{buyer} and its stream), malloc'd JSON
+ * or NULL. gw_admission_answer: the admitted answer from the worker's admission result (or a
+ * join admitted at once), as the results topic carries it: its members but the record's own
+ * (v, type, outcome, duplicate, partition, offset), with "status": "admitted"; NULL when it is
+ * not a JSON object. gw_queue_place: what a `waiting` answer says of the buyer's place, its
+ * as_of aside (the log clock moves on every read): the stream sends a `waiting` event when this
+ * changes; NULL for any other answer. */
+char *gw_admission_answer(const char *result);
+char *gw_queue_place(const char *answer);
+
 /* A Last-Event-ID as gw_sse_event writes it: true and its parts, or false. */
 bool gw_parse_event_id(const char *s, int32_t *part, int64_t *off);
 

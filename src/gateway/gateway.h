@@ -75,7 +75,11 @@ struct gw_req {
 	/* Postgres lookup. */
 	struct gw_req *lnext;
 	enum gw_kind lookup_kind;
-	int lookup_rc; /* 0 found, -ENOENT none, -EIO unavailable */
+	int lookup_rc;	/* 0 found, -ENOENT none, -EIO unavailable */
+	bool in_lookup; /* queued for, or at, the lookup thread */
+	/* The connection ended while in_lookup (a queue stream's refresh): the lookup thread frees
+	 * the request when done with it. */
+	bool orphan;
 
 	/* The metrics: when the request arrived (gw_now_us). */
 	int64_t start_us;
@@ -89,6 +93,10 @@ struct gw_req {
 	int64_t last_write_ms;
 	struct fs_buf out;
 	size_t out_pos;
+	/* The queue's stream (GW_QUEUE_EVENTS): when its place was last asked for, and what the
+	 * last `waiting` event said (malloc'd; its JSON without as_of). */
+	int64_t refresh_ms;
+	char *sent_place;
 };
 
 struct gw_stats {
@@ -182,6 +190,10 @@ void gw_lookup_stop(struct gw *g);
 /* Queues r for a Postgres lookup of (r->id, kind) into r->entry and parks it. Under the
  * lock. GW_K_QUEUE: where r->buyer stands in r->sku's waiting room, into r->answer. */
 void gw_lookup(struct gw *g, struct gw_req *r, enum gw_kind kind);
+/* Queues a queue stream (GW_QUEUE_EVENTS, streaming) for its place again, without parking it:
+ * the lookup thread wakes it with the answer in r->answer. Under the lock; false when the
+ * lookup queue is too long for a refresh (it is left to the requests that wait). */
+bool gw_lookup_refresh(struct gw *g, struct gw_req *r);
 /* How stale a waiting room the lookup thread reads may be: rooms are read again at most this
  * often (each read is every row of the room). */
 enum { GW_ROOM_REFRESH_MS = 500, GW_ROOMS_CACHED = 16 };
@@ -193,6 +205,8 @@ void gw_metrics_stop(struct gw *g);
 void gw_metrics_answered(struct gw *g, enum gw_route route, unsigned status, int64_t start_us);
 
 /* http.c */
+/* Frees a request (its body, buffers, answers). Not under the lock. */
+void gw_req_free(struct gw_req *r);
 /* What /readyz says: the producer reaches a broker, the results are followed, the stock topic
  * was read to its end, and the gateway is not stopping. */
 bool gw_ready(struct gw *g);

@@ -604,17 +604,13 @@ static enum MHD_Result post_queue(struct gw *g, struct gw_req *r)
  * at once): the queue's admitted answer, with the worker's token. */
 static enum MHD_Result send_admission(struct gw_req *r, const struct gw_entry *e)
 {
-	json_error_t err;
-	json_t *o = json_loads(e->decision, 0, &err);
-	if (!json_is_object(o)) {
-		json_decref(o);
+	char *s = gw_admission_answer(e->decision);
+	if (!s)
 		return send_error(r, 500, "internal", "stored result unreadable", NULL, NULL);
-	}
-	const char *drop[] = {"v", "type", "outcome", "duplicate", "partition", "offset"};
-	for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
-		json_object_del(o, drop[i]);
-	json_object_set_new(o, "status", json_string("admitted"));
-	return send_json(r, MHD_HTTP_OK, o, NULL, NULL, NULL, NULL);
+	enum MHD_Result rc =
+		send_text(r, MHD_HTTP_OK, "application/json", s, NULL, NULL, NULL, NULL);
+	free(s);
+	return rc;
 }
 
 /* GET /v1/skus/{sku}/queue/{buyer}[?wait=S]: an admission in memory, else the lookup thread
@@ -649,6 +645,37 @@ static enum MHD_Result get_queue(struct gw *g, struct gw_req *r)
 	gw_waiter_remove(&r->tw);
 	return send_text(r, r->answer_status, "application/json", r->answer, NULL, NULL, NULL,
 			 NULL);
+}
+
+/* GET /v1/skus/{sku}/queue/{buyer}/events: answered as the GET until the stream starts (an
+ * admission in memory, else the room the lookup thread reads; its refusals are the GET's),
+ * then the stream: `waiting` whenever the place read changes (the timer asks the lookup thread
+ * again every GW_ROOM_REFRESH_MS), `admitted` when the admission is known (its result wakes
+ * the entry's waiters), then heartbeats until the client closes it, as the other streams. */
+static enum MHD_Result queue_events(struct gw *g, struct gw_req *r)
+{
+	char qid[FS_UUID_LEN + 1];
+	gw_queue_id(r->sku, r->buyer, qid);
+	struct gw_entry *e = gw_cache_get(&g->cache, qid, GW_K_QUEUE);
+	bool admitted = e && e->state == GW_S_DECIDED;
+	if (r->phase == GW_PH_NEW && !admitted) {
+		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
+			return send_unavailable(r, "busy", "too many lookups waiting");
+		gw_lookup(g, r, GW_K_QUEUE);
+		return MHD_YES;
+	}
+	if (!admitted && !r->answer)
+		return send_unavailable(r, "store_unavailable", "Postgres did not answer");
+	if (!admitted && r->answer_status != MHD_HTTP_OK)
+		return send_text(r, r->answer_status, "application/json", r->answer, NULL, NULL,
+				 NULL, NULL);
+	e = gw_cache_put(&g->cache, qid, GW_K_QUEUE);
+	if (!e)
+		return send_unavailable(r, "busy", "too many intents in memory");
+	pin(r, e);
+	gw_waiter_add(&e->waiters, &r->w, r);
+	r->refresh_ms = gw_now_ms();
+	return start_stream(g, r);
 }
 
 static enum MHD_Result get_sku(struct gw *g, struct gw_req *r)
@@ -728,8 +755,10 @@ static enum MHD_Result bad_param(struct gw_req *r)
 	bool sku = r->route == GW_BUY || r->route == GW_SKU || r->route == GW_SKU_EVENTS ||
 		   r->route == GW_ADMIN_OPEN || r->route == GW_ADMIN_RESTOCK ||
 		   r->route == GW_ADMIN_CLOSE || r->route == GW_PAGE || r->route == GW_QUEUE_POST ||
-		   r->route == GW_QUEUE;
-	if (r->route == GW_QUEUE && fs_sku_valid(r->sku))
+		   r->route == GW_QUEUE || r->route == GW_QUEUE_EVENTS;
+	/* The queue's routes: a good SKU (a SKU is shorter than the parameter's room, so a cut
+	 * one is never good) with a bad, or too long, buyer id. */
+	if ((r->route == GW_QUEUE || r->route == GW_QUEUE_EVENTS) && fs_sku_valid(r->path.param))
 		return send_error(r, MHD_HTTP_BAD_REQUEST, "bad_buyer_id",
 				  "a buyer id is 1-64 printable ASCII characters, no space", NULL,
 				  NULL);
@@ -760,6 +789,7 @@ static bool param_ok(struct gw_req *r)
 		memcpy(r->sku, r->path.param, strlen(r->path.param) + 1);
 		return fs_sku_valid(r->sku);
 	case GW_QUEUE:
+	case GW_QUEUE_EVENTS:
 		if (strlen(r->path.param) >= sizeof r->sku ||
 		    strlen(r->path.param2) >= sizeof r->buyer)
 			return false;
@@ -907,6 +937,8 @@ static enum MHD_Result step(struct gw *g, struct gw_req *r)
 		return post_queue(g, r);
 	case GW_QUEUE:
 		return get_queue(g, r);
+	case GW_QUEUE_EVENTS:
+		return queue_events(g, r);
 	default:
 		return MHD_NO;
 	}
@@ -974,12 +1006,22 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	gw_waiter_remove(&r->w);
 	gw_waiter_remove(&r->tw);
 	pin(r, NULL);
+	/* A queue stream whose place is being read: the lookup thread frees it when done. */
+	bool orphan = r->in_lookup;
+	r->orphan = orphan;
 	pthread_mutex_unlock(&g->lock);
+	*con_cls = NULL;
+	if (!orphan)
+		gw_req_free(r);
+}
+
+void gw_req_free(struct gw_req *r)
+{
 	fs_buf_free(&r->out);
 	free(r->body);
 	free(r->answer);
+	free(r->sent_place);
 	free(r);
-	*con_cls = NULL;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
@@ -997,10 +1039,40 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 /* ---- event streams -----------------------------------------------------------------------------
  */
 
+/* The queue's stream: `admitted` once (then heartbeats only), else `waiting` when the place
+ * the lookup thread read last differs from the one sent (its as_of aside: the clock moves on
+ * every read). Events of the waiting room have no id: a reconnect gets where the buyer stands
+ * then. Under the lock. */
+static void queue_fill(struct gw_req *r)
+{
+	if (r->sent_ev)
+		return;
+	char *admitted = r->entry && r->entry->state == GW_S_DECIDED
+				 ? gw_admission_answer(r->entry->decision)
+				 : NULL;
+	if (admitted || (r->answer && r->answer_status == MHD_HTTP_OK &&
+			 strstr(r->answer, "\"status\":\"admitted\""))) {
+		gw_sse_event(&r->out, "admitted", -1, 0, admitted ? admitted : r->answer);
+		free(admitted);
+		r->sent_ev = 1;
+		return;
+	}
+	char *place = r->answer_status == MHD_HTTP_OK ? gw_queue_place(r->answer) : NULL;
+	if (place && (!r->sent_place || strcmp(place, r->sent_place) != 0)) {
+		gw_sse_event(&r->out, "waiting", -1, 0, r->answer);
+		free(r->sent_place);
+		r->sent_place = place;
+		place = NULL;
+	}
+	free(place);
+}
+
 /* Fills r->out with what the client has not had yet. Under the lock. */
 static void stream_fill(struct gw *g, struct gw_req *r)
 {
-	if (r->entry) {
+	if (r->route == GW_QUEUE_EVENTS) {
+		queue_fill(r);
+	} else if (r->entry) {
 		struct gw_entry *e = r->entry;
 		for (; r->sent_ev < e->n_ev; r->sent_ev++) {
 			struct gw_event *v = &e->ev[r->sent_ev];
@@ -1100,6 +1172,10 @@ void *gw_timer_main(void *arg)
 				r->last_write_ms = now;
 				gw_wake_req(&w, r);
 			}
+			/* A queue stream's place, read again (the lookup thread wakes it). */
+			if (r->route == GW_QUEUE_EVENTS && !r->sent_ev &&
+			    now - r->refresh_ms >= GW_ROOM_REFRESH_MS && gw_lookup_refresh(g, r))
+				r->refresh_ms = now;
 		}
 		pthread_mutex_unlock(&g->lock);
 		gw_wakes_run(&w);

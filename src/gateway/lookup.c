@@ -308,10 +308,23 @@ static void *lookup_main(void *arg)
 		struct gw_wakes w;
 		gw_wakes_init(&w);
 		pthread_mutex_lock(&g->lock);
-		struct gw_entry *e = r->entry;
+		/* A queue stream's entry is its admission's, which this lookup does not decide. */
+		struct gw_entry *e = kind == GW_K_QUEUE ? NULL : r->entry;
 		r->lookup_rc = rc;
-		r->answer = answer;
-		r->answer_status = status;
+		r->in_lookup = false;
+		if (r->orphan) { /* its connection ended meanwhile: nobody waits for it */
+			pthread_mutex_unlock(&g->lock);
+			free(answer);
+			gw_req_free(r);
+			pthread_mutex_lock(&g->lock);
+			continue;
+		}
+		/* A stream keeps the place it had when Postgres does not answer. */
+		if (answer || r->phase != GW_PH_STREAM) {
+			free(r->answer);
+			r->answer = answer;
+			r->answer_status = status;
+		}
 		if (e) {
 			if (rc != -EIO)
 				e->looked_up = true;
@@ -339,19 +352,36 @@ static void *lookup_main(void *arg)
 	return NULL;
 }
 
-void gw_lookup(struct gw *g, struct gw_req *r, enum gw_kind kind)
+static void enqueue(struct gw *g, struct gw_req *r, enum gw_kind kind)
 {
 	r->lnext = NULL;
 	r->lookup_kind = kind;
+	r->in_lookup = true;
 	if (g->lookup_tail)
 		g->lookup_tail->lnext = r;
 	else
 		g->lookup_head = r;
 	g->lookup_tail = r;
 	g->lookup_len++;
+	pthread_cond_signal(&g->lookup_cv);
+}
+
+void gw_lookup(struct gw *g, struct gw_req *r, enum gw_kind kind)
+{
+	enqueue(g, r, kind);
 	r->phase = GW_PH_LOOKUP;
 	gw_park(r);
-	pthread_cond_signal(&g->lookup_cv);
+}
+
+bool gw_lookup_refresh(struct gw *g, struct gw_req *r)
+{
+	/* Streams refresh in the queue's first half only: a crowd of them never makes a request
+	 * that waits for Postgres a 503 busy. Not once the thread may have stopped (it drains
+	 * the queue and leaves when stopping: checked under the same lock). */
+	if (r->in_lookup || g->lookup_len >= GW_LOOKUP_QUEUE_MAX / 2 || atomic_load(&g->stopping))
+		return false;
+	enqueue(g, r, GW_K_QUEUE);
+	return true;
 }
 
 int gw_lookup_start(struct gw *g)

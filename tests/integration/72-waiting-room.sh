@@ -12,10 +12,20 @@
 #      forged one (bad_token), before the token's not-before (token_not_yet_valid), after its
 #      end (token_expired): refused; with the buyer's own: held. A sale behind a room takes no
 #      cart line (admission_required).
-#   5. A restart: the room loads from its rows (the same queue, the slots the schedule gave).
+#   5. Through the gateway: joins, the queue's GET and long-poll, the token at the edge; the
+#      queue's event stream (curl -N: its place going down, then admitted, then heartbeats;
+#      a client that leaves frees it; the GET's refusals); the sale page's queue view in two
+#      headless Chromium browsers (tests/browser/queue_page.py: one on the stream, one on the
+#      long-poll with the stream blocked), each showing the number ahead going down, then the
+#      Buy page, and held with the token it was given (Postgres and the intents topic say so).
+#   6. A restart: the room loads from its rows (the same queue, the slots the schedule gave).
 # Audit (INV-9: no buy won without a live admission, no room faster than its rate) and the
 # replay (every join, admission and token verdict) clean.
 . "$(dirname "$0")/lib.sh"
+
+for f in "${FLASHSALE_CHROMIUM:-/usr/bin/chromium}" "${FLASHSALE_CHROMEDRIVER:-/usr/bin/chromedriver}"; do
+	[ -x "$f" ] || die "$f is not installed (scripts/setup installs chromium, chromium-driver and python3-selenium): the sale page's queue cannot be tested"
+done
 it_setup 1
 
 python3 -c 'import secrets; print("# test keys\nk-old", secrets.token_hex(32)); print("k-new", secrets.token_hex(32)); print("sign k-new")' >"$IT_DIR/keys"
@@ -164,8 +174,10 @@ wait_until 30 "s-1's token to end on the wall clock" "[ \$(now_ms) -gt $((exp1 +
 assert_eq "rejected token_expired" "$(outcome_of "$(fs buy SHORT --buyer s-1 --token "$ts1")")" "a buy after its token's end"
 say "ok: every token refusal"
 
-# ---- through the gateway: join, the queue, the token at the edge --------------------------------
-start_gateway gw
+# ---- 5. through the gateway: join, the queue, the token at the edge, the stream, the page -------
+# Heartbeats every 500 ms: a stream whose client left is noticed at the next one.
+start_gateway gw --set http.heartbeat.ms=500 --set metrics.listen=127.0.0.1:0
+GWM=http://127.0.0.1:$(metrics_port gw)
 wait_until 30 "the gateway ready" "[ \$(req GET /readyz) = 200 ]"
 grep -q "admission.keys: 2 key(s): tokens checked at the edge" "$IT_DIR/gw.log" || fail "gw: the key ring not loaded"
 J="Content-Type: application/json"
@@ -213,7 +225,90 @@ fi
 assert_eq 400 "$(req GET '/v1/skus/GWSLOW/queue/w3?wait=x')" "a bad wait"
 say "ok: the gateway's queue and edge"
 
-# ---- 5. a restart: the room loads from its rows ----------------------------------------------------
+# The queue's stream: GWSSE admits two buyers a second; the eighth joiner's stream shows its
+# place (the GET's JSON) each time it changes, the number ahead going down, then admitted with
+# the worker's token; then heartbeats. Closing it frees it.
+fs sale open GWSSE --stock 5 --per-buyer 1 --hold 600 --admission-rate 2 --token-seconds 60 --draw fifo --wait 30 >/dev/null || die "GWSSE"
+wait_until 30 "GWSSE's stock record at the gateway" "[ \$(req GET /v1/skus/GWSSE) = 200 ]"
+for b in 1 2 3 4 5 6 7 8; do
+	assert_eq 202 "$(req POST /v1/skus/GWSSE/queue -H "$J" -d "{\"buyer_id\":\"e/$b\"}")" "GWSSE join e/$b"
+done
+wait_until 30 "GWSSE's joins decided" "[ \"\$(sql \"SELECT count(*) FROM room_joins WHERE sku = 'GWSSE'\")\" = 8 ]"
+queue_200() { metric_sum "$GWM" 'flashsale_gateway_requests_total.route="queue",code="200".'; }
+before=$(queue_200)
+curl -s -N -D "$IT_DIR/sse.headers" --max-time 60 "$GW/v1/skus/GWSSE/queue/e%2F8/events" >"$IT_DIR/sse.out" &
+sse_pid=$!
+wait_until 30 "e/8's stream to say admitted" "grep -q '^event: admitted' '$IT_DIR/sse.out'"
+wait_until 10 "a heartbeat after the admission" "sed -n '/^event: admitted/,\$p' '$IT_DIR/sse.out' | grep -q '^: heartbeat'"
+assert_eq "text/event-stream" "$(tr -d '\r' <"$IT_DIR/sse.headers" | awk -F': ' 'tolower($1) == "content-type" { print $2 }')" "the stream's Content-Type"
+python3 - "$IT_DIR/sse.out" <<'EOF2' || fail "e/8's stream (above)"
+import json, sys
+events, name = [], None
+for line in open(sys.argv[1]).read().split("\n"):
+    if line.startswith("event: "):
+        name = line[7:]
+    elif line.startswith("data: "):
+        events.append((name, json.loads(line[6:])))
+    elif line.startswith("id: "):
+        sys.exit("an id on a waiting room's event: " + line)
+print("e/8's stream:", [(n, d.get("ahead", d.get("token", "")[:12])) for n, d in events])
+names = [n for n, _ in events]
+ok = names[-1] == "admitted" and set(names[:-1]) == {"waiting"} and len(names) >= 3
+ahead = [d["ahead"] for n, d in events if n == "waiting"]
+ok &= all(a > b for a, b in zip(ahead, ahead[1:])) and ahead[0] > 0
+ok &= all(d["buyer_id"] == "e/8" and d["status"] == "waiting" and d["drawn"] and d["position"] == 8
+          and "estimated_wait_s" in d and "as_of" in d for n, d in events if n == "waiting")
+adm = events[-1][1]
+ok &= adm["status"] == "admitted" and adm["token"].startswith("v1.k-new.") and adm["buyer_id"] == "e/8"
+sys.exit(0 if ok else 1)
+EOF2
+assert_eq $((before + 1)) "$(queue_200)" "the stream counted as route=\"queue\", 200"
+# The stream's admitted is the GET's.
+assert_eq 200 "$(req GET /v1/skus/GWSSE/queue/e%2F8)" "e/8's GET"
+assert_eq "$(body_field token)" "$(sed -n 's/^data: \(.*"status":"admitted".*\)$/\1/p' "$IT_DIR/sse.out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')" "the stream's token, the GET's"
+kill "$sse_pid" 2>/dev/null || true
+wait "$sse_pid" 2>/dev/null || true
+wait_until 10 "the gateway to free the stream its client left" "[ \$(req GET /readyz) = 200 ] && [ \"\$(body_field streams)\" = 0 ]"
+say "ok: a stream whose client left is freed"
+# Its refusals are the GET's; hostile paths, the same checks.
+chk() { # chk STATUS ERROR WHAT METHOD PATH
+	assert_eq "$1 $2" "$(req "$4" "$5") $(body_field error)" "$3"
+}
+chk 404 not_joined "the stream of a buyer who never joined" GET /v1/skus/GWSSE/queue/nobody/events
+chk 404 no_waiting_room "the stream of a SKU without a room" GET /v1/skus/NOROOM/queue/nobody/events
+chk 400 bad_buyer_id "the stream of a buyer id with a space" GET "/v1/skus/GWSSE/queue/a%20b/events"
+chk 400 bad_buyer_id "the stream of a buyer id of 65 characters" GET "/v1/skus/GWSSE/queue/$(printf 'b%.0s' $(seq 65))/events"
+chk 400 bad_buyer_id "the GET of a buyer id of 65 characters" GET "/v1/skus/GWSSE/queue/$(printf 'b%.0s' $(seq 65))"
+chk 400 bad_buyer_id "the stream of a buyer id of 100 characters" GET "/v1/skus/GWSSE/queue/$(printf 'b%.0s' $(seq 100))/events"
+chk 400 bad_sku "the stream of a bad SKU" GET "/v1/skus/G%20X/queue/e1/events"
+chk 405 method_not_allowed "POST to the stream" POST /v1/skus/GWSSE/queue/e1/events
+assert_eq 200 "$(req GET /readyz)" "readyz"
+assert_eq 0 "$(body_field streams)" "streams left open by the refusals"
+
+# The sale page's queue view, in headless Chromium: QPAGE admits two buyers a second, 16 join
+# ahead of the two pages.
+fs sale open QPAGE --stock 5 --per-buyer 1 --hold 600 --admission-rate 2 --token-seconds 120 --draw fifo --wait 30 >/dev/null || die "QPAGE"
+wait_until 30 "QPAGE's stock record at the gateway" "[ \$(req GET /v1/skus/QPAGE) = 200 ]"
+/usr/bin/python3 "$IT_ROOT/tests/browser/queue_page.py" --url "$GW" --sku QPAGE --ahead 16 \
+	--out "$IT_DIR/queue_pages.json" | tee "$IT_DIR/browser.out" ||
+	die "the browsers: $(sed -n 's/^FAIL: //p' "$IT_DIR/browser.out" | head -n 1 | grep . || echo 'see above')"
+fs wait --timeout 60 --quiet || die "records not decided"
+kcat -b "$(grep '^brokers' "$IT_DIR/flashsale.conf" | cut -d' ' -f3)" -C -q -e \
+	-t "it.$IT_ID.intents" -o beginning -f '%s\n' >"$IT_DIR/intents.jsonl"
+while read -r buyer id token; do
+	assert_eq held "$(sql "SELECT outcome FROM decisions WHERE intent_id = '$id' AND buyer_id = '$buyer' AND kind = 1")" "$buyer's buy from the page, in Postgres"
+	assert_eq "$token" "$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("intent_id") == sys.argv[2]: print(r.get("token", ""))' "$IT_DIR/intents.jsonl" "$id")" "$buyer's buy record carries the token the page was given"
+	assert_eq 200 "$(req GET "/v1/skus/QPAGE/queue/$buyer")" "$buyer's queue GET"
+	assert_eq "admitted $token" "$(body_field status) $(body_field token)" "$buyer's admission, the token it bought with"
+done < <(python3 -c 'import json,sys
+for p in json.load(open(sys.argv[1])): print(p["buyer"], p["intent"], p["token"])' "$IT_DIR/queue_pages.json")
+assert_eq 2 "$(sql "SELECT count(*) FROM decisions WHERE sku = 'QPAGE' AND kind = 1 AND outcome = 'held'")" "QPAGE's holds: one per page"
+say "ok: the sale page's queue view"
+
+# ---- 6. a restart: the room loads from its rows ----------------------------------------------------
 # SLOW admits one buyer a second: the worker is killed after the first admission; the next one
 # loads the room (queue, slots) from its rows and admits the rest at the slots the schedule
 # gave them, a second apart, however long it was down.

@@ -73,6 +73,12 @@ static void test_routes(void)
 		{"POST", "/v1/skus/HOT/queue/b1", GW_BAD_METHOD, "HOT", "GET, HEAD"},
 		{"GET", "/v1/skus/HOT/queue/", GW_NOT_FOUND, "HOT", NULL},
 		{"GET", "/v1/skus/HOT/queuex", GW_NOT_FOUND, "HOT", NULL},
+		{"GET", "/v1/skus/HOT/queue/b1/events", GW_QUEUE_EVENTS, "HOT", NULL},
+		{"HEAD", "/v1/skus/HOT/queue/b/1/events", GW_QUEUE_EVENTS, "HOT", NULL},
+		{"POST", "/v1/skus/HOT/queue/b1/events", GW_BAD_METHOD, "HOT", "GET, HEAD"},
+		{"GET", "/v1/skus/HOT/queue/events", GW_QUEUE, "HOT", NULL},
+		{"GET", "/v1/skus/HOT/queue//events", GW_QUEUE, "HOT", NULL}, /* buyer "/events" */
+		{"GET", "/v1/skus/HOT/queue/b1/eventsx", GW_QUEUE, "HOT", NULL},
 	};
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
 		CHECK_CTX("%s %s", rows[i].method, rows[i].url);
@@ -105,6 +111,70 @@ static void test_routes(void)
 	CHECK(p.too_long && strlen(p.param2) < sizeof p.param2);
 	CHECK(gw_route_has_body(GW_QUEUE_POST) && !gw_route_has_body(GW_QUEUE));
 	CHECK_STR(gw_route_label_name(gw_route_label(GW_QUEUE)), "queue");
+	/* Its stream: the buyer is what lies between "queue/" and the last "/events" (a buyer
+	 * "b/events" is streamed at .../queue/b/events/events); the same bounds. */
+	CHECK_CTX("queue stream buyer");
+	CHECK_INT(gw_route("GET", "/v1/skus/HOT/queue/b/1/events", &p, &allow), GW_QUEUE_EVENTS);
+	CHECK_STR(p.param2, "b/1");
+	CHECK_INT(gw_route("GET", "/v1/skus/HOT/queue/b/events/events", &p, &allow),
+		  GW_QUEUE_EVENTS);
+	CHECK_STR(p.param2, "b/events");
+	CHECK_INT(gw_route("GET", "/v1/skus/HOT/queue/events", &p, &allow), GW_QUEUE);
+	CHECK_STR(p.param2, "events");
+	snprintf(url, sizeof url, "/v1/skus/HOT/queue/%0200d/events", 7);
+	CHECK_INT(gw_route("GET", url, &p, &allow), GW_QUEUE_EVENTS);
+	CHECK(p.too_long && strlen(p.param2) < sizeof p.param2);
+	snprintf(url, sizeof url, "/v1/skus/HOT/queue/%064d/events", 7);
+	CHECK_INT(gw_route("GET", url, &p, &allow), GW_QUEUE_EVENTS);
+	CHECK(!p.too_long && strlen(p.param2) == 64);
+	CHECK(!gw_route_has_body(GW_QUEUE_EVENTS));
+	CHECK_STR(gw_route_label_name(gw_route_label(GW_QUEUE_EVENTS)), "queue");
+}
+
+/* The waiting room's answers: the admitted one from the worker's result, and the place a
+ * `waiting` event is sent for (a change of as_of alone is no change). */
+static void test_queue_bodies(void)
+{
+	CHECK_CTX("admission answer");
+	char *a = gw_admission_answer(
+		"{\"v\":1,\"type\":\"admission\",\"sku\":\"HOT\",\"buyer_id\":\"b\\\"1\","
+		"\"token\":\"v1.k.1.2.x.y\",\"not_before\":1,\"expires_at\":2,"
+		"\"outcome\":\"admitted\",\"decided_at\":1,\"partition\":0,\"offset\":9}");
+	CHECK_STR(a ? a : "(null)",
+		  "{\"sku\":\"HOT\",\"buyer_id\":\"b\\\"1\",\"token\":\"v1.k.1.2.x.y\","
+		  "\"not_before\":1,\"expires_at\":2,\"decided_at\":1,\"status\":\"admitted\"}");
+	free(a);
+	CHECK(gw_admission_answer("[1]") == NULL);
+	CHECK(gw_admission_answer("{") == NULL);
+	CHECK(gw_admission_answer(NULL) == NULL);
+	CHECK_CTX("queue place");
+	const char *w1 = "{\"sku\":\"HOT\",\"buyer_id\":\"b\",\"status\":\"waiting\","
+			 "\"drawn\":true,\"as_of\":100,\"position\":7,\"ahead\":6,"
+			 "\"estimated_wait_s\":3}";
+	const char *w2 = "{\"sku\":\"HOT\",\"buyer_id\":\"b\",\"status\":\"waiting\","
+			 "\"drawn\":true,\"as_of\":600,\"position\":7,\"ahead\":6,"
+			 "\"estimated_wait_s\":3}";
+	const char *w3 = "{\"sku\":\"HOT\",\"buyer_id\":\"b\",\"status\":\"waiting\","
+			 "\"drawn\":true,\"as_of\":1100,\"position\":7,\"ahead\":5,"
+			 "\"estimated_wait_s\":2}";
+	char *p1 = gw_queue_place(w1), *p2 = gw_queue_place(w2), *p3 = gw_queue_place(w3);
+	if (CHECK(p1 && p2 && p3)) {
+		CHECK_STR(p1, p2);
+		CHECK(strcmp(p1, p3) != 0);
+		CHECK(strstr(p1, "as_of") == NULL && strstr(p1, "\"ahead\":6") != NULL);
+	}
+	free(p1);
+	free(p2);
+	free(p3);
+	CHECK(gw_queue_place("{\"status\":\"admitted\",\"token\":\"t\"}") == NULL);
+	CHECK(gw_queue_place("{\"error\":\"not_joined\"}") == NULL);
+	CHECK(gw_queue_place("nope") == NULL);
+	CHECK(gw_queue_place(NULL) == NULL);
+	CHECK_CTX("queue sse");
+	struct fs_buf out = {0};
+	gw_sse_event(&out, "waiting", -1, 0, "{\"position\":7}");
+	CHECK_STR(fs_buf_cstr(&out), "event: waiting\ndata: {\"position\":7}\n\n");
+	fs_buf_free(&out);
 }
 
 /* The sale page's files are compiled in, each with its type; nothing else is found. */
@@ -510,6 +580,7 @@ int main(int argc, char **argv)
 		return check_done("test_gateway");
 	}
 	test_routes();
+	test_queue_bodies();
 	test_assets();
 	test_content_type();
 	test_buy_bodies();

@@ -6,6 +6,10 @@
 // Only an ended click-through (sold out, cancelled, paid, expired, refused) lets the next
 // click make a new id. The page says what the gateway says: the outcome it shows is in
 // #message's data-outcome, the intent id in data-intent.
+//
+// A sale behind a waiting room (its stock record carries "room", issue 33): the page joins the
+// queue, shows the buyer's place live (the queue's event stream; its ?wait= long-poll when the
+// stream fails) and, once admitted, is the Buy page, its buys carrying the admission token.
 "use strict";
 
 (function () {
@@ -77,6 +81,9 @@
 		return b;
 	})();
 	const slot = "flashsale.attempt." + sku + "." + buyer;
+	const queuePath = skuPath + "/queue/" + encodeURIComponent(buyer);
+	const admissionSlot = "flashsale.admission." + sku + "." + buyer;
+	const POLL_WAIT_S = 2; // the queue's long-poll (the stream's fallback): a place this fresh
 
 	// The click-through: {id, phase: "posting" | "posted" | "done", decision, outcome,
 	// expires_at, source}. Saved on every change.
@@ -85,6 +92,11 @@
 	let intentEvents = null;
 	let countdown = null;
 	let skew = 0; // the gateway's clock minus ours, ms (from Date headers; 0 when close)
+	// The waiting room: the sale is behind one (its stock record says so), and the buyer's
+	// admission {token, expires_at} once admitted (kept, so that a reload buys with it).
+	let room = false;
+	let admission = null;
+	let queueEvents = null;
 
 	function save() {
 		store.set(slot, JSON.stringify(attempt));
@@ -112,8 +124,13 @@
 		const holding = outcome === "held";
 		$("pay").hidden = $("cancel").hidden = !holding && outcome !== "paying" && outcome !== "cancelling";
 		$("pay").disabled = $("cancel").disabled = !holding;
-		$("buy").disabled = busy;
+		buyState();
 		$("buy").textContent = !busy && attempt && attempt.phase === "posting" ? "Try again" : "Buy";
+	}
+
+	// Buy waits for the admission on a sale behind a waiting room.
+	function buyState() {
+		$("buy").disabled = busy || (room && !admission);
 	}
 
 	function mmss(ms) {
@@ -240,7 +257,10 @@
 	async function buy() {
 		const id = attempt.id;
 		show("posting");
-		const [status, d] = await send(skuPath + "/buys", {buyer_id: buyer, qty: 1}, id);
+		const body = {buyer_id: buyer, qty: 1};
+		if (admission && admission.token)
+			body.token = admission.token; // the waiting room's admission
+		const [status, d] = await send(skuPath + "/buys", body, id);
 		if (!attempt || attempt.id !== id)
 			return;
 		if (status === 0) { // no answer: Buy again sends the same id
@@ -286,6 +306,147 @@
 		// 202: the intent's stream brings the outcome.
 	}
 
+	// ---- the waiting room (issue 33) ----
+
+	function loadAdmission() {
+		try {
+			const a = JSON.parse(store.get(admissionSlot) || "null");
+			return a && typeof a.token === "string" ? a : null;
+		} catch (e) {
+			return null;
+		}
+	}
+
+	const QUEUE_TEXT = {
+		joining: "Joining the queue…",
+		waiting: "You're in the queue",
+		undrawn: "You're in the queue: places are drawn when the sale opens",
+		admitted: "It's your turn: buy now",
+		error: "Could not join the queue",
+	};
+
+	// What the queue view shows: #queue's data-status is joining, waiting, admitted or error;
+	// a drawn place fills #position (the buyer's number in the queue), #ahead and #wait.
+	function queueShow(status, d, why) {
+		const q = $("queue");
+		q.hidden = false;
+		q.dataset.status = status;
+		const drawn = status === "waiting" && d && d.drawn;
+		$("place").hidden = !drawn;
+		if (drawn) {
+			$("position").textContent = d.position;
+			$("ahead").textContent = d.ahead;
+			$("wait").textContent = d.estimated_wait_s;
+		}
+		const text = status === "waiting" && !drawn ? QUEUE_TEXT.undrawn : QUEUE_TEXT[status];
+		$("queue-message").textContent = why ? text + " (" + why + ")" : text;
+		buyState();
+	}
+
+	function queueWaiting(d) {
+		if (!admission)
+			queueShow("waiting", d);
+	}
+
+	function queueAdmitted(d) {
+		if (queueEvents) {
+			queueEvents.close();
+			queueEvents = null;
+		}
+		admission = {token: d.token || "", expires_at: d.expires_at || 0};
+		store.set(admissionSlot, JSON.stringify(admission));
+		queueShow("admitted");
+	}
+
+	// The queue's stream: each change of place, then the admission. A stream that is refused
+	// (not a stream: a 404 or a 503), that never opens, or that keeps failing: the long-poll.
+	function followQueue() {
+		if (queueEvents || admission)
+			return;
+		if (!window.EventSource) {
+			pollQueue(false);
+			return;
+		}
+		const es = new EventSource(queuePath + "/events");
+		queueEvents = es;
+		$("queue").dataset.transport = "stream";
+		let opened = false;
+		let errors = 0;
+		es.onopen = function () {
+			opened = true;
+		};
+		es.addEventListener("waiting", function (e) {
+			errors = 0;
+			queueWaiting(JSON.parse(e.data));
+		});
+		es.addEventListener("admitted", (e) => queueAdmitted(JSON.parse(e.data)));
+		es.onerror = function () {
+			errors++;
+			if (queueEvents !== es)
+				return;
+			if (es.readyState === EventSource.CLOSED || !opened || errors >= 3) {
+				es.close();
+				queueEvents = null;
+				pollQueue(false);
+			}
+		};
+	}
+
+	// The queue by GET: the first place after joining (first: the gateway says not_joined
+	// until the worker decided the join; then the stream takes over), and the stream's
+	// fallback (?wait=: answered at the admission, or with the place after POLL_WAIT_S).
+	async function pollQueue(first) {
+		if (!first)
+			$("queue").dataset.transport = "poll";
+		for (let i = 0; !admission;) {
+			let res = null;
+			try {
+				res = await fetch(queuePath + (first ? "" : "?wait=" + POLL_WAIT_S), {cache: "no-store"});
+			} catch (e) {
+				res = null; // no answer: again, after a pause
+			}
+			const d = res ? await res.json().catch(() => ({})) : {};
+			if (res && res.status === 200 && d.status === "admitted") {
+				queueAdmitted(d);
+				return;
+			}
+			if (res && res.status === 200 && d.status === "waiting") {
+				queueWaiting(d);
+				if (first) {
+					followQueue();
+					return;
+				}
+				i = 0;
+				continue; // the next long-poll at once
+			}
+			if (res && res.status >= 400 && res.status < 500 && d.error !== "not_joined") {
+				queueShow("error", null, d.error || res.status);
+				return;
+			}
+			// Not joined yet (the join is on the log, not decided yet), 503, or no answer.
+			const after = res && Number(res.headers.get("Retry-After"));
+			await wait(after > 0 ? Math.min(after, 5) * 1000 : Math.min(250 * 2 ** i++, 4000));
+		}
+	}
+
+	// The sale is behind a waiting room: join (again: it changes nothing), or buy with the
+	// admission kept from before while it lives.
+	async function joinQueue() {
+		admission = loadAdmission();
+		if (admission && admission.expires_at > Date.now() + skew) {
+			queueShow("admitted");
+			return;
+		}
+		admission = null;
+		queueShow("joining");
+		const [status, d] = await send(skuPath + "/queue", {buyer_id: buyer});
+		if (status !== 202) {
+			queueShow("error", null, d.error || "no answer");
+			return;
+		}
+		pollQueue(true);
+	}
+
 	// ---- the SKU's live counter ----
 
 	const STATUS = {open: "open", sold_out: "sold out", closed: "closed", not_open: "not open yet"};
@@ -298,6 +459,10 @@
 			$("supply").textContent = s.supply;
 			$("status").dataset.status = s.status;
 			$("status").textContent = STATUS[s.status] || s.status;
+			if (s.room && !room) {
+				room = true;
+				joinQueue();
+			}
 		});
 		es.onopen = function () {
 			if ($("status").dataset.status === "unknown")
@@ -329,6 +494,7 @@
 	$("cancel").addEventListener("click", () => endHold("cancel"));
 	counter();
 
+	admission = loadAdmission(); // a reload's buy sent again carries it
 	attempt = load();
 	if (!attempt) {
 		show("idle", "");
