@@ -1364,13 +1364,15 @@ static void print_stats(const struct sim_stats *s, double secs)
 	       " loads with entries; buys' tokens: %" PRId64 " valid, %" PRId64
 	       " no_token, %" PRId64 " bad_token, %" PRId64 " token_expired, %" PRId64
 	       " token_not_yet_valid, %" PRId64 " token_other_buyer; held on k1/k2 %" PRId64
-	       "/%" PRId64 ", %" PRId64 " starts signing with the other key; %" PRId64
+	       "/%" PRId64 " (%" PRId64
+	       " answered by a worker signing with the other key), %" PRId64
+	       " starts signing with the other key; %" PRId64
 	       " answers let pass (known bug join-again-unknown-sku)\n",
 	       s->room_seeds, s->room_draws[0], s->room_draws[1], s->joins, s->admissions,
 	       s->admissions_again, s->room_loads, s->verdicts[FS_TOKEN_OK],
 	       s->verdicts[FS_TOKEN_NONE], s->verdicts[FS_TOKEN_BAD], s->verdicts[FS_TOKEN_EXPIRED],
 	       s->verdicts[FS_TOKEN_NOT_YET], s->verdicts[FS_TOKEN_OTHER_BUYER], s->held_by_key[0],
-	       s->held_by_key[1], s->signers_rotated, s->known_bug_stepped);
+	       s->held_by_key[1], s->held_other_key, s->signers_rotated, s->known_bug_stepped);
 	printf("sim: partitioning: %" PRId64 " records appended to a wrong partition, %" PRId64
 	       " forwards queued (%" PRId64 " of them again after a restart), %" PRId64
 	       " landed; %" PRId64 " seeds in reject mode\n",
@@ -1407,7 +1409,7 @@ static bool coverage_ok(const struct sim_stats *s)
 		  s->refused && s->holds_looked_up && s->cart_messages && s->cart_results &&
 		  s->room_draws[0] && s->room_draws[1] && s->joins && s->admissions &&
 		  s->admissions_again && s->room_loads && s->held_by_key[0] && s->held_by_key[1] &&
-		  s->signers_rotated;
+		  s->signers_rotated && s->held_other_key;
 	for (int v = FS_TOKEN_OK; v <= FS_TOKEN_OTHER_BUYER; v++)
 		ok = ok && s->verdicts[v];
 	for (size_t i = 0; i < sizeof must_crash_at / sizeof *must_crash_at; i++)

@@ -147,6 +147,7 @@ struct sim_stats {
 	int64_t verdicts[6];	   /* buys of a room's sale decided, by fs_token_verdict */
 	int64_t held_by_key[2];	   /* held buys whose token key k1, k2 signed */
 	int64_t signers_rotated;   /* worker starts that sign with the other key than before */
+	int64_t held_other_key;	   /* held buys answered by a worker signing with the other key */
 	int64_t known_bug_stepped; /* answers the checker let pass (known bug, meson.build) */
 };
 

@@ -645,6 +645,14 @@ static void result_meta(struct sim_proc *P, const void *key, const char *val, si
 		&b->items[((const char *)key - (const char *)b->items) / sizeof *b->items];
 	m->r.part = it->rec.partition;
 	m->r.off = it->rec.offset;
+	/* A buy won with a token of the key this worker does not sign with (issue 33): a
+	 * rotation's old key, or the new one after a restart to the old, still verifies. */
+	const char *t = it->rec.kind == FS_KIND_BUY && it->dec.outcome == FS_OUT_HELD &&
+					it->rec.u.token.present
+				? it->rec.u.token.text
+				: "";
+	if (strncmp(t, "v1.k", 4) == 0 && (t[4] == '1' || t[4] == '2') && t[5] == '.')
+		W->stats->held_other_key += t[4] - '1' != P->w->keys.sign;
 	if (b == &p->again) {
 		W->stats->again_answered++;
 		W->stats->again_conflicts += it->dec.outcome == FS_OUT_CONFLICT;
