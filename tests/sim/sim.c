@@ -684,7 +684,8 @@ static const struct gen_token *seen_token(const struct gen *G, int s, int b, int
 	return last;
 }
 
-static void gen_join(struct sim_world *W, struct gen *G, int s)
+/* A join of SKU s by buyer b (a random one when b < 0), or now and then a repeat. */
+static void gen_join(struct sim_world *W, struct gen *G, int s, int b)
 {
 	struct rng *r = &W->rrng;
 	if (G->joins.len && rng_chance(r, 200)) { /* a repeat, byte for byte */
@@ -697,7 +698,7 @@ static void gen_join(struct sim_world *W, struct gen *G, int s)
 	}
 	char buf[200];
 	snprintf(buf, sizeof buf, "{\"v\":1,\"type\":\"join\",\"sku\":\"%s\",\"buyer_id\":\"%s\"}",
-		 G->sku[s], buyer_names[rng_below(r, (uint32_t)G->n_buyers)]);
+		 G->sku[s], buyer_names[b >= 0 ? b : (int)rng_below(r, (uint32_t)G->n_buyers)]);
 	int part = append_str(W, G, G->sku[s], buf);
 	*VEC_PUSH(G->joins) = ((int64_t)part << 32) | (int64_t)(W->log[part].recs.len - 1);
 }
@@ -721,7 +722,13 @@ static void gen_room_buy(struct sim_world *W, struct gen *G, int s)
 	const struct gen_token *seen = seen_token(G, s, x < 45 ? b->buyer : -1, now);
 	if (x < 45 && (!seen || !rng_chance(r, 300)))
 		seen = seen_token(G, s, -1, now);
-	if (x < 45 && seen)
+	if (x < 45 && !seen) {
+		/* no one has a token yet: the client joins first */
+		G->buys.len--;
+		gen_join(W, G, s, b->buyer);
+		return;
+	}
+	if (x < 45)
 		b->buyer = seen->buyer; /* a buyer who was admitted */
 	buyer_id_of(b->buyer, id);
 	if (x < 45 || (x >= 90 && seen)) {
@@ -775,7 +782,7 @@ static void gen_room(struct sim_world *W, struct gen *G)
 		if (G->room[s] && k-- == 0)
 			break;
 	if (rng_chance(&W->rrng, 450))
-		gen_join(W, G, s);
+		gen_join(W, G, s, -1);
 	else
 		gen_room_buy(W, G, s);
 }
