@@ -1153,6 +1153,7 @@ static const char *const reasons[] = {
 	"closed",
 	"not_open",
 	"rejected",
+	"admission_required", /* a line of a sale behind a waiting room (issue 33) */
 };
 
 const char *fs_cart_reason_static(const char *reason)

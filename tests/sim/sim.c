@@ -5,8 +5,11 @@
  *   sim --seeds 10000            sweep seeds 1..10000 (stops at the first failing seed)
  *   sim --seed 1234 [--trace]    one seed, with a summary (and every step with --trace)
  *   sim --seed 1234 --seeds 100  seeds 1234..1333
- *   sim --mutate no-cas|no-dedupe|no-reforward|stacked-offset-only
+ *   sim --mutate no-cas|no-dedupe|no-reforward|stacked-offset-only|no-cart-resend|
+ *                room-forget-admissions
  *                                break the store or the edges on purpose: the sweep must fail
+ *   sim --known-bug join-again-unknown-sku
+ *                                stop stepping around a known bug of src/ (meson.build)
  *   FS_SIM_SEEDS=N               overrides the seed count of a plain --seeds sweep
  *
  * A failing seed prints itself and the command that replays it; everything a seed does comes
@@ -30,6 +33,16 @@
  *   partitioner puts elsewhere: the workers forward those (or, in one seed in four, reject them
  *   wrong_partition), and a forward's delivery appends the same bytes to its partition's log.
  *   The workers append ticks of their own.
+ * - The waiting room (issue 33), in about one seed in three (drawn from a PRNG of its own, so
+ *   that the other seeds keep their schedules): some SKUs open behind a room (rate 1-50/s,
+ *   tokens of 1-5 s, a random or fifo draw, opens_at a little after the open), buyers join
+ *   before and after opens_at (and repeat, byte for byte, and join before the open), and most
+ *   buys of those SKUs carry a token: the buyer's own, taken from the results log as a client
+ *   would (an `admission`, or a join admitted at once), or none, garbage, another buyer's,
+ *   another SKU's, one not valid yet, one expired, one of an unknown key, one altered (the
+ *   web tier mints these with the workers' ring; never one that is live for its SKU). The
+ *   workers load a ring of two keys, k2 signing; in half those seeds each start signs with
+ *   either, so tokens of the other key are verified after restarts and handovers.
  * - The store (sim_store.c): the tables and statements of src/io/store.c, with the offset
  *   compare-and-set and its commit token, the dedupe on (intent id, kind), the lookup by
  *   (intent id, kind) pairs, the guards and CHECK constraints, all-or-nothing commits, and
@@ -80,13 +93,25 @@
  * constraint ever refuses a row, every state a worker loads is consistent with itself (one
  * snapshot), and every lookup fits its batch (INV-7: the worker would retry it forever).
  *
+ * The waiting room (sim_check.c), computed from the log alone: each room's entries (a buyer's
+ * first join after the open, the sale not closed), the draw (OpenSSL's HMAC-SHA256(seed,
+ * buyer), ties by offset; fifo in log order), every admission's slot, clock and record on the
+ * rate's schedule, equal to the store's room_joins after every crash (INV-9), the rate as
+ * flashsale audit checks it, every buy's token verdict recomputed from the token's bytes, the
+ * buyer, the SKU and the buy's timestamp (a verifier of its own, not token.c), no buy held
+ * without a live admission of its buyer, every admission announced as its row says, every
+ * join answered as its buyer's first; the replay (INV-4) compares the rooms' rows and every
+ * join's answer and admission (the token is checked apart: a rotation changes its key).
+ *
  * Mutations: --mutate no-cas makes the simulated commit ignore the expected offset, and
  * --mutate no-dedupe makes the store forget intent ids (the lookup finds nothing, the insert
  * adds a second row), and --mutate no-reforward makes a restarted worker skip the forwards of
  * the misrouted records it reads below the stored offset (the producer drops them), and
  * --mutate stacked-offset-only lets a transaction decided on top of another in flight commit
  * when the offset is at that one's end whoever committed it (src/ before this simulator ran
- * the real worker). The sweep must then fail (tests/sim/meson.build: should_fail).
+ * the real worker), and --mutate room-forget-admissions makes the store load the waiting
+ * rooms' entries without their admissions (a restart admits them again). The sweep must then
+ * fail (tests/sim/meson.build: should_fail).
  *
  * Bugs of src/ this simulator found, all fixed (tests/sim/meson.build lists them): the default
  * sweep runs every path they were on, and the checks above would catch each one again.
@@ -234,6 +259,12 @@ struct gen_cart {
 	char id[FS_UUID_LEN + 1];
 };
 
+/* A token the web tier saw in the results log (issue 33): a join's or an admission's. */
+struct gen_token {
+	int sku, buyer;
+	char text[FS_TOKEN_TEXT_MAX + 1];
+};
+
 struct gen {
 	int n_skus, n_buyers;
 	char sku[SIM_SKUS_MAX][16];
@@ -243,6 +274,15 @@ struct gen {
 	VEC(struct gen_buy) buys;
 	VEC(int64_t) keyed; /* part << 32 | offset of earlier buy/confirm/cancel records */
 	VEC(struct gen_cart) carts;
+	/* The waiting room (issue 33): the SKUs behind one, the join records (part << 32 |
+	 * offset), the tokens read from the results log so far, and a ring with a key the
+	 * workers do not know. */
+	bool room[SIM_SKUS_MAX];
+	int n_rooms;
+	VEC(int64_t) joins;
+	VEC(struct gen_token) tokens;
+	size_t results_seen;
+	struct fs_keyring stranger;
 };
 
 static const char *const buyer_names[] = {"b0", "b1", "b2",	"b3",  "b4", "b5",  "b6",
@@ -264,8 +304,9 @@ static int key_part(struct sim_world *W, const char *key, size_t n)
 	return part >= 0 ? part : (int)rng_below(&W->rng, (uint32_t)W->n_parts);
 }
 
-static void append(struct sim_world *W, struct gen *G, const char *key, size_t key_len,
-		   const char *val, size_t val_len)
+/* Returns the partition it went to. */
+static int append(struct sim_world *W, struct gen *G, const char *key, size_t key_len,
+		  const char *val, size_t val_len)
 {
 	int part = key ? key_part(W, key, key_len) : (int)rng_below(&W->rng, (uint32_t)W->n_parts);
 	if (key && key_len && W->n_parts > 1 && rng_chance(&W->rng, W->f.misroute)) {
@@ -279,15 +320,23 @@ static void append(struct sim_world *W, struct gen *G, const char *key, size_t k
 	    r->parsed.kind == FS_KIND_CANCEL || r->parsed.kind == FS_KIND_CART ||
 	    r->parsed.kind == FS_KIND_CART_CONFIRM || r->parsed.kind == FS_KIND_CART_CANCEL)
 		*VEC_PUSH(G->keyed) = ((int64_t)part << 32) | (int64_t)(W->log[part].recs.len - 1);
+	return part;
 }
 
-static void append_str(struct sim_world *W, struct gen *G, const char *key, const char *val)
+static int append_str(struct sim_world *W, struct gen *G, const char *key, const char *val)
 {
-	append(W, G, key, key ? strlen(key) : 0, val, strlen(val));
+	return append(W, G, key, key ? strlen(key) : 0, val, strlen(val));
 }
+
+static void gen_room_open(struct sim_world *W, struct gen *G, int s);
+static void gen_room_buy(struct sim_world *W, struct gen *G, int s);
 
 static void gen_open(struct sim_world *W, struct gen *G, int s)
 {
+	if (G->room[s]) {
+		gen_room_open(W, G, s);
+		return;
+	}
 	struct rng *r = &W->rng;
 	char buf[320];
 	int stock = 1 + (int)rng_below(r, 6);
@@ -327,9 +376,14 @@ static void buy_json(char *buf, size_t n, const char *id, const char *sku, const
 static void gen_buy(struct sim_world *W, struct gen *G)
 {
 	struct rng *r = &W->rng;
+	int sku = (int)rng_below(r, (uint32_t)G->n_skus);
+	if (G->room[sku] && rng_chance(&W->rrng, 700)) {
+		gen_room_buy(W, G, sku); /* most buys of a room's sale carry a token */
+		return;
+	}
 	struct gen_buy *b = VEC_PUSH(G->buys);
 	gen_uuid(r, b->id);
-	b->sku = (int)rng_below(r, (uint32_t)G->n_skus);
+	b->sku = sku;
 	b->buyer = (int)rng_below(r, (uint32_t)G->n_buyers);
 	int lim = G->limit[b->sku] ? G->limit[b->sku] : 2;
 	b->qty = rng_chance(r, 700) ? 1 : 1 + rng_below(r, (uint32_t)lim + 1);
@@ -537,6 +591,202 @@ static void gen_bad(struct sim_world *W, struct gen *G)
 	append_str(W, G, sku, buf);
 }
 
+/* ---- the waiting room's web tier (issue 33), drawn from the seed's room PRNG ------------- */
+
+/* A sale behind a waiting room: opens_at a little later, so that buyers join before and
+ * after it; small rates; tokens that live a few seconds. */
+static void gen_room_open(struct sim_world *W, struct gen *G, int s)
+{
+	struct rng *r = &W->rrng;
+	char buf[400];
+	int limit = 1 + (int)rng_below(r, 3);
+	int64_t opens = W->now_ms + 200 + rng_below(r, 2500);
+	int n = snprintf(buf, sizeof buf,
+			 "{\"v\":1,\"type\":\"open\",\"sku\":\"%s\",\"stock\":%d,"
+			 "\"per_buyer_limit\":%d,\"hold_seconds\":%d,\"opens_at\":%" PRId64,
+			 G->sku[s], 1 + (int)rng_below(r, 6), limit, 1 + (int)rng_below(r, 3),
+			 opens);
+	if (rng_chance(r, 150))
+		n += snprintf(buf + n, sizeof buf - (size_t)n, ",\"closes_at\":%" PRId64,
+			      opens + 2000 + rng_below(r, 8000));
+	static const uint32_t rates[] = {1, 2, 5, 10, 50};
+	bool fifo = rng_chance(r, 300);
+	n += snprintf(buf + n, sizeof buf - (size_t)n,
+		      ",\"admission\":{\"rate_per_s\":%u,\"token_seconds\":%u,\"draw\":\"%s\"",
+		      rates[rng_below(r, 5)], 1 + rng_below(r, 5), fifo ? "fifo" : "random");
+	if (!fifo || rng_chance(r, 500))
+		n += snprintf(buf + n, sizeof buf - (size_t)n, ",\"seed\":\"s%" PRIu64 ".%d:x_-\"",
+			      W->seed, s);
+	snprintf(buf + n, sizeof buf - (size_t)n, "}}");
+	if (!G->opened[s])
+		G->limit[s] = limit;
+	G->opened[s] = true;
+	append_str(W, G, G->sku[s], buf);
+}
+
+/* The buyer id a buyer_names entry (JSON text) stands for. */
+static void buyer_id_of(int b, char out[FS_BUYER_LEN_MAX + 1])
+{
+	const char *p = buyer_names[b];
+	size_t k = 0;
+	for (; *p && k < FS_BUYER_LEN_MAX; p++)
+		if (!(p[0] == '\\' && p[1] == '"'))
+			out[k++] = *p;
+	out[k] = '\0';
+}
+
+/* Reads the results delivered since the last look, as a client polling its answers does:
+ * every token a join's answer or an admission carries. */
+static void gen_observe(struct sim_world *W, struct gen *G)
+{
+	for (; G->results_seen < W->results.len; G->results_seen++) {
+		const struct sim_result *x = &W->results.v[G->results_seen];
+		const char *t = x->room ? strstr(x->json, "\"token\":\"") : NULL;
+		if (!t)
+			continue;
+		t += 9;
+		const char *end = strchr(t, '"');
+		struct gen_token k = {.sku = -1, .buyer = -1};
+		char want[64];
+		for (int i = 0; i < G->n_skus; i++) {
+			snprintf(want, sizeof want, "\"sku\":\"%s\"", G->sku[i]);
+			if (strstr(x->json, want))
+				k.sku = i;
+		}
+		for (int i = 0; i < G->n_buyers; i++) {
+			snprintf(want, sizeof want, "\"buyer_id\":\"%s\"", buyer_names[i]);
+			if (strstr(x->json, want))
+				k.buyer = i;
+		}
+		if (!end || k.sku < 0 || k.buyer < 0 || (size_t)(end - t) > FS_TOKEN_TEXT_MAX)
+			continue;
+		memcpy(k.text, t, (size_t)(end - t));
+		k.text[end - t] = '\0';
+		*VEC_PUSH(G->tokens) = k;
+	}
+}
+
+/* A token seen for SKU s (of buyer b, or of anyone when b < 0): the latest that has not
+ * expired by now, else the latest; NULL if none. */
+static const struct gen_token *seen_token(const struct gen *G, int s, int b, int64_t now)
+{
+	const struct gen_token *last = NULL;
+	for (size_t i = G->tokens.len; i-- > 0;) {
+		const struct gen_token *t = &G->tokens.v[i];
+		if (t->sku != s || (b >= 0 && t->buyer != b))
+			continue;
+		const char *exp = strchr(t->text + 3, '.'); /* v1.KID.NBF.EXP... */
+		exp = exp ? strchr(exp + 1, '.') : NULL;
+		if (exp && strtoll(exp + 1, NULL, 10) > now)
+			return t;
+		last = last ? last : t;
+	}
+	return last;
+}
+
+/* A join of SKU s by buyer b (a random one when b < 0), or now and then a repeat. */
+static void gen_join(struct sim_world *W, struct gen *G, int s, int b)
+{
+	struct rng *r = &W->rrng;
+	if (G->joins.len && rng_chance(r, 200)) { /* a repeat, byte for byte */
+		int64_t k = G->joins.v[rng_below(r, (uint32_t)G->joins.len)];
+		const struct sim_rec *x = &W->log[k >> 32].recs.v[k & 0xffffffff];
+		char *val = sim_strndup(x->val, x->val_len);
+		append(W, G, x->key, x->key_len, val, x->val_len);
+		free(val);
+		return;
+	}
+	char buf[200];
+	snprintf(buf, sizeof buf, "{\"v\":1,\"type\":\"join\",\"sku\":\"%s\",\"buyer_id\":\"%s\"}",
+		 G->sku[s], buyer_names[b >= 0 ? b : (int)rng_below(r, (uint32_t)G->n_buyers)]);
+	int part = append_str(W, G, G->sku[s], buf);
+	*VEC_PUSH(G->joins) = ((int64_t)part << 32) | (int64_t)(W->log[part].recs.len - 1);
+}
+
+/* A buy of a sale behind a room, with a token of some kind: the buyer's own from the results
+ * (as a client would), none, garbage, another buyer's, another SKU's, one not valid yet, one
+ * expired, one of a key the workers do not know, one altered. Those the web tier mints are
+ * never live for this SKU: a live one is only ever the workers'. */
+static void gen_room_buy(struct sim_world *W, struct gen *G, int s)
+{
+	struct rng *r = &W->rrng;
+	struct gen_buy *b = VEC_PUSH(G->buys);
+	gen_uuid(r, b->id);
+	b->sku = s;
+	b->buyer = (int)rng_below(r, (uint32_t)G->n_buyers);
+	b->qty = rng_chance(r, 800) ? 1 : 2;
+	char tok[FS_TOKEN_TEXT_MAX + 1] = "", id[FS_BUYER_LEN_MAX + 1];
+	bool has = true;
+	uint32_t x = rng_below(r, 100);
+	int64_t now = W->now_ms;
+	const struct gen_token *seen = seen_token(G, s, x < 45 ? b->buyer : -1, now);
+	if (x < 45 && (!seen || !rng_chance(r, 300)))
+		seen = seen_token(G, s, -1, now);
+	if (x < 45 && !seen) {
+		/* no one has a token yet: the client joins first */
+		G->buys.len--;
+		gen_join(W, G, s, b->buyer);
+		return;
+	}
+	if (x < 45)
+		b->buyer = seen->buyer; /* a buyer who was admitted */
+	buyer_id_of(b->buyer, id);
+	if (x < 45 || (x >= 90 && seen)) {
+		has = seen != NULL;
+		if (seen)
+			snprintf(tok, sizeof tok, "%s", seen->text);
+		if (seen && x >= 90) /* altered: its MAC's last character */
+			tok[strlen(tok) - 1] = tok[strlen(tok) - 1] == 'A' ? 'B' : 'A';
+	} else if (x < 55) {
+		has = false;
+	} else if (x < 62) {
+		static const char *const junk[] = {
+			"garbage", "v1.k1.1.2.x.y", "v1", "",
+			"v1.k1.0.99999999999999.AAAAAAAAAAAAAAAAAAAAAA.B"};
+		snprintf(tok, sizeof tok, "%s", junk[rng_below(r, 5)]);
+	} else if (x < 70) {
+		/* another buyer's genuine token */
+		const struct gen_token *o = seen_token(G, s, -1, now);
+		has = o != NULL;
+		if (o) {
+			snprintf(tok, sizeof tok, "%s", o->text);
+			if (o->buyer == b->buyer)
+				b->buyer = (b->buyer + 1) % G->n_buyers;
+		}
+	} else if (x < 77) {
+		const char *other = G->n_skus > 1 ? G->sku[(s + 1) % G->n_skus] : "ZZ9";
+		fs_token_mint(&W->ring, other, id, now > 10 ? now - 10 : 0, now + 60000, tok);
+	} else if (x < 84) {
+		fs_token_mint(&W->ring, G->sku[s], id, now + 86400000, now + 86401000, tok);
+	} else if (x < 90) {
+		fs_token_mint(&W->ring, G->sku[s], id, now - 20000, now - 10000 + (int64_t)x, tok);
+	} else {
+		fs_token_mint(&G->stranger, G->sku[s], id, now - 10, now + 60000, tok);
+	}
+	char buf[480];
+	int n = snprintf(buf, sizeof buf,
+			 "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\","
+			 "\"buyer_id\":\"%s\",\"qty\":%" PRId64,
+			 b->id, G->sku[s], buyer_names[b->buyer], b->qty);
+	if (has)
+		n += snprintf(buf + n, sizeof buf - (size_t)n, ",\"token\":\"%s\"", tok);
+	snprintf(buf + n, sizeof buf - (size_t)n, "}");
+	append_str(W, G, G->sku[s], buf);
+}
+
+static void gen_room(struct sim_world *W, struct gen *G)
+{
+	gen_observe(W, G);
+	int k = (int)rng_below(&W->rrng, (uint32_t)G->n_rooms), s = 0;
+	for (; s < G->n_skus; s++)
+		if (G->room[s] && k-- == 0)
+			break;
+	if (rng_chance(&W->rrng, 450))
+		gen_join(W, G, s, -1);
+	else
+		gen_room_buy(W, G, s);
+}
+
 static void produce_one(struct sim_world *W, struct gen *G)
 {
 	struct rng *r = &W->rng;
@@ -546,6 +796,11 @@ static void produce_one(struct sim_world *W, struct gen *G)
 			gen_open(W, G, s);
 			return;
 		}
+	}
+	/* Seeds with rooms: their records besides the others' (issue 33). */
+	if (G->n_rooms && rng_chance(&W->rrng, 300)) {
+		gen_room(W, G);
+		return;
 	}
 	uint32_t bad = W->f.bad_input;
 	uint32_t x = rng_below(r, 1000);
@@ -859,6 +1114,7 @@ struct opts {
 	uint64_t first, count;
 	bool one;
 	enum sim_mutation mutation;
+	bool known_bug;
 	bool trace, keep_going;
 };
 
@@ -901,6 +1157,7 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	W->seed = seed;
 	rng_seed(&W->rng, seed);
 	W->mutation = o->mutation;
+	W->known_bug = o->known_bug;
 	W->trace = o->trace;
 	W->stats = st;
 	struct rng *r = &W->rng;
@@ -932,6 +1189,26 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	W->limits.misrouted_reject = rng_chance(r, 250);
 	W->stats->reject_mode_seeds += W->limits.misrouted_reject;
 	W->now_ms = 1700000000000 + rng_below(r, 1000000);
+	/* The waiting room (issue 33): its own PRNG, so that the seeds without rooms run as they
+	 * did; the key ring every worker loads (k1 of 32 bytes, k2 of 64, k2 signing). */
+	rng_seed(&W->rrng, seed ^ 0x726f6f6d726f6f6dULL);
+	W->rooms = rng_chance(&W->rrng, 350);
+	W->rotate = rng_chance(&W->rrng, 500);
+	W->stats->room_seeds += W->rooms;
+	char ring[400], err[120];
+	int n = snprintf(ring, sizeof ring, "# the simulator's\nk1 ");
+	for (int i = 0; i < 32; i++)
+		n += snprintf(ring + n, sizeof ring - (size_t)n, "%02x",
+			      (unsigned)(i * 7 + 1) & 0xff);
+	n += snprintf(ring + n, sizeof ring - (size_t)n, "\nk2 ");
+	for (int i = 0; i < 64; i++)
+		n += snprintf(ring + n, sizeof ring - (size_t)n, "%02x",
+			      (unsigned)(i * 13 + 5) & 0xff);
+	snprintf(ring + n, sizeof ring - (size_t)n, "\nsign k2\n");
+	if (fs_keyring_parse(ring, &W->ring, err, sizeof err) < 0 || W->ring.n != 2 ||
+	    W->ring.sign != 1)
+		abort();
+	W->last_sign = W->ring.sign;
 	W->store = calloc(1, sizeof *W->store);
 	if (!W->store)
 		abort();
@@ -946,6 +1223,15 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	for (int s = 0; s < G.n_skus; s++)
 		snprintf(G.sku[s], sizeof G.sku[s], "%c%d", 'A' + s, s);
 	G.total = G.remaining = 20 + (int)rng_below(r, 100);
+	for (int s = 0; W->rooms && s < G.n_skus; s++)
+		G.room[s] = s == 0 || rng_chance(&W->rrng, 400);
+	for (int s = 0; s < G.n_skus; s++)
+		G.n_rooms += G.room[s];
+	if (fs_keyring_parse("k9 "
+			     "99999999999999999999999999999999"
+			     "99999999999999999999999999999999\n",
+			     &G.stranger, err, sizeof err) < 0)
+		abort();
 
 	for (int i = 0; i < W->n_workers; i++) {
 		W->procs[i] = malloc(sizeof *W->procs[i]);
@@ -983,6 +1269,7 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	st->lookup_kinds_left += W->store->kinds_left;
 	st->holds_looked_up += W->store->holds_looked_up;
 	st->stacked_same_range += W->store->stacked_same_range;
+	st->room_loads += W->store->room_loads;
 	if (o->one) {
 		int64_t recs = 0;
 		for (int p = 0; p < W->n_parts; p++)
@@ -998,11 +1285,18 @@ static bool run_seed(uint64_t seed, const struct opts *o, struct sim_stats *st, 
 	free(G.buys.v);
 	free(G.keyed.v);
 	free(G.carts.v);
+	free(G.joins.v);
+	free(G.tokens.v);
 	return ok;
 }
 
-static const char *const mutation_names[] = {
-	"none", "no-cas", "no-dedupe", "no-reforward", "stacked-offset-only", "no-cart-resend"};
+static const char *const mutation_names[] = {"none",
+					     "no-cas",
+					     "no-dedupe",
+					     "no-reforward",
+					     "stacked-offset-only",
+					     "no-cart-resend",
+					     "room-forget-admissions"};
 
 /* An assertion in the real code (or a crash) ends the process: say which seed it was. The
  * message is written before each seed, so the handler only has to write(2) it. */
@@ -1020,7 +1314,9 @@ static void on_crash(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sim [--seed N] [--seeds N]\n"
-		   "           [--mutate no-cas|no-dedupe|no-reforward|stacked-offset-only]\n"
+		   "           [--mutate no-cas|no-dedupe|no-reforward|stacked-offset-only|\n"
+		   "                     no-cart-resend|room-forget-admissions]\n"
+		   "           [--known-bug join-again-unknown-sku]\n"
 		   "           [--trace] [--keep-going]\n");
 }
 
@@ -1069,6 +1365,21 @@ static void print_stats(const struct sim_stats *s, double secs)
 	printf("sim: carts: %" PRId64 " protocol messages sent (outbox), %" PRId64
 	       " cart results\n",
 	       s->cart_messages, s->cart_results);
+	printf("sim: waiting rooms: %" PRId64 " seeds, %" PRId64 "/%" PRId64
+	       " rooms admitting (random/fifo draw), %" PRId64 " join answers, %" PRId64
+	       " admissions (%" PRId64 " answered again), %" PRId64
+	       " loads with entries; buys' tokens: %" PRId64 " valid, %" PRId64
+	       " no_token, %" PRId64 " bad_token, %" PRId64 " token_expired, %" PRId64
+	       " token_not_yet_valid, %" PRId64 " token_other_buyer; held on k1/k2 %" PRId64
+	       "/%" PRId64 " (%" PRId64
+	       " answered by a worker signing with the other key), %" PRId64
+	       " starts signing with the other key; %" PRId64
+	       " answers let pass (known bug join-again-unknown-sku)\n",
+	       s->room_seeds, s->room_draws[0], s->room_draws[1], s->joins, s->admissions,
+	       s->admissions_again, s->room_loads, s->verdicts[FS_TOKEN_OK],
+	       s->verdicts[FS_TOKEN_NONE], s->verdicts[FS_TOKEN_BAD], s->verdicts[FS_TOKEN_EXPIRED],
+	       s->verdicts[FS_TOKEN_NOT_YET], s->verdicts[FS_TOKEN_OTHER_BUYER], s->held_by_key[0],
+	       s->held_by_key[1], s->held_other_key, s->signers_rotated, s->known_bug_stepped);
 	printf("sim: partitioning: %" PRId64 " records appended to a wrong partition, %" PRId64
 	       " forwards queued (%" PRId64 " of them again after a restart), %" PRId64
 	       " landed; %" PRId64 " seeds in reject mode\n",
@@ -1102,7 +1413,12 @@ static bool coverage_ok(const struct sim_stats *s)
 		  s->forwards_again && s->reject_mode_seeds && s->inhand_after_fence &&
 		  s->overlap_seeds[0] && s->overlap_seeds[1] && s->overlap_seeds[2] && s->stacked &&
 		  s->stacked_redone && s->unknown_committed && s->stacked_same_range &&
-		  s->refused && s->holds_looked_up && s->cart_messages && s->cart_results;
+		  s->refused && s->holds_looked_up && s->cart_messages && s->cart_results &&
+		  s->room_draws[0] && s->room_draws[1] && s->joins && s->admissions &&
+		  s->admissions_again && s->room_loads && s->held_by_key[0] && s->held_by_key[1] &&
+		  s->signers_rotated && s->held_other_key;
+	for (int v = FS_TOKEN_OK; v <= FS_TOKEN_OTHER_BUYER; v++)
+		ok = ok && s->verdicts[v];
 	for (size_t i = 0; i < sizeof must_crash_at / sizeof *must_crash_at; i++)
 		ok = ok && s->crash_at[sim_point(must_crash_at[i])];
 	return ok;
@@ -1133,6 +1449,10 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			i++;
+		} else if (strcmp(a, "--known-bug") == 0 && v &&
+			   strcmp(v, "join-again-unknown-sku") == 0) {
+			o.known_bug = true;
+			i++;
 		} else if (strcmp(a, "--trace") == 0) {
 			o.trace = true;
 		} else if (strcmp(a, "--keep-going") == 0) {
@@ -1144,12 +1464,14 @@ int main(int argc, char **argv)
 	}
 	/* Only the plain sweep: a mutation run must keep its seeds to fail. */
 	const char *env = getenv("FS_SIM_SEEDS");
-	if (have_seeds && env && *env && !o.mutation)
+	if (have_seeds && env && *env && !o.mutation && !o.known_bug)
 		o.count = strtoull(env, NULL, 10);
 	o.one = have_seed && !have_seeds;
 	char extra[160] = "";
 	if (o.mutation)
 		snprintf(extra, sizeof extra, " --mutate %s", mutation_names[o.mutation]);
+	else if (o.known_bug)
+		snprintf(extra, sizeof extra, " --known-bug join-again-unknown-sku");
 	printf("sim: seeds %" PRIu64 "..%" PRIu64 "%s\n", o.first, o.first + o.count - 1, extra);
 	fflush(stdout);
 

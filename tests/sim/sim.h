@@ -11,6 +11,7 @@
 #include "core/batch.h"
 #include "core/core.h"
 #include "core/record.h"
+#include "core/token.h"
 #include "io/store.h"
 
 #include <stdbool.h>
@@ -77,6 +78,9 @@ struct sim_result {
 	int32_t part;
 	int64_t off;
 	bool expire;
+	/* The waiting room (issue 33): 1 a join's answer (part/off: the join record), 2 an
+	 * admission (part/off: the record that moved the clock to it). */
+	int room;
 	/* A cart's result (issue 31): part/off name the record whose step decided it. */
 	bool cart;
 	/* >= 0: not a result but the forward of misrouted record part/off to this partition of
@@ -101,6 +105,8 @@ enum sim_mutation {
 	MUT_NO_CART_RESEND = 5,	     /* a restart does not send again the carts' outbox rows of what
 				      * it reads below the stored offset: protocol messages and cart
 				      * results lost with a crash (issue 31) */
+	MUT_ROOM_FORGET_ADMISSIONS = 6, /* the store loads the waiting rooms' entries without
+					 * their admissions (issue 33): a restart admits again */
 };
 
 /* The edge calls a process can be suspended in, where a crash is counted (sim_proc.c names
@@ -135,6 +141,14 @@ struct sim_stats {
 	int64_t misrouted_appended, forwards_queued, forwards_landed, forwards_again;
 	int64_t reject_mode_seeds;
 	int64_t refused; /* records the store refused for good, rejected store_refused */
+	/* The waiting room (issue 33). */
+	int64_t room_seeds, room_draws[2]; /* seeds with rooms; rooms drawn random, fifo */
+	int64_t joins, admissions, admissions_again, room_loads; /* results; entries loaded */
+	int64_t verdicts[6];	   /* buys of a room's sale decided, by fs_token_verdict */
+	int64_t held_by_key[2];	   /* held buys whose token key k1, k2 signed */
+	int64_t signers_rotated;   /* worker starts that sign with the other key than before */
+	int64_t held_other_key;	   /* held buys answered by a worker signing with the other key */
+	int64_t known_bug_stepped; /* answers the checker let pass (known bug, meson.build) */
 };
 
 /* ---- the world of one seed ------------------------------------------------------------------ */
@@ -146,6 +160,7 @@ struct sim_world {
 	uint64_t seed;
 	struct rng rng;
 	enum sim_mutation mutation;
+	bool known_bug; /* --known-bug join-again-unknown-sku: do not step around it */
 	bool trace;
 	int64_t step;
 	bool healing; /* faults off: heal and reach quiescence */
@@ -156,6 +171,13 @@ struct sim_world {
 	int dedupe_cache_max;
 	struct sim_faults f;
 	struct fs_record_limits limits;
+	/* The waiting room (issue 33): its own PRNG (seeds without rooms keep their schedule),
+	 * the workers' key ring (k1 and k2; each worker start signs with one of them: with
+	 * `rotate`, either, so that a restart verifies what another key signed). */
+	struct rng rrng;
+	bool rooms, rotate;
+	struct fs_keyring ring;
+	int32_t last_sign;
 
 	int64_t now_ms; /* the broker clock */
 	struct sim_log log[SIM_PARTS_MAX];

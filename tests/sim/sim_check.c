@@ -8,6 +8,9 @@
 #include "sim_store.h"
 
 #include <inttypes.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,10 +137,10 @@ static void dump(const struct sim_store *s, int n_parts, struct lines *l)
 		     "partitions %d next=%" PRId64 " first=%" PRId64 " clock=%" PRId64
 		     " records=%" PRId64 " fresh=%" PRId64 " repeats=%" PRId64 " conflicts=%" PRId64
 		     " invalid=%" PRId64 " sale=%" PRId64 " ticks=%" PRId64 " forwarded=%" PRId64
-		     " carts=%" PRId64,
+		     " carts=%" PRId64 " joins=%" PRId64,
 		     p, r->next_offset, r->first_offset, r->clock_ms, r->n_records, r->n_fresh,
 		     r->n_repeats, r->n_conflicts, r->n_invalid, r->n_sale, r->n_ticks,
-		     r->n_forwarded, r->n_carts);
+		     r->n_forwarded, r->n_carts, r->n_joins);
 	}
 	for (size_t i = 0; i < s->decisions.len; i++) {
 		const struct ss_decision *d = &s->decisions.v[i];
@@ -185,9 +188,23 @@ static void dump(const struct sim_store *s, int n_parts, struct lines *l)
 		line(l,
 		     "skus %s part=%d status=%s supply=%" PRId64 " available=%" PRId64
 		     " held=%" PRId64 " sold=%" PRId64 " limit=%" PRId64 " max_qty=%" PRId64
-		     " hold_ms=%" PRId64 " opens=%" PRId64 " closes=%" PRId64,
+		     " hold_ms=%" PRId64 " opens=%" PRId64 " closes=%" PRId64 " admit_rate=%" PRId64
+		     " token_ms=%" PRId64 " draw=%s seed=%s",
 		     k->sku, (int)k->part, k->status, k->supply, k->available, k->held, k->sold,
-		     k->per_buyer_limit, k->max_qty, k->hold_ms, k->opens_at_ms, k->closes_at_ms);
+		     k->per_buyer_limit, k->max_qty, k->hold_ms, k->opens_at_ms, k->closes_at_ms,
+		     k->admit_rate, k->token_ms, opt(k->draw[0], k->draw),
+		     opt(k->draw_seed[0], k->draw_seed));
+	}
+	for (size_t i = 0; i < s->joins.len; i++) {
+		const struct ss_join *j = &s->joins.v[i];
+		char b2[24], b3[24];
+		line(l,
+		     "room_joins %s %s part=%d off=%" PRId64 " joined=%" PRId64
+		     " early=%d admitted=%s decided=%s decided_off=%s",
+		     j->sku, j->buyer, (int)j->part, j->off, j->joined_ms, j->early,
+		     opt_i64(j->has_adm, j->admitted_ms, b1, sizeof b1),
+		     opt_i64(j->has_adm, j->decided_ms, b2, sizeof b2),
+		     opt_i64(j->has_adm, j->decided_off, b3, sizeof b3));
 	}
 	for (size_t i = 0; i < s->buyers.len; i++) {
 		const struct ss_buyer *b = &s->buyers.v[i];
@@ -221,6 +238,7 @@ static bool oracle_run(struct sim_world *W, struct oracle *o)
 	for (int p = 0; p < W->n_parts; p++) {
 		const struct sim_log *log = &W->log[p];
 		fs_core_init(&o->core[p], p);
+		o->core[p].keys = &W->ring; /* the ring verifies; which key signs is no matter */
 		if (W->limits.carts &&
 		    fs_carts_init(&o->carts[p], p, W->n_parts, FS_CART_LINES_MAX) == 0)
 			o->core[p].carts = &o->carts[p];
@@ -591,20 +609,522 @@ static bool check_offsets(struct sim_world *W)
 		if (r->n_records != len || r->n_fresh != fresh || r->n_invalid != invalid ||
 		    r->n_sale != sale || r->n_forwarded != fwd || r->n_gaps != 0 ||
 		    fresh + invalid + sale + fwd + r->n_repeats + r->n_conflicts + r->n_ticks +
-				    r->n_carts !=
+				    r->n_carts + r->n_joins !=
 			    len)
-			return sim_fail(W, "INV-2",
-					"partition %d: %" PRId64 " records, counted %" PRId64
-					" (fresh %" PRId64 "/%" PRId64 " rows, invalid %" PRId64
-					"/%" PRId64 ", sale %" PRId64 "/%" PRId64
-					", forwarded %" PRId64 "/%" PRId64 ", repeats %" PRId64
-					", conflicts %" PRId64 ", ticks %" PRId64 ", carts %" PRId64
-					", gaps %" PRId64 ")",
-					p, len, r->n_records, r->n_fresh, fresh, r->n_invalid,
-					invalid, r->n_sale, sale, r->n_forwarded, fwd, r->n_repeats,
-					r->n_conflicts, r->n_ticks, r->n_carts, r->n_gaps);
+			return sim_fail(
+				W, "INV-2",
+				"partition %d: %" PRId64 " records, counted %" PRId64
+				" (fresh %" PRId64 "/%" PRId64 " rows, invalid %" PRId64 "/%" PRId64
+				", sale %" PRId64 "/%" PRId64 ", forwarded %" PRId64 "/%" PRId64
+				", repeats %" PRId64 ", conflicts %" PRId64 ", ticks %" PRId64
+				", carts %" PRId64 ", joins %" PRId64 ", gaps %" PRId64 ")",
+				p, len, r->n_records, r->n_fresh, fresh, r->n_invalid, invalid,
+				r->n_sale, sale, r->n_forwarded, fwd, r->n_repeats, r->n_conflicts,
+				r->n_ticks, r->n_carts, r->n_joins, r->n_gaps);
 	}
 	return true;
+}
+
+/* ---- the waiting room (issue 33): computed here from the log, apart from room.c/token.c --- */
+
+static void b64url(const unsigned char *in, size_t n, char *out)
+{
+	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t k = 0;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) |
+			     (i + 2 < n ? in[i + 2] : 0);
+		size_t chars = i + 2 < n ? 4 : i + 1 < n ? 3 : 2;
+		for (size_t c = 0; c < chars; c++)
+			out[k++] = a[(v >> (18 - 6 * c)) & 63];
+	}
+	out[k] = '\0';
+}
+
+/* A canonical decimal: digits, no leading zero but "0", at most 15. */
+static bool decimal(const char *s, size_t n, int64_t *v)
+{
+	if (n == 0 || n > 15 || (n > 1 && s[0] == '0'))
+		return false;
+	*v = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		*v = *v * 10 + (s[i] - '0');
+	}
+	return true;
+}
+
+/* The verdict on a buy's token, from docs/reference/records.md's format: v1.KID.NBF.EXP.BUYER.MAC,
+ * BUYER base64url of SHA-256(buyer)[0..16), MAC base64url of HMAC-SHA256(the key's secret,
+ * "fs-token-v1\nKID\nSKU\nBUYER\nNBF\nEXP"), valid on NBF <= clock < EXP. *kid: the key's
+ * index when the MAC verifies, else -1. */
+static enum fs_token_verdict verdict_of(const struct fs_keyring *kr, const struct fs_record *r,
+					const char *sku, int64_t now, int *kid)
+{
+	*kid = -1;
+	const char *t = r->u.token.text;
+	if (!r->u.token.present || !t[0])
+		return FS_TOKEN_NONE;
+	if (r->u.token.too_long)
+		return FS_TOKEN_BAD;
+	const char *f[6];
+	size_t len[6];
+	for (int i = 0; i < 6; i++) {
+		const char *dot = i < 5 ? strchr(t, '.') : t + strlen(t);
+		if (!dot)
+			return FS_TOKEN_BAD;
+		f[i] = t;
+		len[i] = (size_t)(dot - t);
+		t = dot + 1;
+	}
+	int64_t nbf, exp;
+	if (len[0] != 2 || memcmp(f[0], "v1", 2) != 0 || !decimal(f[2], len[2], &nbf) ||
+	    !decimal(f[3], len[3], &exp) || len[4] != 22 || len[5] != 43)
+		return FS_TOKEN_BAD;
+	for (uint32_t k = 0; k < kr->n; k++)
+		if (strlen(kr->keys[k].id) == len[1] && memcmp(kr->keys[k].id, f[1], len[1]) == 0)
+			*kid = (int)k;
+	if (*kid < 0)
+		return FS_TOKEN_BAD;
+	char msg[320], mac[48], digest[32];
+	int n = snprintf(msg, sizeof msg, "fs-token-v1\n%s\n%s\n%.22s\n%" PRId64 "\n%" PRId64,
+			 kr->keys[*kid].id, sku, f[4], nbf, exp);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int md_len = 0;
+	HMAC(EVP_sha256(), kr->keys[*kid].secret, (int)kr->keys[*kid].len,
+	     (const unsigned char *)msg, (size_t)n, md, &md_len);
+	b64url(md, md_len, mac);
+	if (strlen(mac) != 43 || memcmp(mac, f[5], 43) != 0) {
+		*kid = -1;
+		return FS_TOKEN_BAD;
+	}
+	SHA256((const unsigned char *)r->buyer_id, strlen(r->buyer_id), md);
+	b64url(md, 16, digest);
+	if (memcmp(digest, f[4], 22) != 0)
+		return FS_TOKEN_OTHER_BUYER;
+	if (now < nbf)
+		return FS_TOKEN_NOT_YET;
+	return now >= exp ? FS_TOKEN_EXPIRED : FS_TOKEN_OK;
+}
+
+/* The draw's rank: the first 8 bytes, big-endian, of HMAC-SHA256(key = seed, buyer id). */
+static uint64_t rank_of(const char *seed, const char *buyer)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	HMAC(EVP_sha256(), seed, (int)strlen(seed), (const unsigned char *)buyer, strlen(buyer), md,
+	     &len);
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | md[i];
+	return v;
+}
+
+/* The token a room result carries ("" for none), into out. */
+static void token_in(const char *json, char out[FS_TOKEN_TEXT_MAX + 1])
+{
+	const char *t = strstr(json, "\"token\":\"");
+	out[0] = '\0';
+	if (!t)
+		return;
+	t += 9;
+	size_t n = 0;
+	while (t[n] && t[n] != '"' && n < FS_TOKEN_TEXT_MAX)
+		n++;
+	memcpy(out, t, n);
+	out[n] = '\0';
+}
+
+/* A join's answer without where the buyer stands (position, ahead): an answer given again
+ * after a crash says where the buyer stands then. */
+static void without_place(const char *json, char *out, size_t n)
+{
+	snprintf(out, n, "%s", json);
+	char *p = strstr(out, ",\"position\":");
+	char *q = p ? strstr(p, ",\"ahead\":") : NULL;
+	if (!q)
+		return;
+	q += 9;
+	while (*q == '-' || (*q >= '0' && *q <= '9'))
+		q++;
+	memmove(p, q, strlen(q) + 1);
+}
+
+/* A room result (issue 33) against the replay: a join's answer as the replay's (but for the
+ * place, and with the token the result carries), an admission as one of the replay's at that
+ * record; the token must be the workers' (verifies, for that SKU and buyer, from its
+ * not-before). Sets *entry to the replay's room entry an admission is of. */
+static bool room_reply(struct sim_world *W, const struct oracle *o, const struct sim_result *r,
+		       struct fs_buf *buf, const struct fs_room_entry **entry)
+{
+	char tok[FS_TOKEN_TEXT_MAX + 1], a[1024], b[1024];
+	token_in(r->json, tok);
+	const struct fs_core *c = &o->core[r->part];
+	*entry = NULL;
+	const char *sku = NULL, *buyer = NULL;
+	if (r->room == 1) {
+		const struct fs_item *want = &o->batch[r->part].items[r->off];
+		fs_buf_clear(buf);
+		fs_result_join(buf, want, tok[0] ? tok : NULL);
+		without_place(r->json, a, sizeof a);
+		without_place(fs_buf_cstr(buf), b, sizeof b);
+		/* Known bug join-again-unknown-sku (tests/sim/meson.build): a join decided before
+		 * its SKU's open, answered again once the open is committed, says closed. */
+		static const char closed[] = "\"outcome\":\"closed\"";
+		char *c0 = strstr(a, closed);
+		if (!W->known_bug && c0 && strstr(b, "\"reason\":\"unknown_sku\"")) {
+			char fixed[1100];
+			snprintf(fixed, sizeof fixed,
+				 "%.*s\"outcome\":\"rejected\",\"reason\":"
+				 "\"unknown_sku\"%s",
+				 (int)(c0 - a), a, c0 + sizeof closed - 1);
+			if (strcmp(fixed, b) == 0) {
+				W->stats->known_bug_stepped++;
+				snprintf(a, sizeof a, "%s", b);
+			}
+		}
+		if (want->cls != FS_ITEM_JOIN || strcmp(a, b) != 0)
+			return sim_fail(W, "INV-4",
+					"a join's answer differs from the replay's:\n    got:  %s\n"
+					"    want: %s",
+					r->json, fs_buf_cstr(buf));
+		sku = want->rec.sku;
+		buyer = want->rec.buyer_id;
+	} else {
+		for (uint32_t k = 0; k < c->room_skus_len && !*entry; k++) {
+			const struct fs_sku *s = &c->skus[c->room_skus[k]];
+			for (uint32_t i = 0; i < s->room->len && !*entry; i++) {
+				const struct fs_room_entry *e = &s->room->v[i];
+				if (e->decided_off != r->off)
+					continue;
+				fs_buf_clear(buf);
+				fs_result_admitted(buf, s->sku, e, s->admission.token_ms,
+						   tok[0] ? tok : NULL, r->part);
+				if (strcmp(fs_buf_cstr(buf), r->json) == 0) {
+					*entry = e;
+					sku = s->sku;
+					buyer = e->buyer_id;
+				}
+			}
+		}
+		if (!*entry)
+			return sim_fail(W, "INV-4",
+					"an admission that the replay does not make: %s", r->json);
+	}
+	if (!tok[0])
+		return true;
+	struct fs_record x = {0};
+	x.u.token.present = true;
+	snprintf(x.u.token.text, sizeof x.u.token.text, "%s", tok);
+	snprintf(x.buyer_id, sizeof x.buyer_id, "%s", buyer);
+	const char *nb = strstr(r->json, "\"not_before\":");
+	int kid;
+	if (!nb || verdict_of(&W->ring, &x, sku, strtoll(nb + 13, NULL, 10), &kid) != FS_TOKEN_OK)
+		return sim_fail(W, "INV-9",
+				"a result carries a token that is not live from its "
+				"not-before for its SKU and buyer: %s",
+				r->json);
+	return true;
+}
+
+/* One entry of a room as the log makes it (check_room). */
+struct want_entry {
+	const char *buyer;
+	int64_t off, joined_ms;
+	bool early;
+	uint64_t rank;
+	bool admitted;
+	int64_t admitted_ms, decided_ms, decided_off;
+};
+
+static int cmp_want(const void *a, const void *b)
+{
+	const struct want_entry *x = a, *y = b;
+	if (x->early != y->early)
+		return x->early ? -1 : 1;
+	if (x->early && x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return (x->off > y->off) - (x->off < y->off);
+}
+
+static const struct ss_sale *sale_row(const struct sim_store *s, int kind, const char *sku)
+{
+	const struct ss_sale *first = NULL;
+	for (size_t i = 0; i < s->sales.len; i++) {
+		const struct ss_sale *r = &s->sales.v[i];
+		if (r->kind == kind && strcmp(r->sku, sku) == 0 &&
+		    strcmp(r->outcome, "applied") == 0 && (!first || r->off < first->off))
+			first = r;
+	}
+	return first;
+}
+
+static const struct ss_join *join_row(const struct sim_store *s, const char *sku, const char *buyer)
+{
+	for (size_t i = 0; i < s->joins.len; i++)
+		if (strcmp(s->joins.v[i].sku, sku) == 0 && strcmp(s->joins.v[i].buyer, buyer) == 0)
+			return &s->joins.v[i];
+	return NULL;
+}
+
+/* The room of SKU k computed from its partition's log alone (docs/reference/records.md): an
+ * entry per buyer's first join after the open while the sale is not closed, early when
+ * stamped before opens_at; the queue: the early ones by HMAC-SHA256(seed, buyer) (ties by
+ * offset) or in log order for fifo, then the late ones in log order; slots opens_at, then each
+ * step = ceil(10^6 / rate) us after the one before (or the join, if later); a buyer admitted
+ * at the first record at or after its join, and after the one before it, whose clock reaches
+ * its slot while the sale is not closed. The store's rows must be exactly that (INV-9: the
+ * draw, the rate, the admissions, after every crash). */
+static bool check_room(struct sim_world *W, const struct ss_sku *k)
+{
+	const struct sim_store *s = W->store;
+	const struct sim_log *log = &W->log[k->part];
+	const struct ss_sale *open = sale_row(s, FS_KIND_OPEN, k->sku),
+			     *close = sale_row(s, FS_KIND_CLOSE, k->sku);
+	if (!open)
+		return sim_fail(W, "INV-6", "sku %s has a row and no open", k->sku);
+	int64_t o_close = close ? close->off : INT64_MAX;
+#define CLOSED_AT(i)                                                                               \
+	((int64_t)(i) > o_close || (k->closes_at_ms && log->recs.v[i].ts >= k->closes_at_ms))
+	VEC(struct want_entry) e = {0};
+	bool fifo = strcmp(k->draw, "fifo") == 0, ok = true;
+	for (size_t i = (size_t)open->off + 1; i < log->recs.len; i++) {
+		const struct fs_record *r = &log->recs.v[i].parsed;
+		if (r->kind != FS_KIND_JOIN || r->misrouted || strcmp(r->sku, k->sku) != 0)
+			continue;
+		bool seen = false;
+		for (size_t j = 0; j < e.len && !seen; j++)
+			seen = strcmp(e.v[j].buyer, r->buyer_id) == 0;
+		if (seen || CLOSED_AT(i))
+			continue;
+		struct want_entry *x = VEC_PUSH(e);
+		memset(x, 0, sizeof *x);
+		x->buyer = r->buyer_id;
+		x->off = (int64_t)i;
+		x->joined_ms = log->recs.v[i].ts;
+		x->early = x->joined_ms < k->opens_at_ms;
+		x->rank = fifo ? 0 : rank_of(k->draw_seed, r->buyer_id);
+	}
+	if (e.len)
+		qsort(e.v, e.len, sizeof *e.v, cmp_want);
+	int64_t step = (1000000 + k->admit_rate - 1) / k->admit_rate;
+	int64_t credit = k->opens_at_ms * 1000;
+	size_t at = 0;
+	for (size_t q = 0; q < e.len; q++) {
+		struct want_entry *x = &e.v[q];
+		int64_t slot = credit > x->joined_ms * 1000 ? credit : x->joined_ms * 1000;
+		size_t j = at > (size_t)x->off ? at : (size_t)x->off;
+		while (j < log->recs.len &&
+		       !(log->recs.v[j].ts * 1000 + 999 >= slot && !CLOSED_AT(j)))
+			j++;
+		if (j == log->recs.len)
+			break;
+		x->admitted = true;
+		x->admitted_ms = slot / 1000;
+		x->decided_ms = log->recs.v[j].ts;
+		x->decided_off = (int64_t)j;
+		credit = slot + step;
+		at = j;
+	}
+#undef CLOSED_AT
+	size_t rows = 0, admitted = 0;
+	for (size_t i = 0; i < s->joins.len; i++)
+		rows += strcmp(s->joins.v[i].sku, k->sku) == 0;
+	if (rows != e.len)
+		ok = sim_fail(W, "INV-9", "sku %s: %zu room entries, the log makes %zu", k->sku,
+			      rows, e.len);
+	for (size_t q = 0; ok && q < e.len; q++) {
+		const struct want_entry *x = &e.v[q];
+		const struct ss_join *j = join_row(s, k->sku, x->buyer);
+		admitted += x->admitted;
+		if (!j || j->part != k->part || j->off != x->off || j->joined_ms != x->joined_ms ||
+		    j->early != x->early || j->has_adm != x->admitted ||
+		    (x->admitted &&
+		     (j->admitted_ms != x->admitted_ms || j->decided_ms != x->decided_ms ||
+		      j->decided_off != x->decided_off)))
+			ok = sim_fail(W, "INV-9",
+				      "sku %s (%s, rate %" PRId64 "): place %zu of the queue is %s "
+				      "(joined at %" PRId64 ", early %d), admitted %d at %" PRId64
+				      " (record %" PRId64 ", clock %" PRId64
+				      "); the store: %s at %" PRId64 " admitted %d at %" PRId64
+				      " (record %" PRId64 ")",
+				      k->sku, k->draw, k->admit_rate, q + 1, x->buyer, x->off,
+				      x->early, x->admitted, x->admitted_ms, x->decided_off,
+				      x->decided_ms, j ? "joined" : "not joined", j ? j->off : -1,
+				      j && j->has_adm, j ? j->admitted_ms : -1,
+				      j ? j->decided_off : -1);
+	}
+	W->stats->room_draws[fifo] += admitted > 0;
+	free(e.v);
+	return ok;
+}
+
+/* INV-9 as flashsale audit checks it, on the rows: any two admissions of a room, in order,
+ * (j - i) * step <= (a_j - a_i) * 1000 + 999 us, and at or after the join. */
+static bool check_rate(struct sim_world *W, const struct ss_sku *k)
+{
+	int64_t step = (1000000 + k->admit_rate - 1) / k->admit_rate, lo = INT64_MAX;
+	VEC(int64_t) a = {0};
+	bool ok = true;
+	for (size_t i = 0; i < W->store->joins.len; i++) {
+		const struct ss_join *j = &W->store->joins.v[i];
+		if (strcmp(j->sku, k->sku) != 0 || !j->has_adm)
+			continue;
+		if (j->admitted_ms < j->joined_ms || j->decided_off < j->off)
+			ok = sim_fail(W, "INV-9", "sku %s: %s admitted before joining", k->sku,
+				      j->buyer);
+		*VEC_PUSH(a) = j->admitted_ms;
+	}
+	for (size_t i = 1; i < a.len; i++) /* insertion sort: a handful */
+		for (size_t j = i; j > 0 && a.v[j - 1] > a.v[j]; j--) {
+			int64_t t = a.v[j];
+			a.v[j] = a.v[j - 1];
+			a.v[j - 1] = t;
+		}
+	for (size_t n = 0; ok && n < a.len; n++) {
+		int64_t v = (int64_t)n * step - a.v[n] * 1000;
+		if (n && v - lo > 999)
+			ok = sim_fail(W, "INV-9",
+				      "sku %s admits faster than %" PRId64
+				      "/s: admission %zu at %" PRId64 " ms",
+				      k->sku, k->admit_rate, n + 1, a.v[n]);
+		lo = v < lo ? v : lo;
+	}
+	free(a.v);
+	return ok;
+}
+
+static bool token_reason(const char *reason, enum fs_token_verdict *v)
+{
+	for (int i = FS_TOKEN_NONE; i <= FS_TOKEN_OTHER_BUYER; i++)
+		if (strcmp(reason, fs_token_reason((enum fs_token_verdict)i)) == 0) {
+			*v = (enum fs_token_verdict)i;
+			return true;
+		}
+	return false;
+}
+
+/* Every buy of a sale behind a room: its token's verdict a function of the log (the token,
+ * the buyer, the SKU, the buy's timestamp) and the ring; a buy won only with a token that is
+ * live and of an admission of its buyer (INV-9, as flashsale audit: the row's slot at or
+ * before the buy, its end after). */
+static bool check_buys(struct sim_world *W)
+{
+	const struct sim_store *s = W->store;
+	for (size_t i = 0; i < s->decisions.len; i++) {
+		const struct ss_decision *d = &s->decisions.v[i];
+		const struct ss_sku *k = NULL;
+		for (size_t q = 0; q < s->skus.len && !k; q++)
+			if (strcmp(s->skus.v[q].sku, d->sku) == 0)
+				k = &s->skus.v[q];
+		if (d->kind != FS_KIND_BUY || !k || k->admit_rate == 0 || k->part != d->part ||
+		    strcmp(d->outcome, "closed") == 0 || strcmp(d->outcome, "not_open") == 0 ||
+		    (d->has_reason && strcmp(d->reason, "unknown_sku") == 0))
+			continue;
+		const struct sim_rec *x = rec_at(W, d->part, d->off);
+		int kid;
+		enum fs_token_verdict want = verdict_of(&W->ring, &x->parsed, k->sku, x->ts, &kid);
+		enum fs_token_verdict got = FS_TOKEN_OK;
+		if (!(d->has_reason && token_reason(d->reason, &got)))
+			got = FS_TOKEN_OK;
+		W->stats->verdicts[want]++;
+		if (got != want)
+			return sim_fail(W, "INV-9",
+					"buy %s of %s by %s at %" PRId64
+					": %s %s, its token says %s",
+					d->intent_id, d->sku, d->buyer, x->ts, d->outcome,
+					opt(d->has_reason, d->reason),
+					want ? fs_token_reason(want) : "valid");
+		if (strcmp(d->outcome, "held") != 0)
+			continue;
+		W->stats->held_by_key[kid > 0]++;
+		const struct ss_join *j = join_row(s, d->sku, d->buyer);
+		if (!j || !j->has_adm || d->decided_at < j->admitted_ms ||
+		    d->decided_at >= j->decided_ms + k->token_ms)
+			return sim_fail(W, "INV-9",
+					"buy %s of %s by %s held at %" PRId64
+					" without a live admission (admitted %" PRId64
+					", token until %" PRId64 ")",
+					d->intent_id, d->sku, d->buyer, d->decided_at,
+					j && j->has_adm ? j->admitted_ms : -1,
+					j && j->has_adm ? j->decided_ms + k->token_ms : -1);
+	}
+	return true;
+}
+
+/* The results log against the store's rooms: every admission says the row's (slot, clock,
+ * record), every admitted row was announced; every join's answer is its buyer's first
+ * (waiting, or admitted at its own record), at the row's offset unless a duplicate. */
+static bool check_room_results(struct sim_world *W)
+{
+	const struct sim_store *s = W->store;
+	char want[160];
+	for (size_t i = 0; i < s->joins.len; i++) {
+		const struct ss_join *j = &s->joins.v[i];
+		int64_t token_ms = 0;
+		for (size_t q = 0; q < s->skus.len; q++)
+			if (strcmp(s->skus.v[q].sku, j->sku) == 0)
+				token_ms = s->skus.v[q].token_ms;
+		struct fs_buf b = {0};
+		fs_buf_json_str(&b, j->buyer);
+		snprintf(want, sizeof want, "\"sku\":\"%s\",\"buyer_id\":%s,", j->sku,
+			 fs_buf_cstr(&b));
+		fs_buf_free(&b);
+		bool announced = !j->has_adm;
+		for (size_t r = 0; r < W->results.len; r++) {
+			const struct sim_result *x = &W->results.v[r];
+			if (!x->room || !strstr(x->json, want))
+				continue;
+			char adm[200];
+			snprintf(adm, sizeof adm,
+				 "\"not_before\":%" PRId64 ",\"expires_at\":%" PRId64
+				 ",\"outcome\":\"admitted\",\"decided_at\":%" PRId64,
+				 j->admitted_ms, j->decided_ms + token_ms, j->decided_ms);
+			if (x->room == 2) {
+				if (!j->has_adm || !strstr(x->json, adm) ||
+				    x->off != j->decided_off)
+					return sim_fail(
+						W, "INV-9",
+						"an admission the room's row does not make: %s",
+						x->json);
+				announced = true;
+				continue;
+			}
+			bool dup = strstr(x->json, "\"duplicate\":true") != NULL;
+			bool at_join = j->has_adm && j->decided_off == j->off;
+			char first[120];
+			snprintf(first, sizeof first, "\"outcome\":\"%s\"",
+				 at_join ? "admitted" : "waiting");
+			char when[64];
+			snprintf(when, sizeof when, "\"decided_at\":%" PRId64 ",",
+				 at_join ? j->decided_ms : j->joined_ms);
+			if (!strstr(x->json, "\"outcome\":\"rejected\"") &&
+			    !strstr(x->json, "\"outcome\":\"closed\"") &&
+			    (!strstr(x->json, first) || !strstr(x->json, when) ||
+			     dup != (x->off != j->off)))
+				return sim_fail(
+					W, "INV-9",
+					"a join's answer that is not its buyer's first (joined "
+					"at %" PRId64 "): %s",
+					j->off, x->json);
+		}
+		if (!announced)
+			return sim_fail(W, "INV-2",
+					"%s of %s admitted at %" PRId64 ", never announced",
+					j->buyer, j->sku, j->decided_off);
+	}
+	return true;
+}
+
+static bool check_rooms(struct sim_world *W)
+{
+	for (size_t i = 0; i < W->store->skus.len; i++) {
+		const struct ss_sku *k = &W->store->skus.v[i];
+		if (k->admit_rate > 0 && (!check_room(W, k) || !check_rate(W, k)))
+			return false;
+	}
+	return check_buys(W) && check_room_results(W);
 }
 
 /* ---- replies ------------------------------------------------------------------------------ */
@@ -692,6 +1212,12 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 			break;
 		}
 		const struct fs_batch *b = &o->batch[r->part];
+		if (r->room) {
+			const struct fs_room_entry *e;
+			ok = room_reply(W, o, r, &buf, &e);
+			count[r->part][r->off] += r->room == 1;
+			continue;
+		}
 		if (r->cart) {
 			/* A cart's result: one the replay makes, byte for byte (its outbox). */
 			bool found = false;
@@ -750,7 +1276,8 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 			}
 			enum fs_kind k = b->items[i].rec.kind;
 			bool facing = k == FS_KIND_BUY || k == FS_KIND_CONFIRM ||
-				      k == FS_KIND_CANCEL || k == FS_KIND_INVALID;
+				      k == FS_KIND_CANCEL || k == FS_KIND_INVALID ||
+				      b->items[i].cls == FS_ITEM_JOIN;
 			if (facing && count[p][i] == 0)
 				ok = sim_fail(W, "INV-2", "record %d/%u (%s %s) was never answered",
 					      p, i, fs_kind_name(k), b->items[i].rec.intent_id);
@@ -795,7 +1322,7 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 		const struct fs_record *rec = &W->log[r->part].recs.v[r->off].parsed;
 		/* A buy the store refused for good had no effect and did not take its id (a
 		 * resend is decided fresh, docs/reference/records.md): not its decision. */
-		if (r->expire || r->cart || rec->kind != FS_KIND_BUY ||
+		if (r->expire || r->cart || r->room || rec->kind != FS_KIND_BUY ||
 		    strstr(r->json, "\"reason\":\"store_refused\""))
 			continue;
 		br[nbr].id = rec->intent_id;
@@ -821,7 +1348,8 @@ bool sim_check(struct sim_world *W)
 {
 	if (W->store->check_failed[0])
 		return sim_fail(W, "INV-1", "the store refused a row: %s", W->store->check_failed);
-	if (!check_offsets(W) || !check_inv1(W) || !check_rows(W) || !check_carts(W))
+	if (!check_offsets(W) || !check_inv1(W) || !check_rows(W) || !check_carts(W) ||
+	    !check_rooms(W))
 		return false;
 	struct oracle *o = calloc(1, sizeof *o);
 	if (!o)

@@ -200,6 +200,15 @@ void proc_start(struct sim_world *W, struct sim_proc *P)
 	w->cfg.flush_timeout_ms = 2000;
 	w->cfg.stats_interval_ms = 0;
 	w->limits = W->limits;
+	/* The key ring (issue 33), as main() loads admission.keys: both keys verify; with the
+	 * seed's rotation a start signs with either (a restart, or the next owner, then verifies
+	 * tokens another key signed). */
+	w->keys = W->ring;
+	if (W->rotate)
+		w->keys.sign = (int32_t)rng_below(&W->rrng, 2);
+	W->stats->signers_rotated += W->rooms && w->keys.sign != W->last_sign;
+	W->last_sign = w->keys.sign;
+	w->has_keys = true;
 	P->w = w;
 	P->up = true;
 	P->kicked = false;
@@ -609,6 +618,22 @@ static void result_meta(struct sim_proc *P, const void *key, const char *val, si
 			W->stats->expired_replies++;
 		return;
 	}
+	/* The waiting room's (issue 33): a join's answer and an admission name their record;
+	 * an admission rendered in the worker's one-off buffer is one answered again. */
+	static const char join[] = "{\"v\":1,\"type\":\"join\",";
+	static const char admission[] = "{\"v\":1,\"type\":\"admission\",";
+	bool is_join = strncmp(m->r.json, join, sizeof join - 1) == 0;
+	if (is_join || strncmp(m->r.json, admission, sizeof admission - 1) == 0) {
+		const char *pa = strstr(m->r.json, ",\"partition\":");
+		const char *of = strstr(m->r.json, ",\"offset\":");
+		m->r.room = is_join ? 1 : 2;
+		m->r.part = pa ? (int32_t)strtol(pa + 13, NULL, 10) : -1;
+		m->r.off = of ? strtoll(of + 10, NULL, 10) : -1;
+		W->stats->joins += is_join;
+		W->stats->admissions += !is_join;
+		W->stats->admissions_again += !is_join && val == P->w->out.data;
+		return;
+	}
 	const struct part *p = NULL;
 	const struct fs_batch *b = batch_of(P->w, key, false, &p);
 	if (!b) {
@@ -620,6 +645,14 @@ static void result_meta(struct sim_proc *P, const void *key, const char *val, si
 		&b->items[((const char *)key - (const char *)b->items) / sizeof *b->items];
 	m->r.part = it->rec.partition;
 	m->r.off = it->rec.offset;
+	/* A buy won with a token of the key this worker does not sign with (issue 33): a
+	 * rotation's old key, or the new one after a restart to the old, still verifies. */
+	const char *t = it->rec.kind == FS_KIND_BUY && it->dec.outcome == FS_OUT_HELD &&
+					it->rec.u.token.present
+				? it->rec.u.token.text
+				: "";
+	if (strncmp(t, "v1.k", 4) == 0 && (t[4] == '1' || t[4] == '2') && t[5] == '.')
+		W->stats->held_other_key += t[4] - '1' != P->w->keys.sign;
 	if (b == &p->again) {
 		W->stats->again_answered++;
 		W->stats->again_conflicts += it->dec.outcome == FS_OUT_CONFLICT;

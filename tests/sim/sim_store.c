@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { T_PART = 1, T_RESV, T_SKU, T_BUYER, T_CART, T_GROUP };
+enum { T_PART = 1, T_RESV, T_SKU, T_BUYER, T_CART, T_GROUP, T_JOIN };
 
 static uint64_t id_hash(const char *id)
 {
@@ -32,6 +32,7 @@ void ss_free(struct sim_store *s)
 	free(s->carts.v);
 	free(s->groups.v);
 	free(s->outs.v);
+	free(s->joins.v);
 	free(s->undo.v);
 	memset(s, 0, sizeof *s);
 }
@@ -174,6 +175,10 @@ static int load_skus(const struct sim_store *s, int32_t part, struct fs_core *co
 		k.hold_ms = r->hold_ms;
 		k.opens_at_ms = r->opens_at_ms;
 		k.closes_at_ms = r->closes_at_ms;
+		k.admission.rate_per_s = r->admit_rate;
+		k.admission.token_ms = r->token_ms;
+		k.admission.draw = strcmp(r->draw, "fifo") == 0 ? FS_DRAW_FIFO : FS_DRAW_RANDOM;
+		copy_text(k.admission.seed, sizeof k.admission.seed, r->draw_seed);
 		rc = fs_core_load_sku(core, &k);
 	}
 	free(idx);
@@ -258,6 +263,48 @@ int ss_lookup_holds(struct sim_store *s, const struct fs_batch *b, struct fs_cor
 	return rc;
 }
 
+static int cmp_join(const void *a, const void *b)
+{
+	const struct ss_join *x = &sort_ctx->joins.v[*(const size_t *)a];
+	const struct ss_join *y = &sort_ctx->joins.v[*(const size_t *)b];
+	int c = strcmp(x->sku, y->sku);
+	return c ? c : (x->off > y->off) - (x->off < y->off);
+}
+
+static bool keep_join(const struct sim_store *s, size_t i, int32_t part)
+{
+	return s->joins.v[i].part == part;
+}
+
+/* As store.c's load_rooms: the partition's room_joins rows by (sku, off) into their SKUs'
+ * rooms, then each room draws again and finds its front (fs_core_load_rooms_done). */
+static int load_rooms(struct sim_store *s, int32_t part, struct fs_core *core)
+{
+	if (core->room_skus_len == 0)
+		return 0;
+	int rc = 0;
+	size_t n, *idx = sorted(s, s->joins.len, cmp_join, keep_join, part, &n);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const struct ss_join *j = &s->joins.v[idx[i]];
+		/* fs_room_entry_of_row: coalesce(admitted_ms, -1) and the others */
+		bool adm = j->has_adm && s->mutation != MUT_ROOM_FORGET_ADMISSIONS;
+		struct fs_room_entry e = {
+			.offset = j->off,
+			.joined_ms = j->joined_ms,
+			.early = j->early,
+			.admitted_ms = adm ? j->admitted_ms : -1,
+			.decided_ms = adm ? j->decided_ms : -1,
+			.decided_off = adm ? j->decided_off : -1,
+		};
+		copy_text(e.buyer_id, sizeof e.buyer_id, j->buyer);
+		const struct fs_sku *k = fs_core_sku(core, j->sku);
+		rc = k && k->room ? fs_room_load(k->room, &e) : -EINVAL;
+	}
+	s->room_loads += n > 0;
+	free(idx);
+	return rc == 0 ? fs_core_load_rooms_done(core) : rc;
+}
+
 /* As store.c's load_carts: every cart and group of the partition, then the waiting order. */
 static int load_carts(const struct sim_store *s, int32_t part, struct fs_core *core)
 {
@@ -332,6 +379,8 @@ int ss_load_step(struct sim_store *s, int step, int32_t part, struct fs_core *co
 			rc = load_buyers(s, part, core);
 		if (rc == 0)
 			rc = load_holds(s, part, core);
+		if (rc == 0)
+			rc = load_rooms(s, part, core);
 		if (rc == 0 && core->carts)
 			rc = load_carts(s, part, core);
 		return rc;
@@ -465,6 +514,7 @@ void ss_tx_free(struct ss_tx *t)
 	free(t->carts.v);
 	free(t->groups.v);
 	free(t->outs.v);
+	free(t->joins.v);
 	fs_tx_free(&t->built);
 	memset(t, 0, sizeof *t);
 }
@@ -473,7 +523,7 @@ static void tx_clear(struct ss_tx *t)
 {
 	t->offsets.len = t->decisions.len = t->rejects.len = t->sales.len = 0;
 	t->forwards.len = t->resv.len = t->skus.len = t->buyers.len = 0;
-	t->carts.len = t->groups.len = t->outs.len = 0;
+	t->carts.len = t->groups.len = t->outs.len = t->joins.len = 0;
 }
 
 /* The carts' rows, copied; an outbox row's payload rendered as store.c renders it
@@ -609,6 +659,15 @@ static void copy_core_rows(struct ss_tx *t, const struct fs_tx *x)
 		k->row.hold_ms = v->hold_ms;
 		k->row.opens_at_ms = v->opens_at_ms;
 		k->row.closes_at_ms = v->closes_at_ms;
+		const struct fs_admission *a = v->insert ? v->admission : NULL;
+		if (a &&
+		    a->rate_per_s > 0) { /* the insert's coalesce(admit_rate, 0) and the rest */
+			k->row.admit_rate = a->rate_per_s;
+			k->row.token_ms = a->token_ms;
+			copy_text(k->row.draw, sizeof k->row.draw,
+				  a->draw == FS_DRAW_FIFO ? "fifo" : "random");
+			copy_text(k->row.draw_seed, sizeof k->row.draw_seed, a->seed);
+		}
 		k->stored = !v->insert;
 		k->base_supply = v->base_supply;
 		k->base_available = v->base_available;
@@ -622,6 +681,24 @@ static void copy_core_rows(struct ss_tx *t, const struct fs_tx *x)
 		copy_text(r->sku, sizeof r->sku, v->sku);
 		copy_text(r->buyer, sizeof r->buyer, v->buyer_id);
 		r->units = v->units;
+	}
+	for (uint32_t i = 0; i < x->joins.len; i++) {
+		const struct fs_tx_join *v = &x->joins.v[i];
+		const struct fs_room_entry *e = v->e;
+		struct ss_tx_join *j = VEC_PUSH(t->joins);
+		memset(j, 0, sizeof *j);
+		j->copy = v->copy;
+		copy_text(j->row.sku, sizeof j->row.sku, v->sku);
+		copy_text(j->row.buyer, sizeof j->row.buyer, e->buyer_id);
+		j->row.part = x->cas.partition;
+		j->row.off = e->offset;
+		j->row.joined_ms = e->joined_ms;
+		j->row.early = e->early;
+		/* the COPY writes NULL unless admitted; the upsert nullif(v, -1) */
+		j->row.has_adm = e->admitted_ms >= 0;
+		j->row.admitted_ms = e->admitted_ms;
+		j->row.decided_ms = e->decided_ms;
+		j->row.decided_off = e->decided_off;
 	}
 }
 
@@ -663,6 +740,9 @@ static void save_undo(struct sim_store *s, int table, size_t index)
 	case T_GROUP:
 		u->old.group = s->groups.v[index];
 		break;
+	case T_JOIN:
+		u->old.join = s->joins.v[index];
+		break;
 	default:
 		u->old.buyer = s->buyers.v[index];
 		break;
@@ -670,7 +750,7 @@ static void save_undo(struct sim_store *s, int table, size_t index)
 }
 
 struct lens {
-	size_t decisions, rejects, sales, resv, skus, buyers, forwards, carts, groups, outs;
+	size_t decisions, rejects, sales, resv, skus, buyers, forwards, carts, groups, outs, joins;
 };
 
 static void rollback(struct sim_store *s, const struct lens *l)
@@ -693,6 +773,9 @@ static void rollback(struct sim_store *s, const struct lens *l)
 		case T_GROUP:
 			s->groups.v[u->index] = u->old.group;
 			break;
+		case T_JOIN:
+			s->joins.v[u->index] = u->old.join;
+			break;
 		default:
 			s->buyers.v[u->index] = u->old.buyer;
 			break;
@@ -701,6 +784,7 @@ static void rollback(struct sim_store *s, const struct lens *l)
 	s->carts.len = l->carts;
 	s->groups.len = l->groups;
 	s->outs.len = l->outs;
+	s->joins.len = l->joins;
 	s->decisions.len = l->decisions;
 	s->rejects.len = l->rejects;
 	s->sales.len = l->sales;
@@ -753,6 +837,7 @@ static int stmt_cas(struct sim_store *s, const struct ss_tx *t, uint64_t token)
 	p->n_ticks += c->counts.ticks;
 	p->n_forwarded += c->counts.forwarded;
 	p->n_carts += c->counts.carts;
+	p->n_joins += c->counts.joins;
 	p->n_gaps += c->gaps;
 	p->n_batches++;
 	p->commit_token = token;
@@ -964,13 +1049,49 @@ static int stmt_carts(struct sim_store *s, const struct ss_tx *t)
 	return 0;
 }
 
+/* room_joins (issue 33): the COPY of the new entries (a row that exists is a unique violation
+ * of (sku, buyer_id)), then the upsert of the others joined to the partition's SKUs, ON
+ * CONFLICT (sku, buyer_id) DO UPDATE SET the admission; CHECK: the admission's three columns
+ * NULL together. */
+static int stmt_room_joins(struct sim_store *s, const struct ss_tx *t)
+{
+	int32_t part = t->built.cas.partition;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < t->joins.len; i++) {
+			const struct ss_tx_join *v = &t->joins.v[i];
+			if (v->copy != (pass == 0))
+				continue;
+			const struct ss_sku *k = find_sku(s, v->row.sku);
+			if (!v->copy && (!k || k->part != part))
+				continue;
+			size_t r = 0;
+			while (r < s->joins.len &&
+			       !(strcmp(s->joins.v[r].sku, v->row.sku) == 0 &&
+				 strcmp(s->joins.v[r].buyer, v->row.buyer) == 0))
+				r++;
+			if (r < s->joins.len && v->copy)
+				return 2;
+			if (r == s->joins.len) {
+				*VEC_PUSH(s->joins) = v->row;
+				continue;
+			}
+			save_undo(s, T_JOIN, r);
+			s->joins.v[r].has_adm = v->row.has_adm;
+			s->joins.v[r].admitted_ms = v->row.admitted_ms;
+			s->joins.v[r].decided_ms = v->row.decided_ms;
+			s->joins.v[r].decided_off = v->row.decided_off;
+		}
+	}
+	return 0;
+}
+
 int ss_tx_apply(struct sim_store *s, const struct ss_tx *t, uint64_t token, enum ss_fault fault,
 		int64_t *before, bool *applied)
 {
 	int32_t part = t->built.cas.partition;
 	struct lens l = {s->decisions.len, s->rejects.len, s->sales.len,    s->resv.len,
 			 s->skus.len,	   s->buyers.len,  s->forwards.len, s->carts.len,
-			 s->groups.len,	   s->outs.len};
+			 s->groups.len,	   s->outs.len,	   s->joins.len};
 	s->undo.len = 0;
 	s->refused = false;
 	*before = s->parts[part].exists ? s->parts[part].next_offset : -2;
@@ -991,6 +1112,8 @@ int ss_tx_apply(struct sim_store *s, const struct ss_tx *t, uint64_t token, enum
 		rc = stmt_buyers(s, t);
 	if (rc == 0 && (s->failed_stmt = "carts"))
 		rc = stmt_carts(s, t);
+	if (rc == 0 && (s->failed_stmt = "room_joins"))
+		rc = stmt_room_joins(s, t);
 	if (rc == 0)
 		s->failed_stmt = NULL;
 	/* COMMIT, unless the transaction failed or the connection died before COMMIT arrived. */

@@ -7,10 +7,10 @@
  * partition's SKUs. A commit is one transaction: every statement runs in order against the
  * tables, and any failure rolls all of them back (an undo log). Each call is atomic, as one
  * statement is; a load is two steps, as in fs_store_load: the partition row's insert, then one
- * REPEATABLE READ transaction that reads the row, the SKUs, the buyers and the reservations
- * from one snapshot (one call: nothing can commit inside it). Every commit writes its
- * attempt's token into the partition row (partitions.commit_token), which resolves an unknown
- * outcome.
+ * REPEATABLE READ transaction that reads the row, the SKUs, the buyers, the reservations, the
+ * waiting rooms' entries (issue 33) and the carts from one snapshot (one call: nothing can commit
+ * inside it). Every commit writes its attempt's token into the partition row
+ * (partitions.commit_token), which resolves an unknown outcome.
  *
  * Faults are the caller's: a call told to fail returns -EIO without touching anything; a
  * commit told that its connection dies returns FS_COMMIT_UNKNOWN, applied or not. */
@@ -26,6 +26,7 @@ struct ss_part {
 	int64_t n_records, n_fresh, n_repeats, n_conflicts, n_invalid, n_sale, n_ticks, n_batches;
 	int64_t n_forwarded;
 	int64_t n_carts;
+	int64_t n_joins;       /* issue 33 */
 	int64_t n_gaps;	       /* the simulated log has none: the check asserts 0 */
 	uint64_t commit_token; /* the attempt that moved next_offset last; 0: NULL */
 };
@@ -101,6 +102,23 @@ struct ss_sku {
 	char status[8];
 	int64_t supply, available, held, sold, per_buyer_limit, max_qty, hold_ms, opens_at_ms,
 		closes_at_ms;
+	/* The waiting room's columns (issue 33): admit_rate 0 when the sale needs none; draw
+	 * and draw_seed "" for NULL. */
+	int64_t admit_rate, token_ms;
+	char draw[8];
+	char draw_seed[FS_DRAW_SEED_LEN_MAX + 1];
+};
+
+/* room_joins (issue 33): key (sku, buyer_id); the admission columns NULL (has_adm false)
+ * while the buyer waits. */
+struct ss_join {
+	char sku[FS_SKU_LEN_MAX + 1];
+	char buyer[FS_BUYER_LEN_MAX + 1];
+	int32_t part;
+	int64_t off, joined_ms;
+	bool early;
+	bool has_adm;
+	int64_t admitted_ms, decided_ms, decided_off;
 };
 
 struct ss_buyer {
@@ -143,6 +161,7 @@ struct ss_undo {
 		struct ss_buyer buyer;
 		struct ss_cart cart;
 		struct ss_group group;
+		struct ss_join join;
 	} old;
 };
 
@@ -164,6 +183,7 @@ struct sim_store {
 	VEC(struct ss_cart) carts;
 	VEC(struct ss_group) groups;
 	VEC(struct ss_out) outs;
+	VEC(struct ss_join) joins;
 	VEC(struct ss_undo) undo;
 	const char *failed_stmt; /* the statement that failed the last commit (diagnostics) */
 	bool refused;		 /* the last commit was refused for good (SIM_REFUSED_BUYER) */
@@ -177,6 +197,7 @@ struct sim_store {
 	 * another worker's commit of the same range (the predecessor did not commit): a coverage
 	 * counter (fenced; committed under MUT_STACKED_OFFSET_ONLY). */
 	int64_t stacked_same_range;
+	int64_t room_loads; /* loads that read waiting rooms' entries (a coverage counter) */
 };
 
 enum ss_fault {
@@ -214,6 +235,11 @@ struct ss_tx_sku {
 	int64_t base_supply, base_available, base_held, base_sold; /* the update's guard */
 };
 
+struct ss_tx_join {
+	struct ss_join row;
+	bool copy; /* the COPY of a new entry (else the upsert) */
+};
+
 struct ss_tx {
 	/* core/commit.c's transaction: its compare-and-set values (built.cas) and COPY flags are
 	 * plain values, read at apply; its rows point into the batch and core, copied below. */
@@ -231,6 +257,7 @@ struct ss_tx {
 	VEC(struct ss_cart) carts;
 	VEC(struct ss_group) groups;
 	VEC(struct ss_out) outs;
+	VEC(struct ss_tx_join) joins;
 };
 
 /* Reads b and core into t (reused: its arrays are kept); careful as fs_tx_build's. */
