@@ -308,11 +308,7 @@ bool proc_at(const struct sim_proc *P, const char *at)
 /* maybe_tick() would append a tick to the partition now. */
 static bool tick_due(const struct sim_world *W, const struct worker *w, const struct part *p)
 {
-	int64_t due = fs_core_next_expiry(&p->core);
-	bool in_flight =
-		p->tick_pending && W->now_ms - p->last_tick_ms < 10 * w->cfg.tick_interval_ms;
-	return !(due < 0 || p->batch.len || p->n_fly || in_flight ||
-		 W->now_ms - p->last_record_ms < w->cfg.tick_interval_ms || W->now_ms < due);
+	return part_tick_due(w, p, W->now_ms, W->now_ms); /* the worker's own rule */
 }
 
 bool proc_idle(const struct sim_world *W, const struct sim_proc *P)
