@@ -167,9 +167,12 @@ static enum MHD_Result send_entry(struct gw_req *r, struct gw_entry *e)
 			json_object_set_new(o, "hold", json_string(e->ev[e->n_ev - 1].name));
 		return send_json(r, MHD_HTTP_OK, o, "Content-Location", location, NULL, NULL);
 	}
+	/* queued: on the log (its delivery report came); publishing: its POST is still waiting
+	 * for that report, and the buy may yet not be on the log (a 503 to that POST). */
 	if (e && (e->state == GW_S_QUEUED || e->state == GW_S_PUBLISHING))
 		return send_json(r, MHD_HTTP_ACCEPTED,
-				 json_pack("{s:s, s:s}", "intent_id", r->id, "status", "queued"),
+				 json_pack("{s:s, s:s}", "intent_id", r->id, "status",
+					   e->state == GW_S_QUEUED ? "queued" : "publishing"),
 				 "Location", location, "Retry-After", "1");
 	return send_error(r, MHD_HTTP_NOT_FOUND, "unknown_intent",
 			  "no record of this intent here or in Postgres (not decided, and not "

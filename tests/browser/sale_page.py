@@ -189,12 +189,15 @@ def start_all(pages):
 
 
 def gateway_knows(page, url, intent):
-    """Waits until the gateway answers for the intent (queued or decided, not 404)."""
+    """Waits until the buy is on the log (queued or decided; not 404, and not "publishing": a
+    reload that sends it again while the first POST waits for its delivery report gets 409
+    in_flight, which the page retries but its console reports)."""
     def known(_):
         try:
             with urllib.request.urlopen("%s/v1/intents/%s" % (url, intent), timeout=5) as r:
-                return r.status in (200, 202)
-        except urllib.error.HTTPError:
+                return (r.status == 200
+                        or json.loads(r.read() or b"{}").get("status") == "queued")
+        except (urllib.error.HTTPError, ValueError):
             return False
 
     try:

@@ -5,7 +5,8 @@
 # audit is clean, and the restarted gateway finds decisions made before it started in
 # Postgres, with the hold's later events on a stream resumed with Last-Event-ID. (2) The broker
 # is killed: readyz and the buys answer 503 (nothing is answered 202 that is not on the log),
-# and once it is back the same key is published and decided.
+# and once it is back the same key is published and decided. Before that, the broker stopped
+# (SIGSTOP): a buy whose POST waits for its delivery report is "publishing", not "queued".
 . "$(dirname "$0")/lib.sh"
 ROOT=$IT_ROOT
 it_setup 2
@@ -62,7 +63,32 @@ wait_until 20 "the cancel on the resumed stream" "grep -q '^event: cancelled' '$
 kill "$ev" 2>/dev/null || true
 assert_eq 0 "$(grep -c '^event: decided' "$IT_DIR/ev2")" "events repeated after Last-Event-ID"
 
-# ---- 2. the broker down ----
+# ---- 2. a buy being published: the broker stopped (SIGSTOP, its connections stay open), a
+# POST waits for its delivery report; meanwhile the intent is "publishing", never "queued"
+# (queued says "on the log"). The broker is let go again whatever happened. (A SKU the stock
+# topic does not name: HOT is sold out, and the edge would answer its buys unpublished.)
+KP=$(python3 -c 'import uuid; print(uuid.uuid4())')
+kpid=$(cat "$ROOT/.local/run/kafka.pid")
+kill -STOP "$kpid"
+curl -s -o "$IT_DIR/pbody" -w '%{http_code}' -m 60 -X POST "$GW/v1/skus/NOEDGE/buys" -H "$J" \
+	-H "Idempotency-Key: $KP" -d '{"buyer_id":"slowpub","qty":1}' >"$IT_DIR/pcode" &
+pc=$!
+seen=""
+for _ in $(seq 50); do # 10 s
+	if [ "$(req GET "/v1/intents/$KP")" = 202 ]; then
+		seen=$(body_field status)
+		break
+	fi
+	sleep 0.2
+done
+kill -CONT "$kpid"
+assert_eq publishing "$seen" "a buy waiting for its delivery report, while the broker is stopped"
+wait "$pc" || true
+assert_eq 202 "$(cat "$IT_DIR/pcode")" "its POST once the broker runs again"
+st=$(req GET "/v1/intents/$KP")
+case "$st $(body_field status)" in "202 queued" | "200 decided") say "ok: then $st $(body_field status)" ;; *) fail "after the delivery report: $st $(cat "$IT_DIR/body")" ;; esac
+
+# ---- 3. the broker down ----
 K=$(python3 -c 'import uuid; print(uuid.uuid4())')
 "$ROOT/scripts/services" kill-kafka >/dev/null
 say "broker killed"
