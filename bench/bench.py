@@ -2,7 +2,7 @@
 """The benchmark of issue 5: flashsale next to the approaches teams use today, in one run, on this
 machine, against the same local PostgreSQL.
 
-  scripts/bench [--quick] [--clients N] [--only S1..S13] [--no-flashsale] [--s5-seconds N]
+  scripts/bench [--quick] [--clients N] [--only S1..S14] [--no-flashsale] [--s5-seconds N]
                 [--out DIR]
   scripts/bench report [--rows FILE] [--out DIR] [--check]
 
@@ -61,6 +61,12 @@ from a rows file, running nothing (scripts/bench report --help).
      latency-curve.png beside the report (bench/curve_runs.py); and where each point's
      batches spent their time, step by step (the worker's trace.batches read by
      bench/batch_account.py; the WAL flushes from pg_stat_wal)             flashsale only
+  S14 the waiting room (issue 33): 100,000 joins (--quick: 10,000) before the opening through
+     the broker, the draw (its batch in the worker, the worker's memory), admission at a set
+     rate per second of the log clock and of the broker's stamps of the results; what a
+     token costs a buy in the worker (S1's sale with and without tokens, alternated) and
+     through the gateway (S8's run with and without); and the room's pure costs
+     (flashsale-room-micro) (bench/room_runs.py)                     flashsale only
   (S5, S8 and S13 use this invocation's S1 rate; --only S5, S8 and S13 run S1's flashsale run
   first; --only S8, S9 or S10 runs the three and the floor. Issue 29 named them S7-S9.)
 """
@@ -98,6 +104,7 @@ import metrics_runs  # noqa: E402
 import open_loop  # noqa: E402
 import proc  # noqa: E402
 import report  # noqa: E402
+import room_runs  # noqa: E402
 import rows as rowsfile  # noqa: E402
 import runs  # noqa: E402
 
@@ -114,6 +121,7 @@ SIZES = {  # (default, --quick)
     "s2_stock": (20000, 2000), "time_limit": (90, 30), "s3_intents": (1000000, 100000),
     "s3_stock": (10000, 1000), "s4_intents": (500000, 50000), "s5_seconds": (15, 5),
     "s10_waiting": (10000, 2000), "s12_carts": (100000, 10000), "s12_stock": (2000, 200),
+    "s14_joins": (100000, 10000),
 }
 
 
@@ -160,10 +168,10 @@ def parse_flags(argv):
         usage_error("--clients must be in 1..256")
     if not re.fullmatch(r"|[1-9]|[1-9][0-9]|[1-5][0-9][0-9]|600", opts["s5_seconds"]):
         usage_error("--s5-seconds takes 1..600")
-    if not re.fullmatch(r"|S[1-9]|S1[0-3]", opts["only"]):
-        usage_error("--only takes S1 .. S13")
+    if not re.fullmatch(r"|S[1-9]|S1[0-4]", opts["only"]):
+        usage_error("--only takes S1 .. S14")
     if not opts["flashsale"] and opts["only"] not in ("", "S1", "S2"):
-        usage_error("S3 .. S13 are flashsale runs: --no-flashsale leaves nothing to run")
+        usage_error("S3 .. S14 are flashsale runs: --no-flashsale leaves nothing to run")
     return opts
 
 
@@ -300,12 +308,12 @@ def plan(b):
     alone = []
     if b.with_flashsale:
         if not b.only:
-            alone = ["S3", "S4", "S5", "S6", "S7", "S8", "S11", "S12", "S13"]
+            alone = ["S3", "S4", "S5", "S6", "S7", "S8", "S11", "S12", "S13", "S14"]
         elif b.only in ("S5", "S13"):
             alone = ["S1", b.only]
         elif b.only in ("S8", "S9", "S10"):
             alone = ["S1", "S8"]
-        elif b.only in ("S3", "S4", "S6", "S7", "S11", "S12"):
+        elif b.only in ("S3", "S4", "S6", "S7", "S11", "S12", "S14"):
             alone = [b.only]
     per_scenario = len(b.approaches) + (1 if b.with_flashsale else 0)
     b.runs_total = per_scenario * len(scenarios) + len(alone)
@@ -317,6 +325,8 @@ def plan(b):
         b.runs_total += 1  # its two rows
     if "S12" in alone:
         b.runs_total += cart_runs.RUNS - 1  # two sizes, two peers and two flashsale runs each
+    if "S14" in alone:
+        b.runs_total += room_runs.RUNS - 1  # micro, room, the worker's pairs, the gateway's
     if "S13" in alone:
         b.runs_total += curve_runs.runs(b.quick) - 1  # the capacity; a worker, its account, two floors a point
     plus = " + flashsale" if b.with_flashsale else ""
@@ -347,7 +357,7 @@ def run_all(b, scenarios, alone):
                lambda b: open_loop.s5_floor(b, "durable"), open_loop.s5_disk],
         "S6": [runs.flashsale_s6], "S7": [runs.flashsale_s7], "S8": [gateway_runs.run_all],
         "S11": [metrics_runs.flashsale_s11], "S12": [cart_runs.run_all],
-        "S13": [curve_runs.run_all],
+        "S13": [curve_runs.run_all], "S14": [room_runs.run_all],
     }
     for sc in alone:
         for run in alone_runs[sc]:
@@ -367,7 +377,7 @@ def header_of(b, argv, facts):
         "s3_intents": str(b.s3_intents), "s3_stock": str(b.s3_stock),
         "s4_intents": str(b.s4_intents), "s5_seconds": str(b.s5_seconds),
         "s10_waiting": str(b.s10_waiting), "s12_carts": str(b.s12_carts),
-        "s12_stock": str(b.s12_stock),
+        "s12_stock": str(b.s12_stock), "s14_joins": str(b.s14_joins),
         "s5_warm_s": str(open_loop.S5_WARM_S),
     }
     return h

@@ -69,6 +69,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: flashsale-echo -c FILE [--sync PATH]\n"
 		"       flashsale-echo --probe SECONDS --sync PATH\n"
+		"       flashsale-echo -c FILE --dump TEXT\n"
 		"\n"
 		"The floor under scripts/bench's S5: answers every record of topic.intents\n"
 		"on topic.results at once, with\n"
@@ -88,6 +89,9 @@ static void usage(FILE *out)
 		"  --probe SECONDS  the disk alone, no broker and no FILE needed: write 8 KiB\n"
 		"               into the --sync ring and fdatasync it every 5 ms for SECONDS\n"
 		"               (1..600), then print the same exit line.\n"
+		"  --dump TEXT  answer nothing: read topic.results from its beginning to its\n"
+		"               end and print 'TS VALUE' for each record whose value holds TEXT,\n"
+		"               TS the broker's stamp in ms (S14 reads its admissions' stamps).\n"
 		"Errors the consumer reports are printed and reading goes on. Exit 0; 1 when an\n"
 		"answer could not be made durable, queued or delivered, or the topic has no\n"
 		"partitions; 2 on a usage error.\n");
@@ -151,6 +155,40 @@ static int assign_all(rd_kafka_t *c, const char *topic)
 	if (t)
 		rd_kafka_topic_destroy(t);
 	return n;
+}
+
+/* --dump: topic.results from its beginning to its end (every partition's end, as found when
+ * the first poll reached it), each record holding `match` printed with its broker stamp. */
+static int dump(rd_kafka_t *consumer, const char *topic, const char *match)
+{
+	int parts = assign_all(consumer, topic);
+	if (parts <= 0)
+		return 1;
+	rd_kafka_poll_set_consumer(consumer);
+	int at_end = 0, idle = 0;
+	bool *ended = calloc((size_t)parts, sizeof *ended);
+	while (ended && at_end < parts && !stop_requested && idle < 300) {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(consumer, 100);
+		if (!m) {
+			idle++; /* 30 s without a record or an end: the broker is gone */
+			continue;
+		}
+		idle = 0;
+		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+			if (m->partition >= 0 && m->partition < parts && !ended[m->partition]) {
+				ended[m->partition] = true;
+				at_end++;
+			}
+		} else if (m->err) {
+			fprintf(stderr, "flashsale-echo: %s\n", rd_kafka_message_errstr(m));
+		} else if (m->len && memmem(m->payload, m->len, match, strlen(match))) {
+			printf("%" PRId64 " %.*s\n", rd_kafka_message_timestamp(m, NULL),
+			       (int)m->len, (const char *)m->payload);
+		}
+		rd_kafka_message_destroy(m);
+	}
+	free(ended);
+	return ended && at_end == parts && fflush(stdout) == 0 ? 0 : 1;
 }
 
 static int64_t now_us(void)
@@ -334,15 +372,13 @@ int main(int argc, char **argv)
 	static struct fs_config cfg;
 	fs_config_defaults(&cfg);
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"sync", required_argument, NULL, 'S'},
-		{"probe", required_argument, NULL, 'P'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'}, {"sync", required_argument, NULL, 'S'},
+		{"probe", required_argument, NULL, 'P'},  {"dump", required_argument, NULL, 'D'},
+		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
 	};
 	char err[FS_CONF_ERR_MAX];
 	bool have_config = false;
-	const char *sync_path = NULL;
+	const char *sync_path = NULL, *dump_match = NULL;
 	long probe_s = 0;
 	int c;
 	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
@@ -352,6 +388,10 @@ int main(int argc, char **argv)
 		}
 		if (c == 'S') {
 			sync_path = optarg;
+			continue;
+		}
+		if (c == 'D') {
+			dump_match = optarg;
 			continue;
 		}
 		if (c == 'P') {
@@ -402,6 +442,17 @@ int main(int argc, char **argv)
 	if (fs_config_apply_env(&cfg, err) < 0) {
 		fprintf(stderr, "flashsale-echo: %s\n", err);
 		return 2;
+	}
+	if (dump_match) {
+		rd_kafka_t *rk = sync_path ? NULL : new_client(&cfg, RD_KAFKA_CONSUMER);
+		int drc = rk ? dump(rk, cfg.topic_results, dump_match) : 2;
+		if (rk) {
+			rd_kafka_consumer_close(rk);
+			rd_kafka_destroy(rk);
+		} else if (sync_path) {
+			usage(stderr);
+		}
+		return drc;
 	}
 	rd_kafka_t *producer = new_client(&cfg, RD_KAFKA_PRODUCER);
 	rd_kafka_t *consumer = producer ? new_client(&cfg, RD_KAFKA_CONSUMER) : NULL;

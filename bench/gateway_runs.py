@@ -80,11 +80,11 @@ def _start_gateway(run, log_path, port):
     return g if g.poll() is None else None
 
 
-def _load(log, port, sku, buyers, mode, seed, concurrency=CONCURRENCY, wait=60):
+def _load(log, port, sku, buyers, mode, seed, concurrency=CONCURRENCY, wait=60, extra=()):
     """One flashsale-httpload run: its HTTPLOAD line ("" when it printed none) and exit code."""
     rc, out = log.run([LOAD, "--url", "http://127.0.0.1:%d" % port, "--sku", sku, "--buyers",
                        str(buyers), "--concurrency", str(concurrency), "--threads", str(THREADS),
-                       "--mode", mode, "--seed", str(seed), "--wait", str(wait)],
+                       "--mode", mode, "--seed", str(seed), "--wait", str(wait)] + list(extra),
                       out="capture", timeout=TIME_LIMIT)
     log.echo(out)
     lines = [ln for ln in out.split("\n") if ln.startswith("HTTPLOAD buyers=")]

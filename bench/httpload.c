@@ -2,6 +2,7 @@
  *
  *   flashsale-httpload --url http://127.0.0.1:PORT --sku SKU --buyers N [--concurrency C]
  *                      [--mode buy-wait|buy] [--wait SECONDS] [--seed N] [--threads T]
+ *                      [--token-keys FILE]
  *
  * C buyers at a time (over T threads, each with its own multi handle), each on a keep-alive
  * connection of its own: a buyer POSTs
@@ -12,7 +13,14 @@
  * measures the gateway then), and at the end one line:
  *   HTTPLOAD buyers= ok= failed= seconds= per_s= p50_ms= p99_ms= p999_ms= max_ms=
  *            requests= accepted= edge= held= sold_out= other=
- * Exit 0 when every buyer got a decision (or, with --mode buy, a 2xx), 1 otherwise. */
+ * Exit 0 when every buyer got a decision (or, with --mode buy, a 2xx), 1 otherwise.
+ *
+ * --token-keys FILE: a sale behind a waiting room (issue 33, S14): each buy carries its buyer's
+ * admission token, minted with the key ring FILE (src/core/token.h's format) for SKU, valid from
+ * a minute before the run until an hour after it (the gateway checks them at the edge, the
+ * worker again); every token is minted before the first request. */
+
+#include "core/token.h"
 
 #include <curl/curl.h>
 #include <getopt.h>
@@ -35,7 +43,7 @@ struct buyer {
 	int phase; /* 0 POST, 1 GET */
 	char id[37];
 	char url[512];
-	char post[160];
+	char post[FS_TOKEN_TEXT_MAX + 96];
 	char body[BODY_MAX];
 	size_t body_len;
 	int64_t t0_us;
@@ -62,6 +70,8 @@ struct part {
 	pthread_t thread;
 };
 
+/* --token-keys: buyer i's token at tokens + i * (FS_TOKEN_TEXT_MAX + 1); NULL without. */
+static char *tokens;
 static atomic_long all_waiting;
 static atomic_int parts_waiting;
 static int n_threads = 1;
@@ -107,7 +117,9 @@ static void setup_post(struct part *st, struct buyer *b)
 {
 	new_id(&st->seed, b->id);
 	snprintf(b->url, sizeof b->url, "%s/v1/skus/%s/buys", opt.url, opt.sku);
-	snprintf(b->post, sizeof b->post, "{\"buyer_id\":\"hb%" PRId64 "\",\"qty\":1}", b->index);
+	snprintf(b->post, sizeof b->post, "{\"buyer_id\":\"hb-%" PRId64 "\",\"qty\":1%s%s%s}",
+		 b->index, tokens ? ",\"token\":\"" : "",
+		 tokens ? tokens + b->index * (FS_TOKEN_TEXT_MAX + 1) : "", tokens ? "\"" : "");
 	char key[80];
 	snprintf(key, sizeof key, "Idempotency-Key: %s", b->id);
 	curl_slist_free_all(b->hdrs);
@@ -275,7 +287,46 @@ static void usage(FILE *out)
 {
 	fprintf(out, "usage: flashsale-httpload --url URL --sku SKU --buyers N [--concurrency C]\n"
 		     "                          [--mode buy-wait|buy] [--wait SECONDS] [--seed N]\n"
-		     "                          [--threads T]\n");
+		     "                          [--threads T] [--token-keys FILE]\n");
+}
+
+/* --token-keys: every buyer's token minted before the first request. 0, or -1 said. */
+static int mint_tokens(const char *path)
+{
+	static char text[65536];
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+	if (!f || ferror(f)) {
+		fprintf(stderr, "httpload: %s: cannot read\n", path);
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	text[n] = '\0';
+	static struct fs_keyring ring;
+	char err[256];
+	if (fs_keyring_parse(text, &ring, err, sizeof err) < 0) {
+		fprintf(stderr, "httpload: %s: %s\n", path, err);
+		return -1;
+	}
+	tokens = malloc((size_t)opt.buyers * (FS_TOKEN_TEXT_MAX + 1));
+	if (!tokens)
+		return -1;
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	int64_t now_ms = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+	for (int64_t i = 0; i < opt.buyers; i++) {
+		char buyer[32];
+		snprintf(buyer, sizeof buyer, "hb-%" PRId64, i);
+		if (fs_token_mint(&ring, opt.sku, buyer, now_ms - 60000, now_ms + 3600000,
+				  tokens + i * (FS_TOKEN_TEXT_MAX + 1)) < 0) {
+			fprintf(stderr, "httpload: %s: no key to sign with\n", path);
+			return -1;
+		}
+	}
+	fs_keyring_wipe(&ring);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -289,10 +340,12 @@ int main(int argc, char **argv)
 		{"wait", required_argument, NULL, 'w'},
 		{"seed", required_argument, NULL, 'S'},
 		{"threads", required_argument, NULL, 't'},
+		{"token-keys", required_argument, NULL, 'k'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
+	const char *keys = NULL;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'u':
@@ -319,6 +372,9 @@ int main(int argc, char **argv)
 		case 't':
 			n_threads = atoi(optarg);
 			break;
+		case 'k':
+			keys = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -333,6 +389,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (keys && (strlen(opt.sku) > 64 || mint_tokens(keys) < 0))
+		return 2;
 	if (opt.concurrency > opt.buyers)
 		opt.concurrency = (int)opt.buyers;
 	if (n_threads > opt.concurrency)

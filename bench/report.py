@@ -147,6 +147,10 @@ def checks_found(rows, max_retries):
         if v("scenario") == "S13-capacity":
             out.append("- S13 capacity: %s (see .local/bench/S13-capacity.log)" % v("check"))
             continue
+        if v("scenario").startswith("S14"):
+            out.append("- %s %s: %s (see .local/bench/%s*)" % (
+                v("scenario"), v("approach"), v("check"), v("scenario")))
+            continue
         if v("scenario").startswith("S12"):  # stock is per SKU: the supply is stock x SKUs
             out.append("- %s %s: %s: %s carts held, %s units of %s, %s deadlocks." % (
                 v("scenario"), v("approach"), v("check"), commify(v("won")),
@@ -179,7 +183,7 @@ def render(header, rows):
             + "What the checks found (every run that did not end with check=ok):\n\n"
             + checks_found(rows, max_retries) + "\n" + report_text.WHY
             + alone_table(rows) + http_table(rows) + metrics_table(rows) + cart_table(rows)
-            + curve_table(rows))
+            + curve_table(rows) + room_table(rows))
 
 
 ALONE_NAMES = {"S5-floor": "S5 floor", "S5-floor-durable": "S5 floor, durable",
@@ -491,6 +495,77 @@ def cart_table(rows):
     if targets:
         out += ["Target (issue 31): 0 deadlocks, no oversell, and >= 10x cart-sorted on the "
                 "large run: " + "; ".join(targets) + ".", ""]
+    return "".join(line + "\n" for line in out)
+
+
+def _room_rows(rows):
+    """S14's rows by scenario and approach."""
+    return {(value(r, "scenario"), value(r, "approach")): r for r in rows
+            if value(r, "scenario").startswith("S14")}
+
+
+def _pair_line(name, plain, tokens):
+    """One line of S14's token costs: the two rates and their ratio."""
+    if not plain or not tokens:
+        return []
+    a, t = awk_num(value(plain, "attempts_per_s")), awk_num(value(tokens, "attempts_per_s"))
+    ratio = "%.2fx" % (t / a) if a > 0 else "-"
+    return ["| %s | %s | %s | %s | %s / %s |" % (
+        name, commify(value(plain, "attempts_per_s")), commify(value(tokens, "attempts_per_s")),
+        ratio, value(plain, "check"), value(tokens, "check"))]
+
+
+def room_table(rows):
+    """## The waiting room: S14, the joins, the draw, the rate, and what a token costs."""
+    found = _room_rows(rows)
+    if not found:
+        return ""
+    out = ["## The waiting room: S14\n",
+           "Issue 33 (bench/room_runs.py has the method). One partition, the key ring's two "
+           "keys, each run a fresh database and topics.\n"]
+    m = found.get(("S14-micro", "room-micro"))
+    if m and value(m, "check") == "ok":
+        out += ["**The room's pure costs** (build/bench/flashsale-room-micro --buyers %s, one "
+                "process, no services): a join %s us, the draw of every buyer %s ms, the "
+                "room's arrays and index %s MB; a token minted in %s us and verified in %s "
+                "us.\n" % (commify(value(m, "buyers")), value(m, "join_us"),
+                            value(m, "draw_ms"), value(m, "memory_mb"), value(m, "mint_us"),
+                            value(m, "verify_us"))]
+    r = found.get(("S14-room", "flashsale-room"))
+    if r:
+        v = lambda k: value(r, k)  # noqa: E731
+        mb = lambda k: "%.1f" % ((awk_num(v(k)) - awk_num(v("rss_kb"))) / 1024.0)  # noqa: E731
+        out += ["**%s buyers join before the opening, through the broker** (check: %s):\n" % (
+                    commify(v("buyers")), v("check")),
+                "| measure | value |", "|---|--:|",
+                "| joins/s (publish to the last row stored) | %s |" % commify(v("joins_per_s")),
+                "| buyers in the draw (the worker's log) | %s |" % commify(v("draw_buyers")),
+                "| the draw's batch, decided in (ms) | %s |" % v("draw_batch_ms"),
+                "| the worker's RSS: grown with the joins (MB) | %s |" % mb("rss_joined_kb"),
+                "| the worker's RSS: grown by the draw's end (MB) | %s |" % mb("rss_drawn_kb"),
+                "| admission rate set (per s) | %s |" % commify(v("rate")),
+                "| admitted in the busiest second of the log clock | %s |" % commify(
+                    v("log_per_s_max")),
+                "| the first slot after the opening (ms) | %s |" % v("first_slot_ms"),
+                "| admission results per second of the broker's stamps: min / median / max "
+                "| %s / %s / %s |" % (commify(v("stamp_per_s_min")),
+                                      commify(v("stamp_per_s_median")),
+                                      commify(v("stamp_per_s_max"))),
+                "| a result's stamp after its slot: p50 / p99 / max (ms) | %s / %s / %s |" % (
+                    v("late_p50_ms"), v("late_p99_ms"), v("late_max_ms")),
+                ""]
+    lines = (_pair_line("worker (`flashsale load`, intents/s, medians)",
+                        found.get(("S14-worker", "flashsale-plain")),
+                        found.get(("S14-worker", "flashsale-tokens")))
+             + _pair_line("gateway and worker (S8's run, buyers/s)",
+                          found.get(("S14-gateway", "gateway-plain")),
+                          found.get(("S14-gateway", "gateway-tokens"))))
+    if lines:
+        out += ["**What a token costs a buy**: S1's sale plain and behind a room, every buyer "
+                "admitted first (untimed) and every buy carrying its token, checked by the "
+                "worker (and at the gateway's edge in the second line):\n",
+                "| path | plain | with tokens | tokens against plain | checks |",
+                "|---|--:|--:|--:|---|"] + lines + [""]
     return "".join(line + "\n" for line in out)
 
 

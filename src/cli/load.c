@@ -6,6 +6,9 @@
 #include "cli/cli.h"
 
 #include "core/record.h"
+#include "core/token.h"
+#include "io/config.h"
+#include "io/keyring.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,6 +21,11 @@
 
 enum {
 	FS_LOAD_BUYERS_MAX = 10000000,
+	/* --token: every token is minted before the first publish, held in memory (about 110
+	 * bytes each) */
+	FS_LOAD_TOKENS_MAX = 2000000,
+	TOKEN_BEFORE_MS = 60000,  /* valid from a minute before the load */
+	TOKEN_AFTER_MS = 3600000, /* until an hour after it */
 	/* A repeat goes out this many records after its original (a retry, not a double send). */
 	DUP_DELAY = 64,
 	PAYLOAD_MAX = 1024,
@@ -82,7 +90,7 @@ static double mono_s(void)
 static const char usage_load[] =
 	"usage: flashsale load SKU --buyers N [--qty N] [--rate R] [--dup-ratio X] [--seed S]\n"
 	"                          [--dup-count N] [--poison N] [--buyer-prefix P] [--ids FILE]\n"
-	"                          [--id-version 7|4] [--join]\n"
+	"                          [--id-version 7|4] [--join] [--token]\n"
 	"\n"
 	"Publishes N buy intents for SKU from N distinct buyers (P-0 .. P-(N-1)), each with a\n"
 	"fresh intent id; a share X (0..1) of them is re-sent verbatim a few records later, as\n"
@@ -97,11 +105,15 @@ static const char usage_load[] =
 	"--cart-lines L: carts instead of buys (issue 31): SKU is then a comma-separated list\n"
 	"of SKUs, and each buyer publishes one cart of L distinct SKUs drawn from it (seeded),\n"
 	"--qty units each, keyed by a fresh cart id (written by --ids).\n"
-	"--join: joins of SKU's waiting room instead of buys (issue 33), one per buyer.\n";
+	"--join: joins of SKU's waiting room instead of buys (issue 33), one per buyer.\n"
+	"--token: each buy carries its buyer's admission token, minted with this configuration's\n"
+	"key ring (admission.keys) as a worker would, valid from a minute before the load until\n"
+	"an hour after it, all minted before the first publish (at most 2,000,000 buyers): the\n"
+	"cost of a sale behind a waiting room without the room's pace (scripts/bench S14).\n";
 
 struct load_opts {
 	int64_t buyers, qty, rate, seed, dup_count, poison, id_version, cart_lines;
-	bool join;
+	bool join, token;
 	int nskus;
 	char skus[CART_SKUS_MAX][FS_SKU_LEN_MAX + 1];
 	double dup_ratio;
@@ -127,6 +139,7 @@ static int load_parse(int argc, char **argv, struct load_opts *o)
 		{"id-version", CLI_INT, &o->id_version, 4, 7},
 		{"cart-lines", CLI_INT, &o->cart_lines, 1, FS_CART_LINES_MAX},
 		{"join", CLI_FLAG, &o->join},
+		{"token", CLI_FLAG, &o->token},
 		{NULL},
 	};
 	int rc = cli_parse(argc, argv, usage_load, spec, 1, 1);
@@ -143,8 +156,12 @@ static int load_parse(int argc, char **argv, struct load_opts *o)
 		return 2;
 	}
 	o->sku = argv[optind];
-	if (o->join && o->cart_lines > 0) {
-		cli_err("load: --join and --cart-lines: one or the other");
+	if (o->join + (o->cart_lines > 0) + o->token > 1) {
+		cli_err("load: --join, --cart-lines and --token: one of them");
+		return 2;
+	}
+	if (o->token && o->buyers > FS_LOAD_TOKENS_MAX) {
+		cli_err("load: --token: at most %d buyers", FS_LOAD_TOKENS_MAX);
 		return 2;
 	}
 	if (o->cart_lines > 0) {
@@ -198,6 +215,7 @@ struct load_run {
 	int ring_head, ring_len;
 	int64_t sent, dups, poisoned;
 	double t0;
+	char *tokens; /* --token: buyer i's at tokens + i * (FS_TOKEN_TEXT_MAX + 1) */
 };
 
 static struct pending_dup ring[DUP_DELAY + 1];
@@ -249,8 +267,10 @@ static int publish_buy(struct load_run *r, int64_t i)
 	else
 		len = snprintf(payload, sizeof payload,
 			       "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":"
-			       "\"%s\",\"buyer_id\":\"%s-%" PRId64 "\",\"qty\":%" PRId64 "}",
-			       id, o->sku, o->prefix, i, o->qty);
+			       "\"%s\",\"buyer_id\":\"%s-%" PRId64 "\",\"qty\":%" PRId64 "%s%s%s}",
+			       id, o->sku, o->prefix, i, o->qty, r->tokens ? ",\"token\":\"" : "",
+			       r->tokens ? r->tokens + i * (FS_TOKEN_TEXT_MAX + 1) : "",
+			       r->tokens ? "\"" : "");
 	if (r->ids)
 		fprintf(r->ids, "%s\n", id);
 	const char *key = o->cart_lines > 0 ? id : o->sku;
@@ -313,6 +333,49 @@ static int publish_due(struct load_run *r, int64_t i, bool original)
 	return rc;
 }
 
+/* --token: every buyer's token, minted with the configuration's key ring before the first
+ * publish (so that the publisher's pace is the same with tokens as without). 0, or -1 said. */
+static int mint_tokens(flashsale_t *fs, struct load_run *r)
+{
+	const struct load_opts *o = r->o;
+	const char *path = flashsale_config(fs)->admission_keys;
+	if (!path[0]) {
+		cli_err("load: --token needs the key ring: admission.keys in the configuration");
+		return -1;
+	}
+	static struct fs_keyring keys;
+	char err[256];
+	if (fs_keyring_load(path, &keys, err, sizeof err) < 0) {
+		cli_err("load: %s", err);
+		return -1;
+	}
+	r->tokens = malloc((size_t)o->buyers * (FS_TOKEN_TEXT_MAX + 1));
+	if (!r->tokens) {
+		fs_keyring_wipe(&keys);
+		cli_err("load: --token: out of memory");
+		return -1;
+	}
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	int64_t now_ms = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+	double t0 = mono_s();
+	int rc = 0;
+	for (int64_t i = 0; rc == 0 && i < o->buyers; i++) {
+		char buyer[FS_BUYER_LEN_MAX + 1];
+		snprintf(buyer, sizeof buyer, "%s-%" PRId64, o->prefix, i);
+		rc = fs_token_mint(&keys, o->sku, buyer, now_ms - TOKEN_BEFORE_MS,
+				   now_ms + TOKEN_AFTER_MS,
+				   r->tokens + i * (FS_TOKEN_TEXT_MAX + 1));
+	}
+	fs_keyring_wipe(&keys);
+	if (rc < 0) {
+		cli_err("load: --token: %s has no key to sign with", path);
+		return -1;
+	}
+	printf("minted %" PRId64 " tokens in %.3f s\n", o->buyers, mono_s() - t0);
+	return 0;
+}
+
 /* --rate: sleeps while ahead of the schedule. */
 static void pace(const struct load_run *r)
 {
@@ -339,6 +402,11 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 		cli_err("load: %s: %s", o.ids_path, strerror(errno));
 		return 1;
 	}
+	if (o.token && mint_tokens(fs, &r) < 0) {
+		if (r.ids)
+			fclose(r.ids);
+		return 1;
+	}
 	uuid_t seed_id;
 	uuid_generate_random(seed_id);
 	memcpy(&r.id_state, seed_id, sizeof r.id_state);
@@ -357,6 +425,7 @@ int cli_load(flashsale_t *fs, int argc, char **argv)
 			flashsale_poll(fs);
 		pace(&r);
 	}
+	free(r.tokens);
 	if (r.ids && fclose(r.ids) != 0) {
 		cli_err("load: %s: %s", o.ids_path, strerror(errno));
 		rc = -EIO;

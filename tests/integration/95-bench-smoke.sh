@@ -19,7 +19,9 @@
 #      found a capacity, and each quick point has the worker and both floors, checked, at
 #      that fraction of it, their percentiles in order, and the account of the worker's
 #      batches (trace.batches): every timed record in a traced batch, the steps' p50s within
-#      the p50 batch's total, and the server's WAL flushes counted.
+#      the p50 batch's total, and the server's WAL flushes counted. S14 (the waiting room):
+#      every part passes its check, every joined buyer drawn and admitted, none faster than
+#      the rate, each with its admission result.
 #   4. DIR has the report, with every section, the two charts and the rows (the run's own,
 #      .local/bench/rows.jsonl), and `scripts/bench report --check` finds that the rows give
 #      that report again; docs/ is untouched.
@@ -177,11 +179,27 @@ sys.exit(0 if total > 0 and all(0 <= float(r[s + "_p50"]) <= total for s in step
          and int(r["wal_syncs"]) > 0 else 1)' "$acc" || fail "S13-account at $pct%: $acc"
 done
 
+# S14, the waiting room: every part ran and passed its check; every buyer joined before the
+# opening, was in the draw and was admitted, never more than the rate in a second of the log
+# clock, the first at the opening, each with its result on the broker; the token runs sold
+# exactly the stock with no token refused (their checks say so).
+for r in "S14-micro room-micro" "S14-room flashsale-room" "S14-worker flashsale-plain" \
+	"S14-worker flashsale-tokens" "S14-gateway gateway-plain" "S14-gateway gateway-tokens"; do
+	line=$(row ${r% *} ${r#* })
+	assert_eq ok "$(val "$line" check)" "$r check"
+done
+room=$(row S14-room flashsale-room)
+n=$(val "$room" buyers)
+assert_eq "$n $n $n $n" "$(val "$room" draw_buyers) $(val "$room" admitted) $(val "$room" results) $n" \
+	"S14: buyers in the draw, admitted, admission results"
+[ "$(val "$room" log_per_s_max)" -le "$(val "$room" rate)" ] 2>/dev/null || fail "S14: faster than the rate: $room"
+assert_eq 0 "$(val "$room" first_slot_ms)" "S14: the first admission at the opening"
+
 # 4.
 for section in '## The machine' '## S1 hot SKU' '## S2 all winners' '## flashsale alone' \
 	'| S5 floor |' '| S5 floor, durable |' '| S5 disk alone |' '| S6 |' '| S7 |' \
 	'## Carts: S12' '| flashsale-4p (worker) |' '## The latency curve: S13' '| 50% |' \
-	"### Where a batch's time goes"; do
+	"### Where a batch's time goes" '## The waiting room: S14' '| gateway and worker (S8'"'"'s run, buyers/s) |'; do
 	grep -qF "$section" "$out/BENCHMARKS.md" 2>/dev/null || fail "report: no '$section'"
 done
 [ -s "$out/benchmarks.png" ] || fail "no chart in $out"
