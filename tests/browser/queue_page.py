@@ -32,9 +32,8 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # Its Page (one browser, its own profile) and start_all (a browser that cannot start fails);
 # it imports selenium, failing the same way when it cannot.
-from sale_page import Fail, Page, start_all  # noqa: E402
+from sale_page import Fail, Page, drive, start_all  # noqa: E402
 
-from selenium.common.exceptions import WebDriverException  # noqa: E402
 
 STEP_S = 30
 QUEUE_JS = """
@@ -155,24 +154,7 @@ def main():
     for p, name in zip(pages, ("qstream", "qpoll")):
         p.name = name
         p.url = "%s/sale/%s?buyer=%s" % (a.url, a.sku, name)
-    t0 = time.monotonic()
-    rc = 0
-    out = []
-    try:
-        out = run(a, pages)
-    except Fail as e:
-        print("FAIL: %s" % e, flush=True)
-        rc = 1
-    except WebDriverException as e:
-        print("FAIL: the browser: %s" % str(e).strip().splitlines()[0], flush=True)
-        rc = 1
-    finally:
-        with open(a.out, "w") as f:
-            json.dump(out, f)
-        for p in pages:
-            p.quit()
-    say("%s in %.1f s" % ("done" if rc == 0 else "failed", time.monotonic() - t0))
-    return rc
+    return drive(lambda: run(a, pages), pages, a.out, lambda out: out or [])
 
 
 if __name__ == "__main__":

@@ -383,10 +383,18 @@ def main():
     if a.pages < 5:
         ap.error("--pages must be at least 5")
     pages = [Page(i, a.url, a.sku) for i in range(a.pages)]
+    return drive(lambda: run(a, pages), pages, a.out, lambda _: [
+        {"buyer": p.name, "attempts": p.attempts, "buy_posts": getattr(p, "buy_posts", [])}
+        for p in pages])
+
+
+def drive(go, pages, out_path, report):
+    """Runs go(), then writes report(what go returned, or None) into OUT_PATH as JSON and closes
+    every page, whatever happened; 0, or 1 with the failure printed."""
     t0 = time.monotonic()
-    rc = 0
+    rc, got = 0, None
     try:
-        run(a, pages)
+        got = go()
     except Fail as e:
         print("FAIL: %s" % e, flush=True)
         rc = 1
@@ -394,9 +402,8 @@ def main():
         print("FAIL: the browser: %s" % str(e).strip().splitlines()[0], flush=True)
         rc = 1
     finally:
-        with open(a.out, "w") as f:
-            json.dump([{"buyer": p.name, "attempts": p.attempts,
-                        "buy_posts": getattr(p, "buy_posts", [])} for p in pages], f)
+        with open(out_path, "w") as f:
+            json.dump(report(got), f)
         for p in pages:
             p.quit()
     say("%s in %.1f s" % ("done" if rc == 0 else "failed", time.monotonic() - t0))
