@@ -126,8 +126,11 @@ int fs_keyring_parse(const char *text, struct fs_keyring *kr, char *err, size_t 
 	return 0;
 }
 
+static void cache_drop(void);
+
 void fs_keyring_wipe(struct fs_keyring *kr)
 {
+	cache_drop(); /* this thread's copies of the keys, in its contexts */
 	OPENSSL_cleanse(kr, sizeof *kr);
 	kr->n = 0;
 	kr->sign = -1;
@@ -152,8 +155,8 @@ static size_t b64url(const unsigned char *in, size_t n, char *out)
  * pays it on the worker's main thread) and of a join's rank. The algorithms are fetched once;
  * each thread keeps a few HMAC contexts set up with their key (the key ring's keys, a draw's
  * seed) and starts a keyed one again for 0.35 us (bench/room_micro.c measures both). A thread's
- * contexts are freed, their keys wiped, when it ends. When anything here fails (no memory), the
- * one-shot functions answer: the same bytes, slower. */
+ * contexts are freed, their keys wiped, when it ends or wipes a key ring. When anything here
+ * fails (no memory), the one-shot functions answer: the same bytes, slower. */
 enum { MAC_SLOTS = 8, MAC_KEY_MAX = 128 };
 
 struct mac_slot {
@@ -187,6 +190,18 @@ static void crypto_init(void)
 	hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL);
 	sha256_alg = EVP_MD_fetch(NULL, "SHA256", NULL);
 	cache_key_ok = pthread_key_create(&cache_key, cache_free) == 0;
+}
+
+/* This thread's contexts freed and their keys wiped (fs_keyring_wipe: another thread's stay
+ * until it ends or wipes a ring itself). */
+static void cache_drop(void)
+{
+	pthread_once(&crypto_once, crypto_init);
+	struct mac_cache *c = cache_key_ok ? pthread_getspecific(cache_key) : NULL;
+	if (c) {
+		pthread_setspecific(cache_key, NULL);
+		cache_free(c);
+	}
 }
 
 /* This thread's context set up with key, or NULL. */

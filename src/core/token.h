@@ -51,7 +51,8 @@ struct fs_keyring {
  *
  * 0 or -EINVAL with a message in err that names the line, never a secret. */
 int fs_keyring_parse(const char *text, struct fs_keyring *kr, char *err, size_t err_len);
-/* Overwrites the secrets (before the memory is freed or reused). */
+/* Overwrites the secrets (before the memory is freed or reused), and the copies this thread
+ * keeps in its HMAC contexts (token.c). */
 void fs_keyring_wipe(struct fs_keyring *kr);
 
 /* Writes the token of (sku, buyer, nbf_ms, exp_ms) signed with the ring's signing key into out
