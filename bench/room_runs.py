@@ -255,6 +255,21 @@ def _open(run, b, tokens):
     return run.rc == 0 and run.fs_ok("sale", "open", "SKU1", "--stock", str(b.s1_stock), *room)
 
 
+def _sale_problems(b, run, audit_path):
+    """What S1's sale on RUN got wrong, its worker still running: SKU1 not sold out exactly,
+    a buy refused for its token, the audit."""
+    problems = []
+    refused = _count(run, "SELECT count(*) FROM decisions WHERE reason LIKE '%token%'")
+    sold, left = run.summary_sums(["SKU1"])
+    if awk_num(sold) != b.s1_stock or awk_num(left) != 0:
+        problems.append("sold_%s_left_%s" % (sold, left))
+    if refused != 0:
+        problems.append("token_refusals_%d" % refused)
+    if run.audit(audit_path) != "ok":
+        problems.append("audit")
+    return problems
+
+
 def _worker_run(b, log, keys, tokens, i):
     """One S1-sized sale, plain or behind a room with every buy's token: (per_s, problems).
     Behind the room, the buyers join and are admitted first, untimed; the worker's tokens
@@ -275,17 +290,9 @@ def _worker_run(b, log, keys, tokens, i):
     ok = ok and _wait(lambda: _count(run, "SELECT count(*) FROM decisions WHERE "
                                      "intent_id IS NOT NULL") >= b.s1_buyers, TIME_LIMIT, 0.05)
     rc, timing = run.fs("timing", "--since", str(start), "--timeout", "120", out="capture")
-    refused = _count(run, "SELECT count(*) FROM decisions WHERE reason LIKE '%token%'")
-    sold, left = run.summary_sums(["SKU1"])
-    audit = run.audit(b.path("S14-worker-%s-%d-audit.txt" % (name, i)))
+    problems = ([] if ok and rc == 0 else ["run"]) + _sale_problems(
+        b, run, b.path("S14-worker-%s-%d-audit.txt" % (name, i)))
     proc.stop(worker)
-    problems = [] if ok and rc == 0 else ["run"]
-    if awk_num(sold) != b.s1_stock or awk_num(left) != 0:
-        problems.append("sold_%s_left_%s" % (sold, left))
-    if refused != 0:
-        problems.append("token_refusals_%d" % refused)
-    if audit != "ok":
-        problems.append("audit")
     return field(timing, "per_s"), problems
 
 
@@ -336,17 +343,11 @@ def _gateway_run(b, log, keys, tokens):
     line, rc = gateway_runs._load(log, port, "SKU1", b.s1_buyers, "buy-wait", 1451,
                                   extra=["--token-keys", keys] if tokens else [])
     run.fs_ok("wait", "--timeout", "120", "--quiet")
-    refused = _count(run, "SELECT count(*) FROM decisions WHERE reason LIKE '%token%'")
-    sold, left = run.summary_sums(["SKU1"])
-    audit = run.audit(b.path("S14-gateway-%s-audit.txt" % name))
+    problems = ([] if ok and line and rc == 0 else ["run"]) + _sale_problems(
+        b, run, b.path("S14-gateway-%s-audit.txt" % name))
+    if field(line, "other") not in ("0", ""):  # an answer neither held nor sold out
+        problems.append("other_%s" % field(line, "other"))
     proc.stop(gw, worker)
-    problems = [] if ok and line and rc == 0 else ["run"]
-    if awk_num(sold) != b.s1_stock or awk_num(left) != 0:
-        problems.append("sold_%s_left_%s" % (sold, left))
-    if refused != 0 or field(line, "other") not in ("0", ""):
-        problems.append("refused_%d_other_%s" % (refused, field(line, "other")))
-    if audit != "ok":
-        problems.append("audit")
     return line, problems
 
 
