@@ -67,6 +67,13 @@ assert_eq held "$(sql "SELECT answer FROM carts WHERE cart_id = '$k'")" "the car
 cart_off=$(sql "SELECT off FROM carts WHERE cart_id = '$k'")
 assert_eq "conflict intent_id_reused $((cart_off + 1))" "$(sql "SELECT string_agg(payload->>'outcome' || ' ' || (payload->>'reason') || ' ' || (payload->>'offset'), ',') FROM cart_out WHERE msg_key = '$k' AND to_topic = 'results' AND payload->>'outcome' = 'conflict'")" "the conflicting record's answer"
 assert_eq cart_conflict "$(sql "SELECT payload->>'type' FROM cart_out WHERE msg_key = '$k' AND to_topic = 'results' AND payload->>'outcome' = 'conflict'")" "its type"
+# On the results topic too: the conflict under its own type, every `cart` result the cart's.
+# (a bounded wait that fails rather than dies: on main the type is `cart` and the test goes on)
+on_topic() { results_dump | grep -q "\"type\":\"cart_conflict\",\"intent_id\":\"$k\""; }
+deadline=$((SECONDS + 30))
+until on_topic || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
+on_topic && say "ok: the conflict on the results topic as cart_conflict" || fail "no cart_conflict result for $k on the results topic"
+assert_eq "" "$(results_dump | grep "\"type\":\"cart\",\"intent_id\":\"$k\"" | grep -v '"outcome":"held"' || true)" "results of type cart for the cart id that are not its answer"
 # The cart id's answer, everywhere: the gateway that followed the results topic ...
 assert_eq 200 "$(req GET "/v1/carts/$k?wait=20")" "the cart at the live gateway"
 assert_eq held "$(body_field outcome)" "the cart's answer at the live gateway"
