@@ -11,7 +11,9 @@
 /* For the tests only: tests/meson.build builds this file again with FS_CART_MUTATE set, and
  * test_cart must fail each of them (its checks can see what they break): 1 releases one held
  * group too few when a round is refused (atomicity), 2 never waits (money left on the table),
- * 3 visits the groups in the order of the cart's lines, not of the partitions (deadlock). */
+ * 3 visits the groups in the order of the cart's lines, not of the partitions (deadlock).
+ * 4 lets a cart cancelled during its round go on reserving, as before issue 47 item 8 (the
+ * simulator's sweep must catch it: tests/sim/meson.build). */
 #ifndef FS_CART_MUTATE
 #define FS_CART_MUTATE 0
 #endif
@@ -437,10 +439,11 @@ static int send_reserve(struct fs_carts *cs, const struct fs_cart *k)
 	return send(cs, &m);
 }
 
-/* C: the same end to the cart's groups 0 .. n-1 of its round. */
-static int send_ends(struct fs_carts *cs, const struct fs_cart *k, uint32_t n, int action)
+/* C: the same end to the cart's groups from .. n-1 of its round. */
+static int send_ends_from(struct fs_carts *cs, const struct fs_cart *k, uint32_t from, uint32_t n,
+			  int action)
 {
-	for (uint32_t g = 0; g < n; g++) {
+	for (uint32_t g = from; g < n; g++) {
 		struct fs_cart_msg m;
 		msg_init(&m, FS_CART_END, k, k->parts[g]);
 		m.coord = cs->partition;
@@ -450,6 +453,12 @@ static int send_ends(struct fs_carts *cs, const struct fs_cart *k, uint32_t n, i
 			return rc;
 	}
 	return 0;
+}
+
+/* C: the same end to the cart's groups 0 .. n-1 of its round. */
+static int send_ends(struct fs_carts *cs, const struct fs_cart *k, uint32_t n, int action)
+{
+	return send_ends_from(cs, k, 0, n, action);
 }
 
 /* ---- P: groups -------------------------------------------------------------------------- */
@@ -764,6 +773,19 @@ static int round_refused(struct fs_carts *cs, struct fs_core *c, uint32_t ci,
 	return answer_cart(cs, c, k, k->outcome, m->reason, m->line, offset);
 }
 
+/* C: the group in flight of a round cancelled during it answered: released if it held (the
+ * groups before it were released when the cancel came), and the cart is cancelled. */
+static int round_cancelled(struct fs_carts *cs, struct fs_core *c, uint32_t ci,
+			   const struct fs_cart_msg *m, int64_t offset)
+{
+	struct fs_cart *k = &cs->carts[ci];
+	int rc = m->held ? send_ends_from(cs, k, k->at, k->at + 1, FS_CART_RELEASE) : 0;
+	k->state = FS_CART_CANCELLED;
+	if (rc == 0)
+		rc = answer_cart(cs, c, k, FS_OUT_CANCELLED, "cancelled", -1, offset);
+	return rc;
+}
+
 static int on_answer(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
 		     int64_t offset)
 {
@@ -776,6 +798,8 @@ static int on_answer(struct fs_carts *cs, struct fs_core *c, const struct fs_car
 		return 0;
 	}
 	mark_cart(cs, ci);
+	if (k->cancel_asked && FS_CART_MUTATE != 4)
+		return round_cancelled(cs, c, ci, m, offset);
 	if (!m->held)
 		return round_refused(cs, c, ci, m, offset);
 	if (m->hold_ms < k->hold_ms)
@@ -896,7 +920,9 @@ int fs_cart_step_cart(struct fs_carts *cs, struct fs_core *c, const struct fs_ca
 	if (seen != FS_MAP_NONE) {
 		const struct fs_cart *k = &cs->carts[seen];
 		if (k->body_hash != req->body_hash)
-			rc = event(cs, c, FS_CART_EV_CART, req->cart_id, FS_OUT_CONFLICT,
+			/* The conflicting record's answer, of its own type: the cart id's
+			 * answer (`cart`) stays the cart's own decision (issue 47 item 3). */
+			rc = event(cs, c, FS_CART_EV_CONFLICT, req->cart_id, FS_OUT_CONFLICT,
 				   "intent_id_reused", -1, 0, offset);
 		else if (k->answer)
 			rc = event(cs, c, FS_CART_EV_CART, k->cart_id, k->answer, k->answer_reason,
@@ -990,11 +1016,17 @@ static int cancel(struct fs_carts *cs, struct fs_core *c, uint32_t ci, int64_t o
 		return rc < 0 ? rc
 			      : event(cs, c, ev, k->cart_id, FS_OUT_CANCELLED, NULL, -1, 0, offset);
 	}
-	case FS_CART_RESERVING:
-		/* The round goes on; its end releases what it held. */
+	case FS_CART_RESERVING: {
+		/* The round stops here (issue 47 item 8): the groups that answered held go back
+		 * now, the one in flight when it answers (on_answer); nothing more is reserved. */
+		int rc = 0;
+		if (!k->cancel_asked && FS_CART_MUTATE != 4)
+			rc = send_ends(cs, k, k->at, FS_CART_RELEASE);
 		k->cancel_asked = true;
 		mark_cart(cs, ci);
-		return event(cs, c, ev, k->cart_id, FS_OUT_CANCELLED, NULL, -1, 0, offset);
+		return rc < 0 ? rc
+			      : event(cs, c, ev, k->cart_id, FS_OUT_CANCELLED, NULL, -1, 0, offset);
+	}
 	case FS_CART_CONFIRMED:
 	case FS_CART_CONFIRMED_LATE:
 		return event(cs, c, ev, k->cart_id, FS_OUT_REJECTED, "already_confirmed", -1, 0,
@@ -1107,7 +1139,8 @@ void fs_cart_event_json(struct fs_buf *b, const struct fs_cart_event *e, int32_t
 	static const char *const types[] = {[FS_CART_EV_CART] = "cart",
 					    [FS_CART_EV_CONFIRM] = "cart_confirm",
 					    [FS_CART_EV_CANCEL] = "cart_cancel",
-					    [FS_CART_EV_EXPIRED] = "cart_expire"};
+					    [FS_CART_EV_EXPIRED] = "cart_expire",
+					    [FS_CART_EV_CONFLICT] = "cart_conflict"};
 	/* Every string is a canonical cart id or a static name: nothing to escape. */
 	fs_buf_str(b, "{\"v\":1,\"type\":\"");
 	fs_buf_str(b, types[e->kind]);

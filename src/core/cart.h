@@ -43,6 +43,9 @@ enum fs_cart_ev_kind {
 	FS_CART_EV_CONFIRM = 2, /* a confirm's: confirmed, confirmed_late, refund_required, ... */
 	FS_CART_EV_CANCEL = 3,
 	FS_CART_EV_EXPIRED = 4, /* the cart's hold ended on the clock */
+	/* a record with the cart's id and another body: its own answer (conflict), never the
+	 * cart's (issue 47 item 3) */
+	FS_CART_EV_CONFLICT = 5,
 };
 
 struct fs_cart_event {

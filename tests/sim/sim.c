@@ -1363,8 +1363,8 @@ static void print_stats(const struct sim_stats *s, double secs)
 	       s->again_conflicts, s->again_invalid, s->expired_replies, s->ticks_appended,
 	       s->skipped_stale, s->inhand_after_fence);
 	printf("sim: carts: %" PRId64 " protocol messages sent (outbox), %" PRId64
-	       " cart results\n",
-	       s->cart_messages, s->cart_results);
+	       " cart results, %" PRId64 " cancels during a round\n",
+	       s->cart_messages, s->cart_results, s->cart_cancels_in_round);
 	printf("sim: waiting rooms: %" PRId64 " seeds, %" PRId64 "/%" PRId64
 	       " rooms admitting (random/fifo draw), %" PRId64 " join answers, %" PRId64
 	       " admissions (%" PRId64 " answered again), %" PRId64
@@ -1414,9 +1414,9 @@ static bool coverage_ok(const struct sim_stats *s)
 		  s->overlap_seeds[0] && s->overlap_seeds[1] && s->overlap_seeds[2] && s->stacked &&
 		  s->stacked_redone && s->unknown_committed && s->stacked_same_range &&
 		  s->refused && s->holds_looked_up && s->cart_messages && s->cart_results &&
-		  s->room_draws[0] && s->room_draws[1] && s->joins && s->admissions &&
-		  s->admissions_again && s->room_loads && s->held_by_key[0] && s->held_by_key[1] &&
-		  s->signers_rotated && s->held_other_key;
+		  s->cart_cancels_in_round && s->room_draws[0] && s->room_draws[1] && s->joins &&
+		  s->admissions && s->admissions_again && s->room_loads && s->held_by_key[0] &&
+		  s->held_by_key[1] && s->signers_rotated && s->held_other_key;
 	for (int v = FS_TOKEN_OK; v <= FS_TOKEN_OTHER_BUYER; v++)
 		ok = ok && s->verdicts[v];
 	for (size_t i = 0; i < sizeof must_crash_at / sizeof *must_crash_at; i++)

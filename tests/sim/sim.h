@@ -138,6 +138,7 @@ struct sim_stats {
 	int64_t delivered, deliver_failed, deliver_doubled, ticks_appended, skipped_stale, gaps;
 	int64_t expired_replies, inhand_after_fence, again_missing;
 	int64_t cart_results, cart_messages; /* carts (issue 31): results and protocol messages */
+	int64_t cart_cancels_in_round;	     /* cancels answered while their cart was reserving */
 	int64_t misrouted_appended, forwards_queued, forwards_landed, forwards_again;
 	int64_t reject_mode_seeds;
 	int64_t refused; /* records the store refused for good, rejected store_refused */

@@ -479,6 +479,53 @@ static bool check_carts(struct sim_world *W)
 	return true;
 }
 
+/* The first offset at which the coordinator `part` answered cart `id` (type cart), or -1. */
+static int64_t cart_answered_at(const struct sim_store *s, int32_t part, const char *id)
+{
+	static const char type[] = "{\"v\":1,\"type\":\"cart\",";
+	int64_t at = -1;
+	for (size_t i = 0; i < s->outs.len; i++) {
+		const struct ss_out *o = &s->outs.v[i];
+		if (!o->intents && o->part == part && strcmp(o->key, id) == 0 &&
+		    strncmp(o->payload, type, sizeof type - 1) == 0 && (at < 0 || o->off < at))
+			at = o->off;
+	}
+	return at;
+}
+
+/* Issue 47 item 8: a cancel answered `cancelled` while its cart was being reserved (the
+ * cart's own answer comes at a later offset of its coordinator) stops the round: no reserve
+ * of that cart leaves the coordinator from a later step. */
+static bool check_cart_cancels(struct sim_world *W)
+{
+	const struct sim_store *s = W->store;
+	for (size_t i = 0; i < s->outs.len; i++) {
+		const struct ss_out *c = &s->outs.v[i];
+		if (c->intents || !strstr(c->payload, "\"type\":\"cart_cancel\"") ||
+		    !strstr(c->payload, "\"outcome\":\"cancelled\"") ||
+		    strstr(c->payload, "\"reason\""))
+			continue;
+		if (cart_answered_at(s, c->part, c->key) <= c->off)
+			continue; /* the cart was decided before: not during its round */
+		W->stats->cart_cancels_in_round++;
+		char needle[FS_SKU_LEN_MAX + 16];
+		snprintf(needle, sizeof needle, "\"cart_id\":\"%s\"", c->key);
+		for (size_t j = 0; j < s->outs.len; j++) {
+			const struct ss_out *o = &s->outs.v[j];
+			if (o->intents && o->part == c->part && o->off > c->off &&
+			    strstr(o->payload, "\"type\":\"cart_reserve\"") &&
+			    strstr(o->payload, needle))
+				return sim_fail(
+					W, "cancel",
+					"cart %s, cancelled at %d:%" PRId64
+					" during its round, reserved again at offset %" PRId64
+					": %s",
+					c->key, (int)c->part, c->off, o->off, o->payload);
+		}
+	}
+	return true;
+}
+
 static const struct sim_rec *rec_at(const struct sim_world *W, int32_t part, int64_t off)
 {
 	if (part < 0 || part >= W->n_parts || off < 0 || off >= (int64_t)W->log[part].recs.len)
@@ -1349,7 +1396,7 @@ bool sim_check(struct sim_world *W)
 	if (W->store->check_failed[0])
 		return sim_fail(W, "INV-1", "the store refused a row: %s", W->store->check_failed);
 	if (!check_offsets(W) || !check_inv1(W) || !check_rows(W) || !check_carts(W) ||
-	    !check_rooms(W))
+	    !check_cart_cancels(W) || !check_rooms(W))
 		return false;
 	struct oracle *o = calloc(1, sizeof *o);
 	if (!o)

@@ -571,7 +571,11 @@ static void test_local(void)
 	again.req.body_hash++;
 	append(&n, 0, &again);
 	net_run(&n);
-	CHECK_INT(count_events(&n, k, FS_CART_EV_CART, &e), 3);
+	/* The conflict is that record's answer, of its own type: the cart's stays held (issue 47
+	 * item 3). */
+	CHECK_INT(count_events(&n, k, FS_CART_EV_CART, &e), 2);
+	CHECK_STR(fs_outcome_name(e.outcome), "held");
+	CHECK_INT(count_events(&n, k, FS_CART_EV_CONFLICT, &e), 1);
 	CHECK_STR(fs_outcome_name(e.outcome), "conflict");
 	CHECK_INT(s0->held, 2);
 	/* Confirm: sold. */
@@ -636,6 +640,51 @@ static void test_two_partitions(void)
 	CHECK_INT(fs_core_sku(&n.parts[2].core, names[0])->sold, 1);
 	CHECK_INT(check_settled(&n, 0), 0);
 	net_free(&n);
+}
+
+/* A cancel during the round stops it at the next step (issue 47 item 8): C = 0, groups at 1
+ * then 2. Cancelled while the group at 1 is in flight: that group is released when it answers
+ * and nothing is ever reserved at 2. Cancelled while the group at 2 is in flight: the group at
+ * 1 goes back at once, the one at 2 when it answers. Either way the cart's answer is
+ * cancelled and every unit is back. */
+static void test_cancel_in_round(void)
+{
+	for (int when = 0; when < 2; when++) {
+		struct net n;
+		net_init(&n, 3, 5);
+		char names[2][16];
+		int32_t on[2] = {2, 1};
+		skus_on(3, on, 2, names);
+		open_sku(&n, names[0], 4, 4, 10000);
+		open_sku(&n, names[1], 4, 4, 10000);
+		uint32_t k = cart_on(&n, 0, 0);
+		const char *skus[2] = {names[0], names[1]};
+		int64_t qty[2] = {1, 2};
+		send_cart(&n, k, "b1", skus, qty, 2);
+		step_part(&n, 0); /* C reserves at 1 */
+		if (when == 1) {
+			step_part(&n, 1); /* P1 holds (pending) */
+			step_part(&n, 0); /* C reserves at 2 */
+			CHECK_INT(n.parts[2].len, 1);
+		}
+		send_followup(&n, k, false);
+		step_part(&n, 0); /* the cancel */
+		struct fs_cart_event e;
+		CHECK_INT(count_events(&n, k, FS_CART_EV_CANCEL, &e), 1);
+		CHECK_STR(fs_outcome_name(e.outcome), "cancelled");
+		if (when == 1) {
+			step_part(&n, 1); /* the release: P1's units back before P2 answers */
+			CHECK_INT(fs_core_sku(&n.parts[1].core, names[1])->available, 4);
+		}
+		net_run(&n);
+		CHECK_INT(n.parts[2].len, when == 1 ? 2u : 0u); /* when 0: never reserved at 2 */
+		CHECK_INT(count_events(&n, k, FS_CART_EV_CART, &e), 1);
+		CHECK_STR(fs_outcome_name(e.outcome), "cancelled");
+		CHECK_INT(fs_core_sku(&n.parts[1].core, names[1])->available, 4);
+		CHECK_INT(fs_core_sku(&n.parts[2].core, names[0])->available, 4);
+		CHECK_INT(check_settled(&n, 0), 0);
+		net_free(&n);
+	}
 }
 
 /* No money left on the table: cart Y, short of A's last unit only because cart X holds it
@@ -804,6 +853,7 @@ int main(int argc, char **argv)
 	uint64_t seeds = argc > 1 ? strtoull(argv[1], NULL, 10) : 400;
 	test_local();
 	test_two_partitions();
+	test_cancel_in_round();
 	test_wait();
 	test_race();
 	for (uint64_t s = 1; s <= seeds; s++)
