@@ -180,6 +180,8 @@ int64_t gw_now_us(void);
 /* kafka.c */
 int gw_kafka_start(struct gw *g, char *err, size_t err_len);
 void gw_kafka_stop(struct gw *g);
+/* True once the broker refused the gateway's credentials (it then stops, exit 1). */
+bool gw_kafka_auth_failed(void);
 /* Publishes a record for r (delivery report resumes r): 0, or -EIO (r is not suspended).
  * Under the lock, on libmicrohttpd's thread; r is parked on success. */
 int gw_publish(struct gw *g, struct gw_req *r, const char *key, const struct fs_buf *payload);

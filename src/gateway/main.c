@@ -190,5 +190,5 @@ int main(int argc, char **argv)
 		(long long)g.stats.lookups, (long long)g.stats.overloaded);
 	gw_cache_free(&g.cache);
 	fs_keyring_wipe(&g.keys);
-	return rc == 0 ? 0 : 1;
+	return rc == 0 && !gw_kafka_auth_failed() ? 0 : 1;
 }

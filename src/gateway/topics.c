@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +51,28 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
 	}
 }
 
+static atomic_bool auth_failed;
+
+bool gw_kafka_auth_failed(void)
+{
+	return atomic_load(&auth_failed);
+}
+
 static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
 	(void)rk;
 	struct gw *g = opaque;
+	/* A refused credential is not an outage that passes: librdkafka would retry it for
+	 * ever while every buy is answered 503. Stop (main's sigwait takes the signal), with
+	 * the reason and a non-zero exit. */
+	if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION) {
+		fs_error("kafka authentication failed: %s (check kafka.sasl.username and the "
+			 "password in kafka.sasl.password.file); stopping",
+			 reason);
+		if (!atomic_exchange(&auth_failed, true))
+			kill(getpid(), SIGTERM);
+		return;
+	}
 	if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
 		atomic_store(&g->producer_up, false);
 	fs_warn("kafka: %s: %s", rd_kafka_err2name(err), reason);

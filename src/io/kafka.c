@@ -2,7 +2,10 @@
 #include "io/kafka.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -45,6 +48,70 @@ const char *const fs_kafka_consumer_defaults[] = {
 };
 /* clang-format on */
 
+int fs_kafka_read_secret(const char *path, char *out, size_t out_len, char *err, size_t err_len)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		snprintf(err, err_len, "%s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	/* A secret others can read is no longer a secret: refuse it, as ssh does a key. */
+	if (!S_ISREG(st.st_mode) || (st.st_mode & 077) || st.st_uid != geteuid()) {
+		snprintf(err, err_len,
+			 "%s: must be a regular file of this user's, mode 0600 (it is %04o, owner "
+			 "uid %u)",
+			 path, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+		close(fd);
+		return -1;
+	}
+	ssize_t n = read(fd, out, out_len);
+	close(fd);
+	if (n < 0 || (size_t)n >= out_len) {
+		snprintf(err, err_len, "%s: %s", path, n < 0 ? strerror(errno) : "too long");
+		return -1;
+	}
+	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r'))
+		n--; /* the line's end is not part of the secret */
+	out[n] = '\0';
+	if (n == 0 || memchr(out, '\n', (size_t)n)) {
+		snprintf(err, err_len, "%s: must hold the secret alone, on one line", path);
+		return -1;
+	}
+	return 0;
+}
+
+/* One kafka.* key: kafka.sasl.password.file is ours (librdkafka has no such property): the
+ * password is read from the file, so that neither the configuration nor a command line
+ * carries it. */
+static int conf_set_passthrough(rd_kafka_conf_t *conf, const char *full, const char *key,
+				const char *value, char *err, size_t err_len)
+{
+	char msg[512];
+	if (strcmp(key, FS_KAFKA_PASSWORD_FILE) == 0) {
+		char pw[FS_CONF_STR_MAX];
+		if (fs_kafka_read_secret(value, pw, sizeof pw, msg, sizeof msg) < 0) {
+			snprintf(err, err_len, "kafka.%s: %s", full, msg);
+			return -1;
+		}
+		rd_kafka_conf_res_t r =
+			rd_kafka_conf_set(conf, "sasl.password", pw, msg, sizeof msg);
+		explicit_bzero(pw, sizeof pw);
+		if (r != RD_KAFKA_CONF_OK) {
+			snprintf(err, err_len, "kafka.%s: %s", full, msg);
+			return -1;
+		}
+		return 0;
+	}
+	if (rd_kafka_conf_set(conf, key, value, msg, sizeof msg) != RD_KAFKA_CONF_OK) {
+		snprintf(err, err_len, "kafka.%s: %s", full, msg);
+		return -1;
+	}
+	return 0;
+}
+
 rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,
 			       const char *const *defaults, char *err, size_t err_len)
 {
@@ -66,7 +133,6 @@ rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,
 		    RD_KAFKA_CONF_OK)
 			goto fail;
 	for (int i = 0; i < c->kafka_len; i++) {
-		char msg[512];
 		const char *key = c->kafka[i].key;
 		const char *mine = type == RD_KAFKA_CONSUMER ? "consumer." : "producer.";
 		const char *other = type == RD_KAFKA_CONSUMER ? "producer." : "consumer.";
@@ -74,11 +140,9 @@ rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,
 			continue;
 		if (strncmp(key, mine, strlen(mine)) == 0)
 			key += strlen(mine);
-		if (rd_kafka_conf_set(conf, key, c->kafka[i].value, msg, sizeof msg) !=
-		    RD_KAFKA_CONF_OK) {
-			snprintf(err, err_len, "kafka.%s: %s", c->kafka[i].key, msg);
+		if (conf_set_passthrough(conf, c->kafka[i].key, key, c->kafka[i].value, err,
+					 err_len) < 0)
 			goto fail;
-		}
 	}
 	return conf;
 fail:

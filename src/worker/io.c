@@ -320,6 +320,18 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 		stop_requested = 1;
 		return;
 	}
+	/* A refused credential is not an outage: librdkafka would retry it for ever, and the
+	 * worker would sit there deciding nothing, its log full of warnings. Stop with the
+	 * reason, non-zero, so that whoever runs it sees it (docs/reference/operations.md: A
+	 * secured broker). */
+	if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION) {
+		fs_error("kafka authentication failed: %s (check kafka.sasl.username and the "
+			 "password in kafka.sasl.password.file); exiting",
+			 reason);
+		fatal_error = 1;
+		stop_requested = 1;
+		return;
+	}
 	fs_warn("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 

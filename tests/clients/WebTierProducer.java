@@ -31,6 +31,23 @@ public class WebTierProducer {
         }
     }
 
+    // The secured broker's settings (tests/integration/79-secured-broker.sh) when
+    // CLIENT_SASL_USERNAME, CLIENT_SASL_PASSWORD_FILE and CLIENT_SSL_CA are set: SCRAM-SHA-512
+    // over TLS, the password read from its file.
+    static void security(Properties props) throws java.io.IOException {
+        String user = System.getenv("CLIENT_SASL_USERNAME"), file = System.getenv("CLIENT_SASL_PASSWORD_FILE"),
+                ca = System.getenv("CLIENT_SSL_CA");
+        if (user == null || file == null || ca == null)
+            return;
+        String pw = java.nio.file.Files.readString(java.nio.file.Path.of(file)).strip();
+        props.put("security.protocol", "SASL_SSL");
+        props.put("sasl.mechanism", "SCRAM-SHA-512");
+        props.put("sasl.jaas.config", "org.apache.kafka.common.security.scram.ScramLoginModule required username=\""
+                + user + "\" password=\"" + pw + "\";");
+        props.put("ssl.truststore.type", "PEM");
+        props.put("ssl.truststore.location", ca);
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length < 5) {
             System.err.println("usage: WebTierProducer BROKERS TOPIC BUYER_PREFIX BUYERS_PER_SKU SKU...");
@@ -51,6 +68,9 @@ public class WebTierProducer {
         // No partitioner.class: the default hashes the key with murmur2, which is the rule.
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
+        // snippet:end
+        security(props); // the secured broker's test only
+        // snippet:begin
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
             for (int attempt = 1; !pending.isEmpty() && attempt <= 3; attempt++) {
                 List<Future<RecordMetadata>> sent = new ArrayList<>();

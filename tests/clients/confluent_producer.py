@@ -33,6 +33,7 @@ def main():
     # snippet:end
     if os.environ.get("CLIENT_DEFAULT_PARTITIONER"):
         del conf["partitioner"]
+    conf.update(buys.security("librdkafka"))
     producer = Producer(conf)
     for attempt in range(3):
         failed = []

@@ -30,6 +30,9 @@ def main():
     if "enable_idempotence" in KafkaProducer.DEFAULT_CONFIG:
         settings["enable_idempotence"] = True
     # No partitioner: the default hashes the key with murmur2, which is the rule.
+    # snippet:end
+    settings.update(buys.security("kafka-python"))  # the secured broker's test only
+    # snippet:begin
     producer = KafkaProducer(**settings)
     for attempt in range(3):
         sent = [(sku, body, producer.send(topic, key=sku, value=body)) for sku, body in pending]

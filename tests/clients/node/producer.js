@@ -11,7 +11,26 @@
 // line per delivered buy: INTENT_ID SKU PARTITION OFFSET; exit 1 if one was not delivered.
 'use strict'
 const { randomUUID } = require('crypto')
-const { Kafka, Partitioners, logLevel } = require('kafkajs')
+const fs = require('fs')
+const kafkajs = require('kafkajs')
+const { Partitioners, logLevel } = kafkajs
+
+// The secured broker's settings (tests/integration/79-secured-broker.sh) when
+// CLIENT_SASL_USERNAME, CLIENT_SASL_PASSWORD_FILE and CLIENT_SSL_CA are set: SCRAM-SHA-512 over
+// TLS, the password read from its file; added to the snippet's client, which shows a plain one.
+const { CLIENT_SASL_USERNAME: saslUser, CLIENT_SASL_PASSWORD_FILE: pwFile, CLIENT_SSL_CA: caFile } = process.env
+class Kafka extends kafkajs.Kafka {
+  constructor (config) {
+    if (saslUser && pwFile && caFile) {
+      config = {
+        ...config,
+        ssl: { ca: [fs.readFileSync(caFile, 'utf8')] },
+        sasl: { mechanism: 'scram-sha-512', username: saslUser, password: fs.readFileSync(pwFile, 'utf8').trim() }
+      }
+    }
+    super(config)
+  }
+}
 
 async function main () {
   const [brokers, topic, prefix, perSku, ...skus] = process.argv.slice(2)

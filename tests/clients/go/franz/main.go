@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"flashsale/tests/clients/go/buys"
+	"flashsale/tests/clients/go/secure"
 )
 
 func main() {
@@ -38,6 +39,16 @@ func main() {
 		// No kgo.RecordPartitioner: the default hashes the key with murmur2, which is the rule.
 	)
 	// snippet:end
+	// The secured broker's test only: the same client with SCRAM and TLS added (kgo connects
+	// on first use, so the one above never did).
+	if sec, serr := secure.Franz(); err == nil && (sec != nil || serr != nil) {
+		client.Close()
+		err = serr
+		if err == nil {
+			client, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
+				kgo.RequiredAcks(kgo.AllISRAcks())}, sec...)...)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "franz:", err)
 		os.Exit(1)

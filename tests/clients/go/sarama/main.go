@@ -20,6 +20,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"flashsale/tests/clients/go/buys"
+	"flashsale/tests/clients/go/secure"
 )
 
 func main() {
@@ -41,6 +42,10 @@ func main() {
 	// snippet:end
 	if os.Getenv("CLIENT_DEFAULT_PARTITIONER") != "" {
 		cfg.Producer.Partitioner = sarama.NewConfig().Producer.Partitioner
+	}
+	if err := secure.Sarama(cfg); err != nil { // the secured broker's test only
+		fmt.Fprintln(os.Stderr, "sarama:", err)
+		os.Exit(1)
 	}
 	producer, err := sarama.NewSyncProducer(brokers, cfg)
 	if err != nil {
