@@ -173,6 +173,18 @@ static void wait_poll(struct wio *io, int64_t ms)
 
 void wio_sleep_ms(struct wio *io, int64_t ms)
 {
+	/* Before the subscription, on the main thread: the producer's events are served while
+	 * it waits, so that a refused credential (error_cb) stops the worker now, not after
+	 * the start-up's retries (they would go on for ever: librdkafka retries it). */
+	if (io && !io->subscribed && !io->in_rebalance && io->producer &&
+	    pthread_equal(pthread_self(), io->main_thread)) {
+		int64_t end = wio_now_ms(io) + ms;
+		for (int64_t now = wio_now_ms(io); now < end && !stop_requested;
+		     now = wio_now_ms(io))
+			rd_kafka_poll(io->producer,
+				      (int)(end - now < WAIT_POLL_MS ? end - now : WAIT_POLL_MS));
+		return;
+	}
 	/* Plain sleeps: before the subscription, inside the rebalance callback (no poll may run
 	 * there), on a committer thread. */
 	if (!io || !io->subscribed || io->in_rebalance ||
