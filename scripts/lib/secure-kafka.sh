@@ -246,11 +246,21 @@ cmd_secure_up() {
 }
 
 cmd_secure_down() {
-    local pid deadline
     take_lock
-    if ! pid="$(sk_pid)"; then
+    if ! sk_pid >/dev/null; then
         rm -f "$SK_PID_FILE"
         fs_say "secure kafka: already down"
+        return 0
+    fi
+    sk_stop
+}
+
+# SIGTERM, then SIGKILL after KAFKA_STOP_TIMEOUT_MS (the caller holds the lock); nothing when
+# it is down (`scripts/services down` calls it too).
+sk_stop() {
+    local pid deadline
+    if ! pid="$(sk_pid)"; then
+        rm -f "$SK_PID_FILE"
         return 0
     fi
     fs_say "secure kafka: stopping (pid $pid)"

@@ -330,6 +330,10 @@ void fs_config_describe(FILE *out)
 		fprintf(out, "  %-22s %s\n", "", keys[i].doc);
 	}
 	fprintf(out, "  %-22s passed to librdkafka as is (consumers and producers)\n", "kafka.*");
+	fprintf(out,
+		"  %-22s the file librdkafka's sasl.password is read from: this user's, mode "
+		"0600, the password alone (docs/reference/operations.md: A secured broker)\n",
+		"kafka.sasl.password.file");
 	fprintf(out, "  %-22s passed to consumers only (e.g. kafka.consumer.session.timeout.ms)\n",
 		"kafka.consumer.*");
 	fprintf(out, "  %-22s passed to producers only (e.g. kafka.producer.linger.ms)\n",
@@ -363,7 +367,11 @@ void fs_config_describe_markdown(FILE *out)
 	}
 	fprintf(out,
 		"| `kafka.*` | string | | passed to librdkafka as is (consumers and producers) "
-		"|\n| `kafka.consumer.*` | string | | passed to consumers only (e.g. "
+		"|\n| `kafka.sasl.password.file` | string | | the file librdkafka's "
+		"`sasl.password` "
+		"is read from at start: a regular file of this user's, mode 0600, holding the "
+		"password alone; any other is refused (docs/reference/operations.md: A secured "
+		"broker) |\n| `kafka.consumer.*` | string | | passed to consumers only (e.g. "
 		"`kafka.consumer.session.timeout.ms`) |\n| `kafka.producer.*` | string | | "
 		"passed to producers only (e.g. `kafka.producer.linger.ms`) |\n");
 }
