@@ -25,6 +25,7 @@ struct flashsale {
 	rd_kafka_t *producer;
 	PGconn *pg;
 	int64_t failures;
+	bool auth_failed; /* the broker refused the credentials: err says so */
 	/* Where the last record this handle published landed (-1: none yet). */
 	int32_t last_part;
 	int64_t last_off;
@@ -38,11 +39,29 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 	struct flashsale *fs = opaque;
 	if (m->err) {
 		fs->failures++;
-		snprintf(fs->err, sizeof fs->err, "delivery failed: %s", rd_kafka_err2str(m->err));
+		if (!fs->auth_failed) /* else err keeps why the records were purged */
+			snprintf(fs->err, sizeof fs->err, "delivery failed: %s",
+				 rd_kafka_err2str(m->err));
 	} else {
 		fs->last_part = m->partition;
 		fs->last_off = m->offset;
 	}
+}
+
+/* A refused credential ends the command's publishing at once, with the broker's reason, not
+ * after the publish timeout of retries (librdkafka retries it like an outage): what is queued
+ * is purged, and its delivery reports fail. */
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	struct flashsale *fs = opaque;
+	if (err != RD_KAFKA_RESP_ERR__AUTHENTICATION || fs->auth_failed)
+		return; /* librdkafka's own log line says it; it retries */
+	fs->auth_failed = true;
+	snprintf(fs->err, sizeof fs->err,
+		 "kafka authentication failed: %s (check kafka.sasl.username and the password in "
+		 "kafka.sasl.password.file)",
+		 reason);
+	rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
 }
 
 flashsale_t *flashsale_new(const struct fs_config *cfg, char *err, size_t err_len)
@@ -117,6 +136,7 @@ void *flashsale_producer(flashsale_t *fs)
 		return NULL;
 	}
 	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+	rd_kafka_conf_set_error_cb(conf, error_cb);
 	rd_kafka_conf_set_opaque(conf, fs);
 	fs->producer = fs_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
 	if (!fs->producer)
@@ -178,6 +198,8 @@ int flashsale_flush(flashsale_t *fs, int timeout_ms)
 	if (!fs->producer)
 		return fs->failures ? -EIO : 0;
 	rd_kafka_resp_err_t err = rd_kafka_flush(fs->producer, timeout_ms);
+	if (fs->auth_failed)
+		return -EACCES;
 	if (err)
 		return fail(fs, -ETIMEDOUT, "flush: %s", rd_kafka_err2str(err));
 	return fs->failures ? -EIO : 0;

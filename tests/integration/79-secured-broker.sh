@@ -6,7 +6,8 @@
 # user. Against it, each with its own principal and a password from a 0600 file:
 #   1. a password file others may read is refused at start, naming the file; a wrong password
 #      stops the worker and the gateway within seconds, non-zero, with "kafka authentication
-#      failed" (librdkafka alone would retry it for ever, like an outage);
+#      failed" (librdkafka alone would retry it for ever, like an outage), and fails the CLI's
+#      buy at once (not after its 60 s publish timeout);
 #   2. a worker (worker), the CLI (admin: sale open; web: buy), the gateway (web) and the web-tier
 #      clients of test 45 (web) sell 3 SKUs: each holds exactly its stock, every client's buys
 #      delivered, the CLI's and the gateway's buys answered `held`;
@@ -76,6 +77,12 @@ timeout 40 "$IT_BUILD/flashsale-gateway" -c "$IT_DIR/flashsale.conf" --set liste
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q 'kafka authentication failed: .*SCRAM-SHA-512' "$IT_DIR/gw-wrong.log" &&
 	say "ok: a gateway with a wrong password stopped in $(($(date +%s%3N) - t0)) ms (exit $rc)" ||
 	{ tail -n 20 "$IT_DIR/gw-wrong.log"; fail "a gateway with a wrong password did not stop saying 'kafka authentication failed' (exit $rc after $(($(date +%s%3N) - t0)) ms)"; }
+t0=$(date +%s%3N)
+rc=0
+out=$(timeout 40 "$IT_BUILD/flashsale" -c "$IT_DIR/flashsale.conf" "${AS_WRONG_WEB[@]}" buy SKU1 --buyer wrong-1 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q '^flashsale: buy: kafka authentication failed: .*SCRAM-SHA-512' <<<"$out" &&
+	say "ok: the CLI with a wrong password failed in $(($(date +%s%3N) - t0)) ms (exit $rc)" ||
+	{ printf '%s\n' "$out" | tail -n 5; fail "the CLI with a wrong password did not fail saying 'kafka authentication failed' (exit $rc after $(($(date +%s%3N) - t0)) ms)"; }
 
 # ---- 2. a sale through the secured broker ----------------------------------------------------
 "$IT_BUILD/flashsale-worker" -c "$IT_DIR/flashsale.conf" "${AS_WORKER[@]}" >>"$IT_DIR/w1.log" 2>&1 &
