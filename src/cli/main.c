@@ -82,6 +82,8 @@ static const char usage_sale[] =
 	"keyed hash of --draw-seed and the buyer id; fifo: join order), and the worker admits N\n"
 	"a second with a token valid --token-seconds; a buy then needs its buyer's token. The\n"
 	"worker needs a key ring (admission.keys) or it refuses the sale (no_key_ring).\n"
+	"--draw-seed is the room's secret until the draw: 128 bits at least (32 characters, 8\n"
+	"of them different: \"$(openssl rand -hex 16)\"), or it is refused and nothing published.\n"
 	"Without --wait it prints that the record was published, not what it did (no worker may\n"
 	"be running yet). With --wait SECONDS it waits for the worker's decision and prints it:\n"
 	"`open SKU applied`, or `open SKU rejected (already_open)`, exit 1 unless applied\n"
