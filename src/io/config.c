@@ -356,10 +356,13 @@ struct origin {
 /* Whether key=value holds a secret; if so, where it belongs instead (into instead). */
 static bool secret_instead(const char *key, const char *value, char *instead, size_t n)
 {
-	if (strcmp(key, "admin.token") == 0 ||
-	    (strncmp(key, "kafka.", 6) == 0 &&
-	     kafka_secret(kafka_property(key), strlen(kafka_property(key))))) {
-		snprintf(instead, n, "a file of mode 0600 named by %s.file", key);
+	if (strcmp(key, "admin.token") == 0) {
+		snprintf(instead, n, "a file of mode 0600 named by admin.token.file");
+		return true;
+	}
+	if (strncmp(key, "kafka.", 6) == 0 &&
+	    kafka_secret(kafka_property(key), strlen(kafka_property(key)))) {
+		snprintf(instead, n, "a config file of mode 0600 (owned by this user)");
 		return true;
 	}
 	if ((strcmp(key, "pg") == 0 || strcmp(key, "gateway.pg") == 0) &&
@@ -370,36 +373,20 @@ static bool secret_instead(const char *key, const char *value, char *instead, si
 	return false;
 }
 
-/* A .file key: admin.token.file, or kafka.KEY.file for a secret KEY; the key it sets, or 0. */
-static size_t file_key_target(const char *key, char *target, size_t n)
+/* admin.token.file=PATH: the token read from the private file PATH, set as admin.token (as
+ * from a private config file). Kafka's password file is kafka.sasl.password.file, which
+ * src/io/kafka.c reads (issue 48, item 4). */
+static int set_token_file(struct fs_config *c, const char *key, const char *path,
+			  const char *source, char err[FS_CONF_ERR_MAX])
 {
-	size_t len = strlen(key);
-	if (len < 6 || strcmp(key + len - 5, ".file") != 0 || len - 5 >= n)
-		return 0;
-	memcpy(target, key, len - 5);
-	target[len - 5] = '\0';
-	if (strcmp(target, "admin.token") == 0)
-		return len - 5;
-	if (strncmp(target, "kafka.", 6) == 0) {
-		const char *p = kafka_property(target);
-		return kafka_secret(p, strlen(p)) ? len - 5 : 0;
-	}
-	return 0;
-}
-
-/* KEY.file=PATH: the secret read from PATH, set as KEY (as from a private file). */
-static int set_from_file(struct fs_config *c, const char *key, const char *target, const char *path,
-			 const char *source, char err[FS_CONF_ERR_MAX])
-{
-	if (strcmp(key, "admin.token.file") == 0 &&
-	    set_plain(c, key, path, source, err) < 0) /* the path, for the record */
+	if (set_plain(c, key, path, source, err) < 0) /* the path, for the record */
 		return -EINVAL;
 	if (!*path)
 		return 0;
 	char secret[FS_CONF_STR_MAX], why[FS_CONF_ERR_MAX / 2];
 	int rc = fs_secret_file_read(path, key, secret, sizeof secret, why, sizeof why);
 	if (rc == 0)
-		rc = check_secret(c, target, secret, source, err);
+		rc = check_secret(c, "admin.token", secret, source, err);
 	else
 		snprintf(err, FS_CONF_ERR_MAX, "%s: %s", source, why);
 	OPENSSL_cleanse(secret, sizeof secret);
@@ -427,9 +414,8 @@ static int set_key_location(struct fs_config *c, const char *key, const char *pa
 static int config_set(struct fs_config *c, const char *key, const char *value, const char *source,
 		      const struct origin *from, char err[FS_CONF_ERR_MAX])
 {
-	char target[128];
-	if (file_key_target(key, target, sizeof target))
-		return set_from_file(c, key, target, value, source, err);
+	if (strcmp(key, "admin.token.file") == 0)
+		return set_token_file(c, key, value, source, err);
 	if (*value && strncmp(key, "kafka.", 6) == 0 &&
 	    strcmp(kafka_property(key), "ssl.key.location") == 0)
 		return set_key_location(c, key, value, source, err);

@@ -7,7 +7,7 @@
  * Secrets (issue 48): admin.token, Kafka's passwords and secret keys (kafka.sasl.password,
  * kafka.ssl.key.password, ...) and a pg conninfo carrying a password are refused on --set (a
  * command line is readable by every user of the machine) and in a config file that is not
- * private (io/secret.h); `admin.token.file` and `kafka.KEY.file` read one from a private file.
+ * private (io/secret.h); `admin.token.file` reads the admin token from a private file.
  * An admin token must be strong (fs_secret_weak). Errors never repeat a secret. */
 #ifndef FS_CONFIG_H
 #define FS_CONFIG_H

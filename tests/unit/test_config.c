@@ -451,19 +451,22 @@ static void test_secrets(void)
 	CHECK_INT(fs_config_load_file(&c, conf, err), -EINVAL);
 	CHECK(strstr(err, ":1: pg is a secret") != NULL);
 
-	/* kafka.KEY.file: the secret becomes the pass-through KEY. */
-	CHECK_CTX("%s", "kafka.sasl.password.file");
-	write_mode(tok, "pass word\n", 0600);
-	snprintf(kv, sizeof kv, "kafka.sasl.password.file=%s", tok);
+	/* Kafka's password in a private config file: passed through as it is. */
+	CHECK_CTX("%s", "kafka.sasl.password in a config file");
+	write_mode(conf, "kafka.sasl.password = pass word\n", 0600);
 	fs_config_defaults(&c);
-	CHECK_INT(fs_config_set_kv(&c, kv, err), 0);
+	CHECK_INT(fs_config_load_file(&c, conf, err), 0);
 	if (CHECK_INT(c.kafka_len, 1)) {
 		CHECK_STR(c.kafka[0].key, "sasl.password");
 		CHECK_STR(c.kafka[0].value, "pass word");
 	}
-	CHECK_INT(chmod(tok, 0604), 0);
-	CHECK_INT(fs_config_set_kv(&c, kv, err), -EINVAL);
+	CHECK_INT(chmod(conf, 0604), 0);
+	CHECK_INT(fs_config_load_file(&c, conf, err), -EINVAL);
+	CHECK(strstr(err, "kafka.sasl.password is a secret") != NULL);
+	CHECK(strstr(err, "pass word") == NULL);
 	/* kafka.ssl.key.location: librdkafka reads the key, held to the same rule. */
+	CHECK_CTX("%s", "kafka.ssl.key.location");
+	write_mode(tok, "-----BEGIN PRIVATE KEY-----\n", 0604);
 	snprintf(kv, sizeof kv, "kafka.ssl.key.location=%s", tok);
 	CHECK_INT(fs_config_set_kv(&c, kv, err), -EINVAL);
 	CHECK(strstr(err, "mode 604") != NULL);
@@ -588,8 +591,9 @@ static void config_reference(FILE *out)
 		"even root, could\nreplace it), that group and others may not read, write or run "
 		"(mode 0600 or 0400).\n\n"
 		"- `admin.token.file = PATH` reads the admin token from the private file PATH (its "
-		"one line), and\n  `kafka.KEY.file = PATH` the Kafka secret KEY (e.g. "
-		"`kafka.sasl.password.file`). The path\n  itself may be given with `--set`.\n"
+		"one line); the\n  path itself may be given with `--set`. Kafka's password: "
+		"`kafka.sasl.password.file` (issue 48,\n  item 4), or `kafka.sasl.password` in a "
+		"private config file.\n"
 		"- A Postgres password goes in libpq's password file (`passfile=` in the "
 		"connection "
 		"string, or\n  ~/.pgpass; libpq itself ignores one that group or others can "
