@@ -435,6 +435,20 @@ uint64_t gw_fingerprint(const char *kind, const char *sku, const char *buyer_id,
 	return fs_hash_bytes(text, (size_t)n, 0x6777);
 }
 
+int gw_decision_matches(const char *decision, const char *sku, int64_t qty)
+{
+	json_error_t err;
+	json_t *o = decision ? json_loads(decision, 0, &err) : NULL;
+	const char *type = json_string_value(json_object_get(o, "type"));
+	const char *s = json_string_value(json_object_get(o, "sku"));
+	json_t *q = json_object_get(o, "qty");
+	int rc = -1;
+	if (type && strcmp(type, "buy") == 0 && s && json_is_integer(q))
+		rc = strcmp(s, sku) == 0 && json_integer_value(q) == qty;
+	json_decref(o);
+	return rc;
+}
+
 /* Appends a JSON object's compact text. */
 static int append_json(struct fs_buf *out, json_t *o)
 {

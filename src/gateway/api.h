@@ -135,6 +135,10 @@ int gw_wait_ms(const char *query_wait, const char *prefer, int64_t max_ms, int64
 /* A fingerprint of what defines an intent (as the worker's body hash: the SKU, the buyer,
  * the qty; not the token): the same key with another fingerprint is a 422. */
 uint64_t gw_fingerprint(const char *kind, const char *sku, const char *buyer_id, int64_t qty);
+/* Whether a buy's decision (a result's JSON, which names no buyer) is of a buy of this SKU and
+ * qty: 1 yes, 0 no, -1 it does not say (not a buy's result, or without them). A POST of an
+ * intent decided through another door is checked against it (issue 47, item 6). */
+int gw_decision_matches(const char *decision, const char *sku, int64_t qty);
 
 /* The records published to the intents topic (DESIGN.md section 2), appended to out. 0, or
  * -ENOMEM. */

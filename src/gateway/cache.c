@@ -156,11 +156,43 @@ struct gw_entry *gw_cache_put(struct gw_cache *c, const char *id, enum gw_kind k
 	return e;
 }
 
+/* Whether a decided entry's decision gives way to this one: only a provisional one (a
+ * follow-up answered unknown_intent) does, to a later one of its partition, or to one that took
+ * effect on another (the follow-up sent again with the buy's right SKU: issue 47, item 2). */
+static bool gives_way(const struct gw_entry *e, int32_t part, int64_t off, bool provisional)
+{
+	if (!e->provisional)
+		return false;
+	if (part == e->part)
+		return off > e->off;
+	return !provisional;
+}
+
+/* Drops the events of other partitions than the decision's (issue 47, item 7): the same id on
+ * a buy of a SKU of another partition is another buyer's, and its events are not this one's. */
+static void keep_events_of(struct gw_entry *e, int32_t part)
+{
+	int n = 0;
+	for (int i = 0; i < e->n_ev; i++) {
+		if (e->ev[i].part == part)
+			e->ev[n++] = e->ev[i];
+		else
+			free(e->ev[i].data);
+	}
+	e->n_ev = n;
+}
+
 bool gw_entry_decide(struct gw_entry *e, const char *json, const char *sku, int32_t part,
 		     int64_t off, bool provisional)
 {
-	if (e->state == GW_S_DECIDED && !(e->provisional && part == e->part && off > e->off))
+	if (e->state == GW_S_DECIDED) {
+		if (!gives_way(e, part, off, provisional))
+			return false;
+	} else if (e->fp && e->sku[0] && sku && *sku && strcmp(sku, e->sku) != 0) {
+		/* An entry published here waits for a decision of the SKU it published (issue 47,
+		 * item 7): another SKU's is another record's. */
 		return false;
+	}
 	char *copy = strdup(json);
 	if (!copy)
 		return false;
@@ -170,6 +202,7 @@ bool gw_entry_decide(struct gw_entry *e, const char *json, const char *sku, int3
 	e->state = GW_S_DECIDED;
 	e->part = part;
 	e->off = off;
+	keep_events_of(e, part);
 	if (sku && *sku)
 		snprintf(e->sku, sizeof e->sku, "%s", sku);
 	return true;
@@ -178,6 +211,9 @@ bool gw_entry_decide(struct gw_entry *e, const char *json, const char *sku, int3
 bool gw_entry_event(struct gw_entry *e, const char *name, int32_t part, int64_t off,
 		    const char *json)
 {
+	/* Only the decision's partition: one intent id on two partitions is two buys. */
+	if (e->state == GW_S_DECIDED && part != e->part)
+		return false;
 	for (int i = 0; i < e->n_ev; i++)
 		if (e->ev[i].off == off && e->ev[i].part == part &&
 		    strcmp(e->ev[i].name, name) == 0)
@@ -291,4 +327,10 @@ int64_t gw_waiter_count(const struct gw_waiter *head)
 bool gw_waiter_linked(const struct gw_waiter *w)
 {
 	return w && w->next != NULL;
+}
+
+bool gw_entry_stale(const struct gw_entry *e, int64_t now_ms)
+{
+	bool open = e->state == GW_S_QUEUED || (e->state == GW_S_DECIDED && e->provisional);
+	return open && now_ms - e->asked_ms >= GW_RECHECK_MS;
 }

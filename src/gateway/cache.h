@@ -50,7 +50,9 @@ struct gw_entry {
 	char id[FS_UUID_LEN + 1];
 	enum gw_kind kind;
 	enum gw_state state;
-	uint64_t fp; /* gw_fingerprint of the published request, 0: none published here */
+	/* gw_fingerprint of the request published here, or of the decision's own record (a
+	 * decision learned through another door, read from Postgres); 0: not known */
+	uint64_t fp;
 	char sku[FS_SKU_LEN_MAX + 1];
 	char *decision; /* the result's JSON, when decided */
 	int32_t part;	/* where it was decided */
@@ -59,7 +61,10 @@ struct gw_entry {
 	int n_ev;
 	bool provisional; /* decided unknown_intent: a later decision of the id replaces it */
 	bool looked_up;	  /* Postgres was asked (a stub stays one after a miss) */
-	int pins;	  /* requests that hold a pointer to it: never evicted then */
+	/* When it was last put on the log or Postgres was last asked for it (gw_now_ms): a queued
+	 * or provisional entry asks Postgres again GW_RECHECK_MS after (issue 47, item 10). */
+	int64_t asked_ms;
+	int pins;			/* requests that hold a pointer to it: never evicted then */
 	struct gw_waiter waiters;	/* list head: requests to wake on a change */
 	struct gw_entry *hnext;		/* hash chain */
 	struct gw_entry *qprev, *qnext; /* age order */
@@ -93,6 +98,12 @@ struct gw_cache {
 int gw_cache_init(struct gw_cache *c, size_t max, size_t stock_max);
 void gw_cache_free(struct gw_cache *c);
 
+/* How often a queued or provisional entry asks Postgres for its decision (issue 47, item 10:
+ * a result the consumer missed). */
+enum { GW_RECHECK_MS = 2000 };
+/* A queued entry, or one decided provisionally, that Postgres was not asked for lately. */
+bool gw_entry_stale(const struct gw_entry *e, int64_t now_ms);
+
 struct gw_entry *gw_cache_get(struct gw_cache *c, const char *id, enum gw_kind kind);
 /* Gets or adds (as a stub) the entry; NULL when out of memory or full of pinned entries. */
 struct gw_entry *gw_cache_put(struct gw_cache *c, const char *id, enum gw_kind kind);
@@ -100,11 +111,14 @@ struct gw_entry *gw_cache_put(struct gw_cache *c, const char *id, enum gw_kind k
 void gw_cache_drop(struct gw_cache *c, struct gw_entry *e);
 
 /* Records a decision (the first one wins: repeats carry the same decision; a provisional
- * one, a follow-up answered unknown_intent, gives way to a later one of the log). Returns
- * true if it was taken. */
+ * one, a follow-up answered unknown_intent, gives way to a later one of its partition or to
+ * one of another partition that took effect). An entry published here and undecided (fp set,
+ * sku set) takes only a decision of its SKU. The entry's events are its decision's partition's
+ * only. Returns true if it was taken. */
 bool gw_entry_decide(struct gw_entry *e, const char *json, const char *sku, int32_t part,
 		     int64_t off, bool provisional);
-/* Adds an event unless one of that name and offset is there: true if it was new. */
+/* Adds an event unless one of that name and offset is there, or the entry is decided on
+ * another partition: true if it was new. */
 bool gw_entry_event(struct gw_entry *e, const char *name, int32_t part, int64_t off,
 		    const char *json);
 

@@ -69,6 +69,10 @@ struct gw_req {
 	int64_t wait_ms;
 	int64_t deadline_ms;
 	bool timed_out;
+	/* A long-poll on a queued or provisional entry: when it asks Postgres again (issue 47,
+	 * item 10; 0: never), and that the timer woke it for that. */
+	int64_t recheck_ms;
+	bool recheck;
 	struct gw_waiter w;  /* on the entry's or SKU's list */
 	struct gw_waiter tw; /* on the gateway's list of polls or streams */
 
@@ -80,6 +84,9 @@ struct gw_req {
 	/* The connection ended while in_lookup (a queue stream's refresh): the lookup thread frees
 	 * the request when done with it. */
 	bool orphan;
+	/* A buy's POST asked Postgres for the fingerprint of a decision learned through another
+	 * door (issue 47, item 6). */
+	bool fp_asked;
 
 	/* The metrics: when the request arrived (gw_now_us). */
 	int64_t start_us;

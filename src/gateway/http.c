@@ -212,6 +212,12 @@ static enum MHD_Result park_on(struct gw *g, struct gw_req *r, struct gw_entry *
 	pin(r, e);
 	if (r->deadline_ms == 0)
 		r->deadline_ms = gw_now_ms() + r->wait_ms;
+	/* An intent's long-poll asks Postgres when its entry stays queued (a result the consumer
+	 * missed: issue 47, item 10). */
+	bool intent = r->route != GW_QUEUE;
+	r->recheck_ms = intent && (e->state == GW_S_QUEUED || e->provisional)
+				? e->asked_ms + GW_RECHECK_MS
+				: 0;
 	gw_waiter_add(&e->waiters, &r->w, r);
 	gw_waiter_add(&g->polls, &r->tw, r);
 	r->phase = GW_PH_WAITING;
@@ -236,10 +242,34 @@ static enum MHD_Result wait_or_answer(struct gw *g, struct gw_req *r, struct gw_
 	return park_on(g, r, e);
 }
 
+/* A confirm's or cancel's entry about to be looked up takes its buy's SKU when the buy is
+ * decided here: Postgres is asked for that SKU's (issue 47, item 7: the same id on a buy of a
+ * SKU of another partition is another buyer's). */
+static void followup_sku(struct gw *g, struct gw_entry *e)
+{
+	if ((e->kind != GW_K_CONFIRM && e->kind != GW_K_CANCEL) || e->sku[0])
+		return;
+	const struct gw_entry *b = gw_cache_get(&g->cache, e->id, GW_K_BUY);
+	if (b && b->state == GW_S_DECIDED)
+		snprintf(e->sku, sizeof e->sku, "%s", b->sku);
+}
+
 /* GET /v1/intents/{id}[/confirm|/cancel]: memory, then Postgres, then a wait if asked. */
 static enum MHD_Result get_intent(struct gw *g, struct gw_req *r)
 {
 	struct gw_entry *e = r->entry ? r->entry : gw_cache_get(&g->cache, r->id, r->kind);
+	bool recheck = r->recheck;
+	r->recheck = false;
+	if ((r->phase == GW_PH_NEW || recheck) && e && gw_entry_stale(e, gw_now_ms()) &&
+	    g->lookup_len < GW_LOOKUP_QUEUE_MAX / 2) {
+		/* Queued (or answered unknown_intent) for a while: Postgres may have what the
+		 * results topic did not bring here (issue 47, items 2 and 10). */
+		gw_waiter_remove(&r->w);
+		gw_waiter_remove(&r->tw);
+		pin(r, e);
+		gw_lookup(g, r, r->kind);
+		return MHD_YES;
+	}
 	if (r->phase == GW_PH_NEW) {
 		if (!e || (e->state == GW_S_STUB && !e->looked_up)) {
 			if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
@@ -247,6 +277,7 @@ static enum MHD_Result get_intent(struct gw *g, struct gw_req *r)
 			e = gw_cache_put(&g->cache, r->id, r->kind);
 			if (!e)
 				return send_unavailable(r, "busy", "too many intents in memory");
+			followup_sku(g, e);
 			pin(r, e);
 			gw_lookup(g, r, r->kind);
 			return MHD_YES;
@@ -287,6 +318,21 @@ static enum MHD_Result intent_events(struct gw *g, struct gw_req *r)
 	return start_stream(g, r);
 }
 
+/* A follow-up (confirm or cancel, of a buy or a cart) is published again when retried while
+ * its answer is unknown_intent, which does not use up its id at the worker, or with another
+ * SKU than the one queued (the buy's partition is the SKU's: the first may have gone to the
+ * wrong one). Issue 47, item 2. */
+static bool publish_again(const struct gw_req *r, const struct gw_entry *e)
+{
+	bool followup = r->kind == GW_K_CONFIRM || r->kind == GW_K_CANCEL ||
+			r->kind == GW_K_CART_CONFIRM || r->kind == GW_K_CART_CANCEL;
+	if (!followup)
+		return false;
+	if (e->state == GW_S_DECIDED)
+		return e->provisional;
+	return e->state == GW_S_QUEUED && r->kind <= GW_K_CANCEL && strcmp(e->sku, r->sku) != 0;
+}
+
 /* POST /v1/skus/{sku}/buys and /v1/intents/{id}/confirm|cancel: the record is published
  * once; a retry with the same key and body gets what the first got. */
 static enum MHD_Result publish_intent(struct gw *g, struct gw_req *r, const char *key,
@@ -301,9 +347,16 @@ static enum MHD_Result publish_intent(struct gw *g, struct gw_req *r, const char
 		return send_error(r, MHD_HTTP_CONFLICT, "in_flight",
 				  "a request with this Idempotency-Key is being published", NULL,
 				  NULL);
-	if (e && e->state == GW_S_DECIDED && e->fp == 0)
-		e->fp = fp; /* decided through another door: this request gets that decision */
-	if (e && (e->state == GW_S_DECIDED || e->state == GW_S_QUEUED) && e->fp == fp)
+	/* Decided through another door, with no fingerprint known: a buy's POST was checked
+	 * against what the decision's record says (post_buy), and gets it without stamping the
+	 * entry with its own body (issue 47, item 6); a follow-up's body is its type alone. */
+	if (e && e->state == GW_S_DECIDED && e->fp == 0) {
+		if (r->kind == GW_K_BUY)
+			return send_entry(r, e);
+		e->fp = fp;
+	}
+	bool again = e && publish_again(r, e);
+	if (e && (e->state == GW_S_DECIDED || e->state == GW_S_QUEUED) && e->fp == fp && !again)
 		return send_entry(r, e);
 	if (!atomic_load(&g->producer_up))
 		return send_unavailable(r, "log_unavailable",
@@ -313,7 +366,7 @@ static enum MHD_Result publish_intent(struct gw *g, struct gw_req *r, const char
 		return send_unavailable(r, "busy", "too many intents in memory");
 	/* A decision may already be here (decided through another door): it stays; this
 	 * publication is then a repeat the worker answers with it. */
-	if (e->state != GW_S_DECIDED)
+	if (e->state != GW_S_DECIDED || again)
 		e->state = GW_S_PUBLISHING;
 	e->fp = fp;
 	snprintf(e->sku, sizeof e->sku, "%s", r->sku);
@@ -417,6 +470,39 @@ static const char *edge_token(const struct gw *g, const struct gw_req *r, const 
 	return fs_token_reason(v);
 }
 
+/* A buy decided through another door (the results topic, Postgres): its fingerprint is its own
+ * record's (issue 47, item 6). The result names the SKU and qty; the buyer is in Postgres,
+ * asked once (the lookup sets e->fp when its row is this decision). True to go on (publish_intent
+ * compares the fingerprints); false when r was answered or parked (*rc). */
+static bool foreign_decision(struct gw *g, struct gw_req *r, struct gw_entry *e,
+			     const struct gw_buy *b, enum MHD_Result *rc)
+{
+	*rc = MHD_YES;
+	if (gw_decision_matches(e->decision, r->sku, b->qty) == 0) {
+		*rc = send_error(r, 422, "idempotency_key_reused",
+				 "this Idempotency-Key was used with another request body", NULL,
+				 NULL);
+		return false;
+	}
+	if (!r->fp_asked) {
+		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX) {
+			*rc = send_unavailable(r, "busy", "too many lookups waiting");
+			return false;
+		}
+		r->fp_asked = true;
+		pin(r, e);
+		gw_lookup(g, r, GW_K_BUY);
+		return false;
+	}
+	if (r->lookup_rc == -EIO) {
+		*rc = send_unavailable(r, "store_unavailable",
+				       "this intent was decided elsewhere and Postgres did not "
+				       "answer: its body cannot be checked");
+		return false;
+	}
+	return true; /* e->fp set from Postgres; or no row: the SKU and qty agree */
+}
+
 static enum MHD_Result post_buy(struct gw *g, struct gw_req *r)
 {
 	struct gw_buy b;
@@ -429,6 +515,11 @@ static enum MHD_Result post_buy(struct gw *g, struct gw_req *r)
 	r->kind = GW_K_BUY;
 	uint64_t fp = gw_fingerprint("buy", r->sku, b.buyer_id, b.qty);
 	struct gw_entry *e = gw_cache_get(&g->cache, r->id, GW_K_BUY);
+	if (e && e->state == GW_S_DECIDED && e->fp == 0) {
+		enum MHD_Result rc;
+		if (!foreign_decision(g, r, e, &b, &rc))
+			return rc;
+	}
 	if (!e || e->state == GW_S_STUB) {
 		/* The sold-out flag at the edge: the worker's latest word on the SKU. */
 		struct gw_stock *s = gw_stock_get(&g->cache, r->sku);
@@ -543,8 +634,9 @@ static enum MHD_Result post_followup(struct gw *g, struct gw_req *r)
 				  NULL);
 	}
 	pin(r, NULL);
-	uint64_t fp =
-		gw_fingerprint(r->route == GW_CONFIRM ? "confirm" : "cancel", r->sku, NULL, 0);
+	/* The SKU only routes the record (issue 47, item 2): the same follow-up sent again
+	 * with the buy's right SKU is the same request, published again. */
+	uint64_t fp = gw_fingerprint(r->route == GW_CONFIRM ? "confirm" : "cancel", "", NULL, 0);
 	struct fs_buf rec = {0};
 	if (gw_record_followup(&rec, r->route == GW_CONFIRM ? "confirm" : "cancel", r->id, r->sku) <
 	    0) {
@@ -562,7 +654,7 @@ static enum MHD_Result post_admin(struct gw *g, struct gw_req *r)
 {
 	if (!g->cfg.admin_token[0])
 		return send_error(r, MHD_HTTP_FORBIDDEN, "admin_disabled",
-				  "sale administration is off (set admin.token)", NULL, NULL);
+				  "sale administration is off (set admin.token.file)", NULL, NULL);
 	if (!gw_bearer_ok(header(r, "Authorization"), g->cfg.admin_token))
 		return send_error(r, MHD_HTTP_UNAUTHORIZED, "unauthorized",
 				  "a valid admin bearer token is required", "WWW-Authenticate",
@@ -1165,6 +1257,10 @@ void *gw_timer_main(void *arg)
 			struct gw_req *r = x->owner;
 			if (r->deadline_ms <= now) {
 				r->timed_out = true;
+				gw_wake_req(&w, r);
+			} else if (r->recheck_ms && r->recheck_ms <= now) {
+				r->recheck_ms = 0;
+				r->recheck = true; /* get_intent asks Postgres */
 				gw_wake_req(&w, r);
 			}
 		}

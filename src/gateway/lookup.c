@@ -19,16 +19,44 @@ struct found {
 	int32_t part;
 	int64_t off;
 	char sku[FS_SKU_LEN_MAX + 1];
-	char *event; /* what became of the hold, for a buy whose hold ended */
+	char buyer[FS_BUYER_LEN_MAX + 1]; /* a buy's (its fingerprint: issue 47, item 6) */
+	int64_t qty;
+	bool provisional; /* a follow-up that found no hold (unknown_intent) */
+	char *event;	  /* what became of the hold, for a buy whose hold ended */
 	char event_name[24];
 	int64_t event_off;
 };
 
+/* The gateway only reads (issue 48): its session is read-only whatever its role, and a role
+ * that may write is named once a connection, so that an operator gives it gateway.pg's own. */
+static void read_only_session(PGconn *c)
+{
+	PGresult *r = PQexec(c, "SET default_transaction_read_only = on");
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		fs_warn("lookup: postgres: read-only session: %s", PQerrorMessage(c));
+	PQclear(r);
+	r = PQexec(c, "SELECT current_user, (SELECT string_agg(DISTINCT privilege_type, ', ') "
+		      "FROM information_schema.role_table_grants WHERE grantee = current_user AND "
+		      "privilege_type <> 'SELECT' AND table_schema = current_schema()), "
+		      "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)");
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+	    (!PQgetisnull(r, 0, 1) || PQgetvalue(r, 0, 2)[0] == 't'))
+		fs_warn("lookup: postgres role %s may write (%s): the gateway only reads; give it "
+			"a "
+			"read-only role (gateway.pg, docs/reference/operations.md)",
+			PQgetvalue(r, 0, 0),
+			PQgetisnull(r, 0, 1) ? "superuser" : PQgetvalue(r, 0, 1));
+	PQclear(r);
+}
+
 static PGconn *connect_pg(const struct gw *g)
 {
-	/* connect_timeout bounds a lookup while Postgres is away (the conninfo may set its own). */
-	const char *keys[] = {"dbname", "connect_timeout", NULL};
-	const char *vals[] = {g->cfg.pg, "3", NULL};
+	/* connect_timeout bounds a lookup while Postgres is away (the conninfo may set its own).
+	 * gateway.pg is the gateway's own read-only role; fallback_application_name names its
+	 * sessions for operators and tests. */
+	const char *keys[] = {"dbname", "connect_timeout", "fallback_application_name", NULL};
+	const char *vals[] = {g->cfg.gateway_pg[0] ? g->cfg.gateway_pg : g->cfg.pg, "3",
+			      "flashsale-gateway", NULL};
 	PGconn *c = PQconnectdbParams(keys, vals, 1);
 	if (PQstatus(c) != CONNECTION_OK) {
 		char *msg = PQerrorMessage(c), *nl = strchr(msg, '\n');
@@ -38,6 +66,7 @@ static PGconn *connect_pg(const struct gw *g)
 		PQfinish(c);
 		return NULL;
 	}
+	read_only_session(c);
 	return c;
 }
 
@@ -50,23 +79,27 @@ static char *dump(json_t *o)
 	return s;
 }
 
-/* 0 found (f filled), -ENOENT, -EIO. */
-static int query(PGconn *c, const char *id, enum gw_kind kind, struct found *f)
+/* 0 found (f filled), -ENOENT, -EIO. sku: the entry's, when known ("" otherwise): only its row
+ * (the same id on a buy of a SKU of another partition is another buyer's: issue 47, item 7). */
+static int query(PGconn *c, const char *id, enum gw_kind kind, const char *sku, struct found *f)
 {
 	char k[16];
 	snprintf(k, sizeof k, "%d", (int)kind + 1);
-	const char *p[] = {id, k};
+	const char *p[] = {id, k, sku};
 	/* As flashsale_decision_get: the decision (a follow-up that found no hold is kept
-	 * under its kind + 10), with the hold's end for a buy. */
+	 * under its kind + 10, which a decision that took effect goes before), with the hold's
+	 * end for a buy. */
 	PGresult *r = PQexecParams(
 		c,
 		"SELECT d.sku, d.outcome, coalesce(d.reason, ''), d.qty, "
 		"coalesce(d.expires_at_ms, 0), d.decided_at_ms, d.part, d.off, "
-		"coalesce(r.status, ''), coalesce(r.ended_off, -1), coalesce(r.late, false) "
+		"coalesce(r.status, ''), coalesce(r.ended_off, -1), coalesce(r.late, false), "
+		"coalesce(d.buyer_id, ''), d.kind > 10 "
 		"FROM decisions d LEFT JOIN reservations r ON r.intent_id = d.intent_id AND "
 		"r.part = d.part AND d.kind = 1 WHERE d.intent_id = $1::uuid AND "
-		"d.kind IN ($2::int, $2::int + 10) ORDER BY d.kind, d.part LIMIT 1",
-		2, NULL, p, NULL, NULL, 0);
+		"d.kind IN ($2::int, $2::int + 10) AND ($3 = '' OR d.sku = $3) "
+		"ORDER BY d.kind, d.part LIMIT 1",
+		3, NULL, p, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		fs_warn("lookup: %s", PQerrorMessage(c));
 		PQclear(r);
@@ -86,6 +119,9 @@ static int query(PGconn *c, const char *id, enum gw_kind kind, struct found *f)
 	const char *status = PQgetvalue(r, 0, 8);
 	f->event_off = strtoll(PQgetvalue(r, 0, 9), NULL, 10);
 	bool late = PQgetvalue(r, 0, 10)[0] == 't';
+	snprintf(f->buyer, sizeof f->buyer, "%s", PQgetvalue(r, 0, 11));
+	f->provisional = PQgetvalue(r, 0, 12)[0] == 't';
+	f->qty = qty;
 	/* The fields of the results topic's record (docs/reference/records.md). */
 	json_t *o =
 		json_pack("{s:i, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:I, s:s}", "v", 1, "type",
@@ -150,6 +186,7 @@ static int query_cart(PGconn *c, const char *id, enum gw_kind kind, struct found
 		return -ENOENT;
 	}
 	f->decision = strdup(PQgetvalue(r, decision, 0));
+	f->provisional = strcmp(PQgetvalue(r, decision, 4), "unknown_intent") == 0;
 	f->part = (int32_t)strtol(PQgetvalue(r, decision, 1), NULL, 10);
 	f->off = strtoll(PQgetvalue(r, decision, 2), NULL, 10);
 	if (event >= 0) {
@@ -261,6 +298,21 @@ static int query_queue(PGconn *c, const struct gw *g, const char *sku, const cha
 	return *answer ? 0 : -EIO;
 }
 
+/* What Postgres said of an entry, into it. Under the lock. */
+static void take_found(struct gw_entry *e, enum gw_kind kind, const struct found *f)
+{
+	if (gw_entry_decide(e, f->decision, f->sku, f->part, f->off, f->provisional) &&
+	    (kind == GW_K_BUY || kind == GW_K_CART))
+		gw_entry_event(e, "decided", f->part, f->off, f->decision);
+	if (f->event)
+		gw_entry_event(e, f->event_name, f->part, f->event_off, f->event);
+	/* A buy decided through another door: its fingerprint is its own record's (issue 47,
+	 * item 6), so that a POST of another body with its id is told apart. */
+	if (kind == GW_K_BUY && e->fp == 0 && f->buyer[0] && e->state == GW_S_DECIDED &&
+	    e->part == f->part && e->off == f->off)
+		e->fp = gw_fingerprint("buy", f->sku, f->buyer, f->qty);
+}
+
 static void *lookup_main(void *arg)
 {
 	struct gw *g = arg;
@@ -277,8 +329,12 @@ static void *lookup_main(void *arg)
 		if (!g->lookup_head)
 			g->lookup_tail = NULL;
 		char id[FS_UUID_LEN + 1], sku[FS_SKU_LEN_MAX + 1], buyer[FS_BUYER_LEN_MAX + 1];
+		char esku[FS_SKU_LEN_MAX + 1] = "";
 		memcpy(id, r->id, sizeof id);
 		memcpy(sku, r->sku, sizeof sku);
+		/* A provisional answer's SKU may be the wrong one (issue 47, item 2): any row. */
+		if (r->entry && r->lookup_kind != GW_K_QUEUE && !r->entry->provisional)
+			memcpy(esku, r->entry->sku, sizeof esku);
 		memcpy(buyer, r->buyer, sizeof buyer);
 		enum gw_kind kind = r->lookup_kind;
 		pthread_mutex_unlock(&g->lock);
@@ -296,7 +352,7 @@ static void *lookup_main(void *arg)
 				rc = kind == GW_K_QUEUE
 					     ? query_queue(c, g, sku, buyer, &answer, &status)
 				     : kind >= GW_K_CART ? query_cart(c, id, kind, &f)
-							 : query(c, id, kind, &f);
+							 : query(c, id, kind, esku, &f);
 				if (rc == -EIO && PQstatus(c) != CONNECTION_OK) {
 					PQfinish(c);
 					c = NULL;
@@ -328,12 +384,8 @@ static void *lookup_main(void *arg)
 		if (e) {
 			if (rc != -EIO)
 				e->looked_up = true;
-			if (rc == 0 &&
-			    gw_entry_decide(e, f.decision, f.sku, f.part, f.off, false) &&
-			    (kind == GW_K_BUY || kind == GW_K_CART))
-				gw_entry_event(e, "decided", f.part, f.off, f.decision);
-			if (rc == 0 && f.event)
-				gw_entry_event(e, f.event_name, f.part, f.event_off, f.event);
+			if (rc == 0)
+				take_found(e, kind, &f);
 			gw_wake_list(&w, &e->waiters);
 		}
 		gw_wake_req(&w, r);
@@ -368,6 +420,8 @@ static void enqueue(struct gw *g, struct gw_req *r, enum gw_kind kind)
 
 void gw_lookup(struct gw *g, struct gw_req *r, enum gw_kind kind)
 {
+	if (r->entry && kind != GW_K_QUEUE)
+		r->entry->asked_ms = gw_now_ms(); /* one ask per GW_RECHECK_MS, however many wait */
 	enqueue(g, r, kind);
 	r->phase = GW_PH_LOOKUP;
 	gw_park(r);

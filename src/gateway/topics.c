@@ -36,6 +36,7 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
 		/* Not on the log (or not known to be): forgotten, so that a retry publishes
 		 * again (a copy that did land is deduplicated by the worker). */
 		e->state = m->err ? GW_S_STUB : GW_S_QUEUED;
+		e->asked_ms = gw_now_ms(); /* Postgres is asked GW_RECHECK_MS after, if need be */
 		if (m->err)
 			e->fp = 0;
 		gw_wake_list(&w, &e->waiters);
@@ -207,10 +208,17 @@ static void on_result(struct gw *g, const rd_kafka_message_t *m)
 			gw_entry_event(e, "decided", part, off, text);
 	} else if (strcmp(type, "confirm") == 0 || strcmp(type, "cancel") == 0) {
 		bool unknown = strcmp(outcome, "unknown_intent") == 0;
-		e = gw_cache_put(&g->cache, id, type[1] == 'o' ? GW_K_CONFIRM : GW_K_CANCEL);
+		b = gw_cache_get(&g->cache, id, GW_K_BUY);
+		/* One that took effect on another partition than the buy's known here is another
+		 * buy's with the same id (issue 47, item 7): not this intent's answer. */
+		bool other = b && b->state == GW_S_DECIDED && b->part != part && !unknown;
+		e = other ? NULL
+			  : gw_cache_put(&g->cache, id,
+					 type[1] == 'o' ? GW_K_CONFIRM : GW_K_CANCEL);
 		if (e)
 			gw_entry_decide(e, text, sku, part, off, unknown);
-		b = unknown ? NULL : gw_cache_get(&g->cache, id, GW_K_BUY);
+		if (unknown || other)
+			b = NULL;
 		if (b)
 			gw_entry_event(b, outcome, part, off, text);
 	} else if (strcmp(type, "expire") == 0) {

@@ -1,6 +1,8 @@
 /* keyring.c: the key ring file (see keyring.h). */
 #include "io/keyring.h"
 
+#include "io/secret.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -27,16 +29,10 @@ int fs_keyring_load(const char *path, struct fs_keyring *kr, char *err, size_t e
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
 		snprintf(err, err_len, "admission.keys %s: %s", path, strerror(-rc));
-	} else if (!S_ISREG(st.st_mode)) {
-		rc = -EINVAL;
-		snprintf(err, err_len, "admission.keys %s: not a regular file", path);
-	} else if (st.st_mode & 077) {
-		rc = -EINVAL;
-		snprintf(err, err_len,
-			 "admission.keys %s: readable or writable by group or others (mode %03o): "
-			 "chmod 600 it",
-			 path, (unsigned)(st.st_mode & 0777));
-	} else if (st.st_size > RING_BYTES_MAX) {
+	} else {
+		rc = fs_secret_stat_check(&st, "admission.keys", path, err, err_len);
+	}
+	if (rc == 0 && st.st_size > RING_BYTES_MAX) {
 		rc = -EINVAL;
 		snprintf(err, err_len, "admission.keys %s: larger than 64 KiB", path);
 	}

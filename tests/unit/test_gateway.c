@@ -435,6 +435,64 @@ static void id_of(int i, char out[FS_UUID_LEN + 1])
 	snprintf(out, FS_UUID_LEN + 1, "0190e000-0000-7000-8000-%012d", i);
 }
 
+/* Issue 47: the answers the cache keeps (items 2, 6, 7 and 10). */
+static void test_cache_issue47(struct gw_cache *c)
+{
+	char id[FS_UUID_LEN + 1];
+	id_of(900, id);
+	CHECK_CTX("item 2: unknown_intent on the wrong SKU's partition gives way to the right one");
+	struct gw_entry *f = gw_cache_put(c, id, GW_K_CONFIRM);
+	CHECK(gw_entry_decide(f, "{\"u\":1}", "WRONG", 1, 6, true));
+	CHECK(!gw_entry_decide(f, "{\"u\":2}", "HOT", 0, 3, true)); /* still no hold: stays */
+	CHECK(gw_entry_decide(f, "{\"c\":1}", "HOT", 0, 3, false));
+	CHECK(!f->provisional && f->part == 0 && f->off == 3);
+	CHECK_STR(f->sku, "HOT");
+	CHECK(!gw_entry_decide(f, "{\"u\":3}", "WRONG", 1, 9, true)); /* final now */
+
+	CHECK_CTX("item 7: one id on two partitions");
+	struct gw_entry *b = gw_cache_put(c, id, GW_K_BUY);
+	b->fp = gw_fingerprint("buy", "HOT", "alice", 1);
+	snprintf(b->sku, sizeof b->sku, "HOT");
+	b->state = GW_S_QUEUED;
+	/* the other buyer's buy of another SKU, decided first on its partition */
+	CHECK(!gw_entry_decide(b, "{\"o\":\"bob\"}", "COLD", 1, 2, false));
+	CHECK(gw_entry_event(b, "cancelled", 1, 7, "{}")); /* undecided yet: kept for now */
+	CHECK(gw_entry_decide(b, "{\"o\":\"alice\"}", "HOT", 0, 5, false));
+	CHECK_INT(b->n_ev, 0); /* bob's cancel was dropped with the decision */
+	CHECK(!gw_entry_event(b, "cancelled", 1, 8, "{}"));
+	CHECK(gw_entry_event(b, "decided", 0, 5, "{}"));
+	CHECK(gw_entry_event(b, "expired", 0, 9, "{}"));
+	CHECK(!gw_entry_event(b, "confirmed", 1, 6, "{}"));
+	CHECK_INT(b->n_ev, 2);
+	CHECK_STR(b->ev[1].name, "expired");
+
+	CHECK_CTX("item 6: a decision's own record");
+	const char *held = "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"x\",\"sku\":\"HOT\","
+			   "\"outcome\":\"held\",\"qty\":2,\"partition\":0,\"offset\":5}";
+	CHECK_INT(gw_decision_matches(held, "HOT", 2), 1);
+	CHECK_INT(gw_decision_matches(held, "HOT", 1), 0);
+	CHECK_INT(gw_decision_matches(held, "COLD", 2), 0);
+	CHECK_INT(gw_decision_matches("{\"type\":\"invalid\",\"outcome\":\"rejected\"}", "HOT", 2),
+		  -1);
+	CHECK_INT(gw_decision_matches("not json", "HOT", 2), -1);
+	CHECK_INT(gw_decision_matches(NULL, "HOT", 2), -1);
+
+	CHECK_CTX("item 10: a queued entry asks Postgres again");
+	id_of(901, id);
+	struct gw_entry *q = gw_cache_put(c, id, GW_K_BUY);
+	CHECK(!gw_entry_stale(q, 1000000)); /* a stub: its lookup is get_intent's */
+	q->state = GW_S_QUEUED;
+	q->asked_ms = 1000000;
+	CHECK(!gw_entry_stale(q, 1000000 + GW_RECHECK_MS - 1));
+	CHECK(gw_entry_stale(q, 1000000 + GW_RECHECK_MS));
+	CHECK(gw_entry_decide(q, "{}", "HOT", 0, 1, false));
+	CHECK(!gw_entry_stale(q, 1000000 + 10 * GW_RECHECK_MS)); /* decided */
+	CHECK(gw_entry_stale(f, 0) == false);			 /* final */
+	struct gw_entry *u = gw_cache_put(c, id, GW_K_CANCEL);
+	CHECK(gw_entry_decide(u, "{}", "HOT", 0, 2, true));
+	CHECK(gw_entry_stale(u, GW_RECHECK_MS)); /* provisional: may be decided elsewhere */
+}
+
 static void test_cache(void)
 {
 	struct gw_cache c;
@@ -463,6 +521,8 @@ static void test_cache(void)
 	CHECK_INT(e->n_ev, 2);
 	CHECK_STR(e->ev[0].name, "decided");
 	CHECK_STR(e->ev[1].name, "confirmed");
+
+	test_cache_issue47(&c);
 
 	CHECK_CTX("eviction spares entries in use");
 	e->pins = 1;
