@@ -1,11 +1,11 @@
 /* kafka.c: librdkafka configuration (see kafka.h). */
 #include "io/kafka.h"
+#include "io/secret.h"
+
+#include <openssl/crypto.h>
 
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,41 +48,6 @@ const char *const fs_kafka_consumer_defaults[] = {
 };
 /* clang-format on */
 
-int fs_kafka_read_secret(const char *path, char *out, size_t out_len, char *err, size_t err_len)
-{
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		snprintf(err, err_len, "%s: %s", path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	/* A secret others can read is no longer a secret: refuse it, as ssh does a key. */
-	if (!S_ISREG(st.st_mode) || (st.st_mode & 077) || st.st_uid != geteuid()) {
-		snprintf(err, err_len,
-			 "%s: must be a regular file of this user's, mode 0600 (it is %04o, owner "
-			 "uid %u)",
-			 path, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
-		close(fd);
-		return -1;
-	}
-	ssize_t n = read(fd, out, out_len);
-	close(fd);
-	if (n < 0 || (size_t)n >= out_len) {
-		snprintf(err, err_len, "%s: %s", path, n < 0 ? strerror(errno) : "too long");
-		return -1;
-	}
-	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r'))
-		n--; /* the line's end is not part of the secret */
-	out[n] = '\0';
-	if (n == 0 || memchr(out, '\n', (size_t)n)) {
-		snprintf(err, err_len, "%s: must hold the secret alone, on one line", path);
-		return -1;
-	}
-	return 0;
-}
-
 /* One kafka.* key: kafka.sasl.password.file is ours (librdkafka has no such property): the
  * password is read from the file, so that neither the configuration nor a command line
  * carries it. */
@@ -91,14 +56,14 @@ static int conf_set_passthrough(rd_kafka_conf_t *conf, const char *full, const c
 {
 	char msg[512];
 	if (strcmp(key, FS_KAFKA_PASSWORD_FILE) == 0) {
-		char pw[FS_CONF_STR_MAX];
-		if (fs_kafka_read_secret(value, pw, sizeof pw, msg, sizeof msg) < 0) {
-			snprintf(err, err_len, "kafka.%s: %s", full, msg);
+		char pw[FS_CONF_STR_MAX], what[160];
+		snprintf(what, sizeof what, "kafka.%s", full);
+		/* The rule of every secret's file (io/secret.h): private, one line. */
+		if (fs_secret_file_read(value, what, pw, sizeof pw, err, err_len) < 0)
 			return -1;
-		}
 		rd_kafka_conf_res_t r =
 			rd_kafka_conf_set(conf, "sasl.password", pw, msg, sizeof msg);
-		explicit_bzero(pw, sizeof pw);
+		OPENSSL_cleanse(pw, sizeof pw);
 		if (r != RD_KAFKA_CONF_OK) {
 			snprintf(err, err_len, "kafka.%s: %s", full, msg);
 			return -1;

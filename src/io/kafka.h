@@ -19,11 +19,9 @@
 rd_kafka_conf_t *fs_kafka_conf(const struct fs_config *c, rd_kafka_type_t type,
 			       const char *const *defaults, char *err, size_t err_len);
 /* kafka.sasl.password.file = PATH (also kafka.consumer./kafka.producer.): librdkafka's
- * sasl.password read from PATH, a file of this user's of mode 0600 holding the password alone
- * (a line's end after it is dropped); any other file is refused at start. */
+ * sasl.password read from PATH, a private file holding the password alone (io/secret.h's
+ * rule: this user's, mode 0600, one line); any other file fails fs_kafka_conf (at start). */
 #define FS_KAFKA_PASSWORD_FILE "sasl.password.file"
-/* Reads such a file into out (NUL-terminated). 0, or -1 with err naming the file and why. */
-int fs_kafka_read_secret(const char *path, char *out, size_t out_len, char *err, size_t err_len);
 
 /* Creates the handle (takes ownership of conf in every case). */
 rd_kafka_t *fs_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, char *err, size_t err_len);
