@@ -6,6 +6,8 @@
 #   .local/cache/kafka-<version>/libs   broker jars, brought by scripts/setup
 #   .local/pg/data                      private PostgreSQL cluster
 #   .local/kafka/                       generated server.properties, cluster.id, data/
+#   .local/kafka-secure/                the secured broker (services secure-up): its CA, secrets/,
+#                                       clients/, server.properties, data/ (scripts/lib/secure-kafka.sh)
 #   .local/cache/prometheus/            Debian's prometheus package, unpacked by scripts/setup
 #   .local/prometheus/                  prometheus.yml, flashsale-rules.yml, targets/, data/
 #   .local/log/                         postgres.log, kafka.log, prometheus.log
@@ -18,6 +20,8 @@
 #   FLASHSALE_KAFKA_CONTROLLER_PORT  (59093)  KRaft controller listener on 127.0.0.1
 #   FLASHSALE_INTENTS_PARTITIONS     (4)      partitions of the intents topic when created
 #   FLASHSALE_PROM_PORT              (59090)  Prometheus (scripts/services prometheus-up) on 127.0.0.1
+#   FLASHSALE_SECURE_KAFKA_PORT      (59192)  the secured broker's SASL_SSL listener (services secure-up)
+#   FLASHSALE_SECURE_KAFKA_CONTROLLER_PORT (59193)  its controller listener (TLS, client certificates)
 #   FLASHSALE_PROM_RULES_FOR         ()       cut the alerts' `for:` to this for tests (e.g. 1s)
 #   FLASHSALE_KAFKA / FLASHSALE_PG            use these services instead of starting our own
 
