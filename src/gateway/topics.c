@@ -308,8 +308,10 @@ struct follow {
 static int assign(struct gw *g, struct follow *f)
 {
 	int nr = partitions_of(g->consumer, g->cfg.topic_results);
+	if (nr < 1) /* no broker answers: not a second 5 s wait for the other topic */
+		return -1;
 	int ns = partitions_of(g->consumer, g->cfg.topic_stock);
-	if (nr < 1 || ns < 1 || ns > EOF_MAX)
+	if (ns < 1 || ns > EOF_MAX)
 		return -1;
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(nr + ns);
 	for (int i = 0; i < nr; i++) {
