@@ -181,15 +181,30 @@ static int64_t front_slot(const struct fs_room *r)
 	return r->credit_us > joined ? r->credit_us : joined;
 }
 
+/* The front's slot for an admission decided at the clock now_ms: never more than
+ * FS_ROOM_CATCHUP_MS behind it. After a gap in the clock (an outage, an idle room that filled
+ * again) the schedule moves forward instead of admitting every slot the gap passed at once:
+ * admissions resume at the rate. Slots still never come closer than step (INV-9). */
+static int64_t slot_at(const struct fs_room *r, int64_t now_ms)
+{
+	int64_t slot = front_slot(r), floor = (now_ms - FS_ROOM_CATCHUP_MS) * 1000;
+	return slot > floor ? slot : floor;
+}
+
+void fs_room_draw_at(struct fs_room *r, int64_t now_ms)
+{
+	if (!r->drawn && now_ms >= r->opens_at_ms)
+		draw(r);
+}
+
 int fs_room_advance(struct fs_room *r, int64_t now_ms, int64_t offset)
 {
 	if (now_ms < r->opens_at_ms)
 		return 0;
-	if (!r->drawn)
-		draw(r);
+	fs_room_draw_at(r, now_ms);
 	int n = 0;
 	while (r->next < r->order_len) {
-		int64_t slot = front_slot(r);
+		int64_t slot = slot_at(r, now_ms);
 		if (slot > now_ms * 1000 + 999)
 			break;
 		uint32_t i = r->order[r->next++];
@@ -285,8 +300,9 @@ int fs_room_load_done(struct fs_room *r, int64_t clock_ms)
 	r->next = 0;
 	r->credit_us = r->opens_at_ms * 1000;
 	while (r->next < r->order_len && r->v[r->order[r->next]].admitted_ms >= 0) {
-		int64_t slot = front_slot(r);
-		if (r->v[r->order[r->next]].admitted_ms != slot / 1000)
+		const struct fs_room_entry *e = &r->v[r->order[r->next]];
+		int64_t slot = slot_at(r, e->decided_ms);
+		if (e->admitted_ms != slot / 1000 || slot > e->decided_ms * 1000 + 999)
 			return -EINVAL;
 		r->credit_us = slot + step_us(r);
 		r->next++;
