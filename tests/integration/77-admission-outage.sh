@@ -7,9 +7,10 @@
 #      1 s, and of that second), not the 16 slots the outage passed at once.
 #   2. An outage with traffic: the worker stopped 12 s while joins keep arriving, then
 #      restarted. Every admission result after the restart carries a token whose end is still
-#      ahead of the broker's stamp of the result (at most one may not: the admissions of a tick
-#      the stopped worker appended and never read, docs/DESIGN-NOTES.md), where the backlog's
-#      own records used to admit with their old clocks (25 of 31 dead on arrival).
+#      ahead of the broker's stamp of the result, by at least 2 of its 3 s (at most one may
+#      not: the admissions of a tick the stopped worker appended and never read,
+#      docs/DESIGN-NOTES.md), where the backlog's own records used to admit with their old
+#      clocks (25 of 31 dead on arrival in the issue; 19 of 40 here on its main).
 # Audit (INV-9) and the replay clean.
 . "$(dirname "$0")/lib.sh"
 it_setup 1
@@ -94,7 +95,13 @@ after = [(ts, exp) for ts, exp in rows if ts >= int(sys.argv[2])]
 dead = [ts - exp for ts, exp in after if exp <= ts]
 print(f"outage with traffic: {len(dead)} of {len(after)} admission results after the restart "
       f"dead on arrival" + (f" (worst by {max(dead)} ms)" if dead else ""))
-sys.exit(0 if len(dead) <= 1 else 1)
+# The life a token has left when its result is stamped: its 3 s less the worker's lag between
+# the tick's stamp and the result's (the stated bound: 1 s here, on an idle machine ~10 ms).
+short = [exp - ts for ts, exp in after if exp - ts < 2000]
+left = sorted(exp - ts for ts, exp in after)
+print(f"outage with traffic: life left at the result's stamp: min {left[0]} ms, "
+      f"median {left[len(left) // 2]} ms; {len(short)} under 2,000 ms")
+sys.exit(0 if len(dead) <= 1 and len(short) <= 1 else 1)
 EOF
 [ "$IT_FAILED" -ne 0 ] || say "ok: after an outage with traffic, admitted buyers get live tokens"
 
