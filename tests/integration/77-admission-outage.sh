@@ -3,8 +3,9 @@
 # waiting rooms (rate 2/s, tokens of 3 s, fifo), one partition:
 #   1. An idle outage: the worker stopped 8 s while nothing reaches the partition, then
 #      restarted. The admissions resume at the rate: the admission results the broker stamps
-#      in the first second after the restart are at most 5 (the slots of the catch-up bound,
-#      1 s, and of that second), not the 16 slots the outage passed at once.
+#      in the first second after the restart are at most 5 (3 at the first tick: the slots of
+#      the catch-up bound, 1 s; 1 in the rest of that second; 1 for a tick the stopped worker
+#      may have left), not the 18 or so slots the outage passed, at once (its main).
 #   2. An outage with traffic: the worker stopped 12 s while joins keep arriving, then
 #      restarted. Every admission result after the restart carries a token whose end is still
 #      ahead of the broker's stamp of the result, by at least 2 of its 3 s (at most one may
