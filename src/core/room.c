@@ -162,7 +162,8 @@ static void draw(struct fs_room *r)
 	for (uint32_t i = 0; i < r->len; i++)
 		if (r->v[i].early)
 			d[n++] = (struct drawn){r->v[i].rank, r->v[i].offset, i};
-	if (r->adm.draw == FS_DRAW_RANDOM && FS_ROOM_MUTATE != 1)
+	/* n > 1: an empty room has no scratch yet, and qsort's base must not be NULL. */
+	if (r->adm.draw == FS_DRAW_RANDOM && FS_ROOM_MUTATE != 1 && n > 1)
 		qsort(d, n, sizeof *d, cmp_drawn);
 	r->order_len = 0;
 	for (uint32_t k = 0; k < n; k++)
