@@ -543,8 +543,23 @@ void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset)
 		c->expired_offset[c->expired_len] = offset;
 		c->expired_len++;
 	}
-	/* The waiting rooms draw at their opening and admit the slots the clock reached; a
-	 * closed sale admits no one. */
+	/* The waiting rooms draw at their opening, at whatever record; they admit at ticks only
+	 * (admit_at_tick). */
+	for (uint32_t k = 0; k < c->room_skus_len; k++) {
+		const struct fs_sku *s = &c->skus[c->room_skus[k]];
+		if (!sku_closed(c, s))
+			fs_room_draw_at(s->room, c->clock_ms);
+	}
+}
+
+/* The waiting rooms admit the slots the clock reached at the worker's own tick records only
+ * (issue 47, item 4): a tick is appended by a worker that has read its partition to the end,
+ * so its stamp is close to when it is decided, and a token that ends at the tick's clock plus
+ * its life reaches its buyer with that life ahead. A buyer's record can be decided long after
+ * its stamp (a backlog after an outage): tokens admitted there were dead on arrival. A closed
+ * sale admits no one. */
+static void admit_at_tick(struct fs_core *c, int64_t offset)
+{
 	for (uint32_t k = 0; k < c->room_skus_len; k++) {
 		const struct fs_sku *s = &c->skus[c->room_skus[k]];
 		if (!sku_closed(c, s))
@@ -907,8 +922,6 @@ static int decide_join(struct fs_core *c, const struct fs_record *r, struct fs_d
 	int i = fs_room_join(s->room, r->buyer_id, r->offset, c->clock_ms, &repeat);
 	if (i < 0)
 		return i;
-	if (!repeat)
-		fs_room_advance(s->room, c->clock_ms, r->offset); /* its own slot may be due */
 	join_answer(s, (uint32_t)i, d);
 	d->duplicate = repeat;
 	return 0;
@@ -1053,6 +1066,7 @@ int fs_core_decide(struct fs_core *c, const struct fs_record *r, struct fs_decis
 		decide_cancel(c, r, d);
 		return 0;
 	case FS_KIND_TICK:
+		admit_at_tick(c, r->offset);
 		d->outcome = FS_OUT_APPLIED;
 		return 0;
 	case FS_KIND_JOIN:

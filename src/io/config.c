@@ -89,10 +89,12 @@ static const struct key keys[] = {
 	    "batch's time goes). Empty: off. For measuring (scripts/bench's S13), not for "
 	    "production: the file grows without bound."),
 	INT(admission_tick_ms, 10, 600000, "100",
-	    "How long a partition whose waiting room has a buyer's slot (or its draw) due may "
-	    "stay idle before the worker appends a tick record to it (issue 33): the bound on "
-	    "how late an admission is published after its slot, at the cost of up to 1000 / "
-	    "this tick records a second on an admitting partition with no other traffic."),
+	    "How often the worker appends a tick record to a partition whose waiting room has "
+	    "a buyer's slot (or its draw) due, busy or idle, once it has read the partition to "
+	    "its end (issue 33; issue 47: a room admits at ticks only): the bound on how late an "
+	    "admission is published after its slot, at the cost of up to 1000 / this tick "
+	    "records a second on an admitting partition. Above 1000 a room admits slower than "
+	    "its rate (the schedule catches up by at most 1 s after a gap)."),
 	STR(admission_keys, "",
 	    "The waiting room's key ring (issue 33): a file of `KID SECRET` lines (SECRET 64 to "
 	    "128 hex digits) and an optional `sign KID` line, mode 0600; the worker signs "

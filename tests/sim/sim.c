@@ -1380,6 +1380,9 @@ static void print_stats(const struct sim_stats *s, double secs)
 	       s->verdicts[FS_TOKEN_NONE], s->verdicts[FS_TOKEN_BAD], s->verdicts[FS_TOKEN_EXPIRED],
 	       s->verdicts[FS_TOKEN_NOT_YET], s->verdicts[FS_TOKEN_OTHER_BUYER], s->held_by_key[0],
 	       s->held_by_key[1], s->held_other_key, s->signers_rotated, s->known_bug_stepped);
+	printf("sim: waiting rooms: %" PRId64 " admissions at a slot moved up after a gap in the "
+	       "clock (issue 47, item 4)\n",
+	       s->room_catchups);
 	printf("sim: partitioning: %" PRId64 " records appended to a wrong partition, %" PRId64
 	       " forwards queued (%" PRId64 " of them again after a restart), %" PRId64
 	       " landed; %" PRId64 " seeds in reject mode\n",
@@ -1421,6 +1424,7 @@ static bool coverage_ok(const struct sim_stats *s)
 		ok = ok && s->verdicts[v];
 	for (size_t i = 0; i < sizeof must_crash_at / sizeof *must_crash_at; i++)
 		ok = ok && s->crash_at[sim_point(must_crash_at[i])];
+	ok = ok && s->room_catchups;
 	return ok;
 }
 

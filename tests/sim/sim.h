@@ -150,6 +150,8 @@ struct sim_stats {
 	int64_t signers_rotated;   /* worker starts that sign with the other key than before */
 	int64_t held_other_key;	   /* held buys answered by a worker signing with the other key */
 	int64_t known_bug_stepped; /* answers the checker let pass (known bug, meson.build) */
+	/* Admissions whose slot moved up to the tick's clock after a gap (issue 47, item 4). */
+	int64_t room_catchups;
 };
 
 /* ---- the world of one seed ------------------------------------------------------------------ */

@@ -4,6 +4,7 @@
  * reply by reply with what the faulty run left behind. */
 #include "core/buf.h"
 #include "core/result.h"
+#include "core/room.h"
 #include "sim.h"
 #include "sim_store.h"
 
@@ -920,9 +921,10 @@ static const struct ss_join *join_row(const struct sim_store *s, const char *sku
  * stamped before opens_at; the queue: the early ones by HMAC-SHA256(seed, buyer) (ties by
  * offset) or in log order for fifo, then the late ones in log order; slots opens_at, then each
  * step = ceil(10^6 / rate) us after the one before (or the join, if later); a buyer admitted
- * at the first record at or after its join, and after the one before it, whose clock reaches
- * its slot while the sale is not closed. The store's rows must be exactly that (INV-9: the
- * draw, the rate, the admissions, after every crash). */
+ * at the first tick record after its join, and at or after the one before it, whose clock
+ * reaches its slot while the sale is not closed, the slot then moved up to the tick's clock
+ * minus FS_ROOM_CATCHUP_MS if it lags more (issue 47, item 4). The store's rows must be exactly
+ * that (INV-9: the draw, the rate, the admissions, after every crash). */
 static bool check_room(struct sim_world *W, const struct ss_sku *k)
 {
 	const struct sim_store *s = W->store;
@@ -963,10 +965,16 @@ static bool check_room(struct sim_world *W, const struct ss_sku *k)
 		int64_t slot = credit > x->joined_ms * 1000 ? credit : x->joined_ms * 1000;
 		size_t j = at > (size_t)x->off ? at : (size_t)x->off;
 		while (j < log->recs.len &&
-		       !(log->recs.v[j].ts * 1000 + 999 >= slot && !CLOSED_AT(j)))
+		       !(log->recs.v[j].parsed.kind == FS_KIND_TICK &&
+			 log->recs.v[j].ts * 1000 + 999 >= slot && !CLOSED_AT(j)))
 			j++;
 		if (j == log->recs.len)
 			break;
+		/* Never more than the catch-up bound behind the tick's clock (issue 47). */
+		if (slot < (log->recs.v[j].ts - FS_ROOM_CATCHUP_MS) * 1000) {
+			slot = (log->recs.v[j].ts - FS_ROOM_CATCHUP_MS) * 1000;
+			W->stats->room_catchups++;
+		}
 		x->admitted = true;
 		x->admitted_ms = slot / 1000;
 		x->decided_ms = log->recs.v[j].ts;
