@@ -20,8 +20,10 @@ int gw_edge_init(struct gw *g)
 	pthread_mutex_init(&g->conns_mu, NULL);
 	g->conns.prev = g->conns.next = &g->conns;
 	g->per_client = g->cfg.http_client_rate > 0 || g->cfg.http_client_waits_max > 0;
-	/* Addresses tracked one by one: as many as connections (each holds one at most). */
-	size_t max = (size_t)g->cfg.http_connections_max * 4;
+	/* Addresses tracked one by one: four times as many as connections (an address that
+	 * holds nothing is forgotten within GW_EDGE_SWEEP_MS of its bucket filling up). None
+	 * when both bounds are off (the table is never asked). */
+	size_t max = g->per_client ? (size_t)g->cfg.http_connections_max * 4 : 0;
 	return gw_clients_init(&g->clients, max, (double)g->cfg.http_client_rate,
 			       (double)g->cfg.http_client_burst, g->cfg.http_client_waits_max);
 }
