@@ -19,7 +19,7 @@
 . "$(dirname "$0")/lib.sh"
 it_setup 1
 start_worker w1
-TOKEN=admin-$RANDOM$RANDOM
+it_admin_token
 J='Content-Type: application/json'
 A="Authorization: Bearer $TOKEN"
 DEADLINE=3
@@ -30,11 +30,11 @@ edge_keys() { # the new keys, when the gateway knows them
 	fi
 }
 mapfile -d '' KA < <(edge_keys "http.request.deadline.s=$DEADLINE")
-start_gateway gwa --set admin.token="$TOKEN" --set metrics.listen=127.0.0.1:0 "${KA[@]}"
+start_gateway gwa --set admin.token.file="$IT_DIR/admin-token" --set metrics.listen=127.0.0.1:0 "${KA[@]}"
 GWA=$GW
 MA=http://127.0.0.1:$(metrics_port gwa)
 mapfile -d '' KB < <(edge_keys http.client.waits.max=10 http.client.rate=5 http.client.burst=40)
-start_gateway gwb --set admin.token="$TOKEN" --set metrics.listen=127.0.0.1:0 "${KB[@]}"
+start_gateway gwb --set admin.token.file="$IT_DIR/admin-token" --set metrics.listen=127.0.0.1:0 "${KB[@]}"
 GWB=$GW
 MB=http://127.0.0.1:$(metrics_port gwb)
 GW=$GWA
