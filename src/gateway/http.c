@@ -909,6 +909,46 @@ static bool param_ok(struct gw_req *r)
 	}
 }
 
+/* Issue 48, item 5: a path that is not one as sent (400 bad_path), and the client's rate (429
+ * rate_limited with Retry-After, nothing done). True to go on; false when answered (*rc). */
+static bool edge_checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
+{
+	if (r->route == GW_BAD_PATH) {
+		atomic_fetch_add(&g->stats.refused_path, 1);
+		*rc = send_error(r, MHD_HTTP_BAD_REQUEST, "bad_path",
+				 "the path has a byte outside printable ASCII, a bad escape or %00",
+				 NULL, NULL);
+		return false;
+	}
+	int64_t retry = gw_edge_rate(g, r);
+	if (retry > 0) {
+		char s[24];
+		snprintf(s, sizeof s, "%lld", (long long)retry);
+		*rc = send_error(r, MHD_HTTP_TOO_MANY_REQUESTS, "rate_limited",
+				 "too many requests from this address (http.client.rate)",
+				 "Retry-After", s);
+		return false;
+	}
+	return true;
+}
+
+/* A request that may wait (an event stream, a long-poll with a wait) takes one of its client's
+ * wait slots for its life (429 too_many_waits past http.client.waits.max). */
+static bool wait_checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
+{
+	bool stream = r->route == GW_INTENT_EVENTS || r->route == GW_CART_EVENTS ||
+		      r->route == GW_SKU_EVENTS || r->route == GW_QUEUE_EVENTS;
+	if (!stream && r->wait_ms <= 0)
+		return true;
+	if (gw_edge_wait(g, r))
+		return true;
+	*rc = send_error(r, MHD_HTTP_TOO_MANY_REQUESTS, "too_many_waits",
+			 "too many long-polls and event streams open from this address "
+			 "(http.client.waits.max)",
+			 "Retry-After", "5");
+	return false;
+}
+
 /* The first look at a request whose body is in: the checks every route shares. True to go
  * on; false when it was answered (*rc). */
 static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
@@ -926,6 +966,8 @@ static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 		*rc = send_unavailable(r, "shutting_down", "the gateway is stopping");
 		return false;
 	}
+	if (!edge_checked(g, r, rc))
+		return false;
 	if (r->route == GW_NOT_FOUND) {
 		*rc = send_error(r, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint", NULL,
 				 NULL);
@@ -977,7 +1019,7 @@ static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 			  : r->route == GW_CART_CONFIRM_GET ? GW_K_CART_CONFIRM
 							    : GW_K_CART_CANCEL;
 	}
-	return true;
+	return wait_checked(g, r, rc);
 }
 
 static enum MHD_Result step(struct gw *g, struct gw_req *r)
@@ -1039,30 +1081,42 @@ static enum MHD_Result step(struct gw *g, struct gw_req *r)
 	}
 }
 
+/* The access handler's first call (the headers are in): routed on the target as sent, and
+ * refused at once, before its body is read, when its framing headers disagree (answered on
+ * this first call, libmicrohttpd closes the connection after the answer: nothing after the
+ * headers is read as a request). */
+static enum MHD_Result request_begins(struct gw *g, struct gw_req *r, const char *method)
+{
+	r->started = true;
+	r->route = gw_route(method, r->raw, &r->path, &r->allow);
+	free(r->raw);
+	r->raw = NULL;
+	r->start_us = gw_now_us();
+	atomic_fetch_add(&g->stats.requests, 1);
+	const char *why = gw_edge_framing(r);
+	if (!why)
+		return MHD_YES;
+	atomic_fetch_add(&g->stats.refused_framing, 1);
+	return send_error(r, MHD_HTTP_BAD_REQUEST, "bad_framing", why, "Connection", "close");
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
 {
 	(void)version;
+	(void)conn;
+	(void)url; /* percent-decoded: routes match the target as sent (r->raw) */
 	struct gw *g = cls;
 	struct gw_req *r = *con_cls;
-	if (!r) {
-		r = calloc(1, sizeof *r);
-		if (!r)
-			return MHD_NO;
-		r->g = g;
-		r->conn = conn;
-		r->last_part = -1;
-		r->route = gw_route(method, url, &r->path, &r->allow);
-		r->start_us = gw_now_us();
-		*con_cls = r;
-		atomic_fetch_add(&g->stats.requests, 1);
-		return MHD_YES;
-	}
+	if (!r) /* gw_edge_uri had no memory */
+		return MHD_NO;
+	if (!r->started)
+		return request_begins(g, r, method);
 	if (*upload_size) {
 		size_t n = *upload_size;
 		*upload_size = 0;
-		if (r->too_large || !gw_route_has_body(r->route))
+		if (r->too_large || !gw_route_has_body(r->route) || r->phase == GW_PH_DONE)
 			return MHD_YES;
 		if (r->body_len + n > (size_t)g->cfg.http_body_max) {
 			r->too_large = true;
@@ -1082,8 +1136,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (r->phase == GW_PH_DONE || r->phase == GW_PH_STREAM)
 		return MHD_YES;
+	gw_edge_request_in(r);
 	pthread_mutex_lock(&g->lock);
-	enum MHD_Result rc = step(g, r);
+	/* A waiting request whose client left (gw_edge_gone): its connection closes now. */
+	enum MHD_Result rc = r->peer_gone ? MHD_NO : step(g, r);
 	pthread_mutex_unlock(&g->lock);
 	return rc;
 }
@@ -1101,6 +1157,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	gw_waiter_remove(&r->w);
 	gw_waiter_remove(&r->tw);
 	pin(r, NULL);
+	gw_edge_request_done(g, r);
 	/* A queue stream whose place is being read: the lookup thread frees it when done. */
 	bool orphan = r->in_lookup;
 	r->orphan = orphan;
@@ -1113,22 +1170,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 void gw_req_free(struct gw_req *r)
 {
 	fs_buf_free(&r->out);
+	free(r->raw);
 	free(r->body);
 	free(r->answer);
 	free(r->sent_place);
 	free(r);
-}
-
-static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
-			  enum MHD_ConnectionNotificationCode code)
-{
-	(void)conn;
-	(void)socket_ctx;
-	struct gw *g = cls;
-	if (code == MHD_CONNECTION_NOTIFY_STARTED)
-		atomic_fetch_add(&g->connections, 1);
-	else
-		atomic_fetch_sub(&g->connections, 1);
 }
 
 /* ---- event streams -----------------------------------------------------------------------------
@@ -1192,6 +1238,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	struct gw_req *r = cls;
 	struct gw *g = r->g;
 	pthread_mutex_lock(&g->lock);
+	if (r->peer_gone) { /* its client left (gw_edge_gone): the connection closes now */
+		pthread_mutex_unlock(&g->lock);
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	}
 	if (r->out_pos == r->out.len) {
 		fs_buf_clear(&r->out);
 		r->out_pos = 0;
@@ -1247,12 +1297,20 @@ static enum MHD_Result start_stream(struct gw *g, struct gw_req *r)
 void *gw_timer_main(void *arg)
 {
 	struct gw *g = arg;
+	int64_t swept_ms = 0;
 	while (!atomic_load(&g->stopping)) {
 		usleep(TIMER_MS * 1000);
 		int64_t now = gw_now_ms();
 		struct gw_wakes w;
 		gw_wakes_init(&w);
+		bool sweep = now - swept_ms >= GW_EDGE_SWEEP_MS;
+		if (sweep) {
+			swept_ms = now;
+			gw_edge_deadlines(g, now);
+		}
 		pthread_mutex_lock(&g->lock);
+		if (sweep)
+			gw_edge_gone(g, &w, now);
 		for (struct gw_waiter *x = g->polls.next; x != &g->polls; x = x->next) {
 			struct gw_req *r = x->owner;
 			if (r->deadline_ms <= now) {
@@ -1305,7 +1363,8 @@ int gw_http_start(struct gw *g, char *err, size_t err_len)
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)g->cfg.http_timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)g->cfg.http_connection_memory,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, g, MHD_OPTION_NOTIFY_CONNECTION,
-		on_connection, g, MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096U,
+		gw_edge_connection, g, MHD_OPTION_URI_LOG_CALLBACK, gw_edge_uri, g,
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096U,
 		/* One thread: no pool (libmicrohttpd warns about a pool of one). */
 		g->cfg.http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
 		(unsigned)g->cfg.http_threads, MHD_OPTION_END);

@@ -137,6 +137,16 @@ int main(int argc, char **argv)
 		fs_error("out of memory");
 		return 1;
 	}
+	if (gw_edge_init(&g) < 0) {
+		fs_error("out of memory");
+		return 1;
+	}
+	if (!g.per_client && strncmp(g.cfg.listen, "127.", 4) != 0 &&
+	    strncmp(g.cfg.listen, "[::1]", 5) != 0)
+		fs_warn("listen %s is not loopback and http.client.rate and http.client.waits.max "
+			"are 0: no per-client bound here (set them, or put a proxy that bounds "
+			"clients in front)",
+			g.cfg.listen);
 	char err[512];
 	if (g.cfg.admission_keys[0]) {
 		if (fs_keyring_load(g.cfg.admission_keys, &g.keys, err, sizeof err) < 0) {
@@ -189,6 +199,7 @@ int main(int argc, char **argv)
 		(long long)g.stats.results, (long long)g.stats.stock_records,
 		(long long)g.stats.lookups, (long long)g.stats.overloaded);
 	gw_cache_free(&g.cache);
+	gw_edge_free(&g);
 	fs_keyring_wipe(&g.keys);
 	return rc == 0 ? 0 : 1;
 }

@@ -150,6 +150,27 @@ static const struct key keys[] = {
 	INT(http_heartbeat_ms, 100, 600000, "15000",
 	    "(gateway) How often an idle event stream gets a comment line, so that proxies keep "
 	    "it open."),
+	INT(http_request_deadline_s, 1, 3600, "30",
+	    "(gateway) A request's line, headers and body must all be in within this many "
+	    "seconds of its connection's accept or of the end of the previous answer on it, "
+	    "else the connection is closed: a client trickling its request (one header line "
+	    "every 20 s) is cut, where http.timeout.s, which every byte restarts, never would. "
+	    "A long-poll or an event stream is not bounded by it once its request is in. An "
+	    "idle keep-alive connection is closed after the shorter of the two."),
+	INT(http_client_waits_max, 0, 1000000, "0",
+	    "(gateway) Long-polls (?wait) and event streams one client address may hold open at "
+	    "once; past it such a request is answered 429 with Retry-After (an IPv6 client is "
+	    "its /64). 0: no cap. Behind a proxy every client has the proxy's address: leave it "
+	    "0 there and cap clients at the proxy (config/nginx), or set it above what the whole "
+	    "proxy holds."),
+	INT(http_client_rate, 0, 1000000, "0",
+	    "(gateway) Requests a second one client address may make, sustained (a token "
+	    "bucket of http.client.burst); past it a request is answered 429 with Retry-After "
+	    "and nothing done. /healthz and /readyz are not counted. 0: no limit. Behind a proxy "
+	    "it limits the proxy as a whole: leave it 0 there and limit clients at the proxy."),
+	INT(http_client_burst, 1, 1000000, "100",
+	    "(gateway) Requests one client address may make at once above http.client.rate "
+	    "(the token bucket's size)."),
 	INT(results_cache_max, 1000, 10000000, "500000",
 	    "(gateway) Results kept in memory (about 600 bytes each); older ones are read from "
 	    "Postgres when asked for."),

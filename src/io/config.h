@@ -59,6 +59,10 @@ struct fs_config {
 	int64_t http_timeout_s;
 	int64_t http_wait_max_ms;
 	int64_t http_heartbeat_ms;
+	int64_t http_request_deadline_s;
+	int64_t http_client_waits_max;
+	int64_t http_client_rate;
+	int64_t http_client_burst;
 	int64_t results_cache_max;
 	int64_t publish_timeout_ms;
 
