@@ -5,6 +5,7 @@
 #include "io/entropy.h"
 #include "io/keyring.h"
 #include "io/log.h"
+#include "io/secretfile.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -14,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+
+#include <openssl/crypto.h>
 
 static void usage(FILE *out)
 {
@@ -109,6 +112,46 @@ static void raise_fd_limit(const struct fs_config *cfg)
 			(uintmax_t)rl.rlim_cur);
 }
 
+/* The payment provider's key ring (payment.secret.file, issue 48 item 3), and the sale page's
+ * Pay (payment.checkout.url). Without a key ring the gateway starts, and refuses every confirm
+ * (payments_disabled): a confirm is accepted only signed, and nothing can be signed. 0, or 2
+ * (a refused file: the gateway does not start). */
+static int payment_start(struct gw *g)
+{
+	char err[FS_CONF_STR_MAX + 256];
+	if (g->cfg.payment_checkout_url[0] &&
+	    gw_page_checkout(g, g->cfg.payment_checkout_url) < 0) {
+		fs_error("payment.checkout.url: the sale page has no place for it");
+		return 2;
+	}
+	if (!g->cfg.payment_secret_file[0]) {
+		fs_warn("payment.secret.file is not set: payments are off, every confirm is "
+			"refused (403 payments_disabled)");
+		return 0;
+	}
+	static char text[65536];
+	int rc = fs_secret_file_read("payment.secret.file", g->cfg.payment_secret_file, text,
+				     sizeof text, err, sizeof err);
+	if (rc == 0) {
+		char why[160];
+		rc = fs_keyring_parse(text, &g->pay_keys, why, sizeof why);
+		if (rc < 0)
+			snprintf(err, sizeof err, "payment.secret.file %s: %s",
+				 g->cfg.payment_secret_file, why);
+	}
+	OPENSSL_cleanse(text, sizeof text);
+	if (rc < 0) {
+		fs_keyring_wipe(&g->pay_keys);
+		fs_error("%s", err);
+		return 2;
+	}
+	g->has_pay_keys = true;
+	fs_info("payment.secret.file: %" PRIu32 " key(s): a confirm needs the provider's "
+		"signature",
+		g->pay_keys.n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct gw g;
@@ -146,6 +189,8 @@ int main(int argc, char **argv)
 		g.has_keys = true;
 		fs_info("admission.keys: %" PRIu32 " key(s): tokens checked at the edge", g.keys.n);
 	}
+	if (payment_start(&g) != 0)
+		return 2;
 	int rc = gw_kafka_start(&g, err, sizeof err);
 	if (rc == -EINVAL) {
 		fprintf(stderr, "flashsale-gateway: %s\n", err);
@@ -190,5 +235,7 @@ int main(int argc, char **argv)
 		(long long)g.stats.lookups, (long long)g.stats.overloaded);
 	gw_cache_free(&g.cache);
 	fs_keyring_wipe(&g.keys);
+	fs_keyring_wipe(&g.pay_keys);
+	free(g.page);
 	return rc == 0 ? 0 : 1;
 }
