@@ -109,6 +109,7 @@ assert_eq 0 "$(confirms_published)" "confirm records on the intents topic"
 assert_eq "held held" "$(hold "$K1") $(hold "$K2")" "Postgres: alice's and bob's holds"
 assert_eq 0 "$(sql "SELECT count(*) FROM decisions WHERE outcome IN ('confirmed', 'confirmed_late')")" "confirms decided"
 assert_eq "103 306 2 102" "$(refusals missing_signature) $(refusals bad_signature) $(refusals stale_signature) $(refusals wrong_intent)" "refusals counted (missing, bad, stale, wrong_intent)"
+prom_check_metrics "$GWM/metrics"
 assert_eq 100 "$(sql "SELECT count(*) FROM decisions WHERE sku = 'CROWD' AND kind = 1 AND outcome = 'held'")" "CROWD: the honest buyers took the 100 units"
 # However the path is spelt (libmicrohttpd decodes it), what reaches confirm is checked.
 st=$(req POST "/v1/intents/$K1/%63onfirm" -H "$J" -d "$b1")
