@@ -14,8 +14,9 @@ import time
 
 from rows import field
 
-# FLASHSALE_PG and FLASHSALE_KAFKA (from .local/env) would override a run's configuration file.
-_RUN_ENV_DROP = ("FLASHSALE_PG", "FLASHSALE_KAFKA")
+# FLASHSALE_PG, FLASHSALE_PG_GATEWAY and FLASHSALE_KAFKA (from .local/env) would override a
+# run's configuration file.
+_RUN_ENV_DROP = ("FLASHSALE_PG", "FLASHSALE_KAFKA", "FLASHSALE_PG_GATEWAY")
 
 
 def now_ms():

@@ -37,7 +37,7 @@ import proc
 import runs
 from rows import awk_num, commify, field, parse_kv
 
-DRAW_SEED = "s14-seed"
+DRAW_SEED = "s14-seed-5e0c2b7f9a1d4c8e6b3f0a2d7c9e1b4f"
 ADMIT_SECONDS = 5       # every buyer admitted within this much of the log clock
 OPEN_AFTER_MS = {False: 30000, True: 10000}  # the opening, after the sale is opened
 PAIRS = 2

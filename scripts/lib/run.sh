@@ -11,7 +11,8 @@
 #                               build/flashsale-worker by default); its pid in $run_worker_pid
 #
 # FLASHSALE_RUN_CONF: more configuration lines for the run (e.g. "batch.wait.ms = 5").
-# FLASHSALE_PG and FLASHSALE_KAFKA (from .local/env) would override the configuration file, so
+# FLASHSALE_PG, FLASHSALE_PG_GATEWAY and FLASHSALE_KAFKA (from .local/env) would override the
+# configuration file, so
 # the CLI and the workers run without them.
 
 # shellcheck source=scripts/lib/common.sh
@@ -28,6 +29,10 @@ fresh_run() {
 	local schema_pg
 	schema_pg="$(printf '%s' "$admin_pg" | sed -E 's/dbname=[^ ]+//') dbname=$db"
 	run_pg="$(printf '%s' "$FLASHSALE_PG" | sed -E 's/dbname=[^ ]+//') dbname=$db"
+	# The gateway's read-only role (issue 48), when the services made one.
+	local gw_pg=""
+	[ -z "${FLASHSALE_PG_GATEWAY:-}" ] ||
+		gw_pg="gateway.pg = $(printf '%s' "$FLASHSALE_PG_GATEWAY" | sed -E 's/dbname=[^ ]+//') dbname=$db"
 	# Quietly: DROP ... IF EXISTS of what a fresh database never had would print a NOTICE.
 	local quiet="-c client_min_messages=warning"
 	PGOPTIONS=$quiet psql "$admin_pg" -X -q -v ON_ERROR_STOP=1 \
@@ -43,6 +48,7 @@ group = $name-workers
 topic.intents = $name.intents
 topic.results = $name.results
 topic.stock = $name.stock
+$gw_pg
 ${FLASHSALE_RUN_CONF:-}
 CONF
 	fs topics delete >/dev/null
@@ -73,12 +79,12 @@ wait_topic_files_gone() {
 	fs_warn "the broker still has deleted topics' files in $FS_KAFKA_DATA after 30 s; going on"
 }
 
-fs() { env -u FLASHSALE_PG -u FLASHSALE_KAFKA build/flashsale -c "$run_conf" "$@"; }
+fs() { env -u FLASHSALE_PG -u FLASHSALE_KAFKA -u FLASHSALE_PG_GATEWAY build/flashsale -c "$run_conf" "$@"; }
 
 start_run_worker() {
 	local log=$1
 	shift
 	[ $# -gt 0 ] || set -- build/flashsale-worker
-	env -u FLASHSALE_PG -u FLASHSALE_KAFKA "$@" -c "$run_conf" >"$log" 2>&1 &
+	env -u FLASHSALE_PG -u FLASHSALE_KAFKA -u FLASHSALE_PG_GATEWAY "$@" -c "$run_conf" >"$log" 2>&1 &
 	run_worker_pid=$!
 }

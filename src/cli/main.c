@@ -82,6 +82,8 @@ static const char usage_sale[] =
 	"keyed hash of --draw-seed and the buyer id; fifo: join order), and the worker admits N\n"
 	"a second with a token valid --token-seconds; a buy then needs its buyer's token. The\n"
 	"worker needs a key ring (admission.keys) or it refuses the sale (no_key_ring).\n"
+	"--draw-seed is the room's secret until the draw: 128 bits at least (32 characters, 8\n"
+	"of them different: \"$(openssl rand -hex 16)\"), or it is refused and nothing published.\n"
 	"Without --wait it prints that the record was published, not what it did (no worker may\n"
 	"be running yet). With --wait SECONDS it waits for the worker's decision and prints it:\n"
 	"`open SKU applied`, or `open SKU rejected (already_open)`, exit 1 unless applied\n"
@@ -1127,20 +1129,13 @@ const char *cli_config_file;
 const char *cli_sets[64];
 int cli_nsets;
 
-/* The --set KEY=VALUE options, over the file and the environment; -1 after saying why. */
+/* The --set KEY=VALUE options, over the file and the environment; -1 after saying why. As the
+ * worker and the gateway take them: a secret is refused (io/config.h). */
 static int apply_sets(struct fs_config *cfg, const char **sets, int nsets)
 {
 	char err[FS_CONF_ERR_MAX];
 	for (int k = 0; k < nsets; k++) {
-		char kv[1024];
-		snprintf(kv, sizeof kv, "%s", sets[k]);
-		char *eq = strchr(kv, '=');
-		if (!eq) {
-			cli_err("--set %s: expected KEY=VALUE", sets[k]);
-			return -1;
-		}
-		*eq = '\0';
-		if (fs_config_set(cfg, kv, eq + 1, "--set", err) < 0) {
+		if (fs_config_set_kv(cfg, sets[k], err) < 0) {
 			cli_err("%s", err);
 			return -1;
 		}

@@ -654,7 +654,7 @@ static enum MHD_Result post_admin(struct gw *g, struct gw_req *r)
 {
 	if (!g->cfg.admin_token[0])
 		return send_error(r, MHD_HTTP_FORBIDDEN, "admin_disabled",
-				  "sale administration is off (set admin.token)", NULL, NULL);
+				  "sale administration is off (set admin.token.file)", NULL, NULL);
 	if (!gw_bearer_ok(header(r, "Authorization"), g->cfg.admin_token))
 		return send_error(r, MHD_HTTP_UNAUTHORIZED, "unauthorized",
 				  "a valid admin bearer token is required", "WWW-Authenticate",

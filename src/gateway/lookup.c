@@ -27,11 +27,36 @@ struct found {
 	int64_t event_off;
 };
 
+/* The gateway only reads (issue 48): its session is read-only whatever its role, and a role
+ * that may write is named once a connection, so that an operator gives it gateway.pg's own. */
+static void read_only_session(PGconn *c)
+{
+	PGresult *r = PQexec(c, "SET default_transaction_read_only = on");
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		fs_warn("lookup: postgres: read-only session: %s", PQerrorMessage(c));
+	PQclear(r);
+	r = PQexec(c, "SELECT current_user, (SELECT string_agg(DISTINCT privilege_type, ', ') "
+		      "FROM information_schema.role_table_grants WHERE grantee = current_user AND "
+		      "privilege_type <> 'SELECT' AND table_schema = current_schema()), "
+		      "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)");
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+	    (!PQgetisnull(r, 0, 1) || PQgetvalue(r, 0, 2)[0] == 't'))
+		fs_warn("lookup: postgres role %s may write (%s): the gateway only reads; give it "
+			"a "
+			"read-only role (gateway.pg, docs/reference/operations.md)",
+			PQgetvalue(r, 0, 0),
+			PQgetisnull(r, 0, 1) ? "superuser" : PQgetvalue(r, 0, 1));
+	PQclear(r);
+}
+
 static PGconn *connect_pg(const struct gw *g)
 {
-	/* connect_timeout bounds a lookup while Postgres is away (the conninfo may set its own). */
-	const char *keys[] = {"dbname", "connect_timeout", NULL};
-	const char *vals[] = {g->cfg.pg, "3", NULL};
+	/* connect_timeout bounds a lookup while Postgres is away (the conninfo may set its own).
+	 * gateway.pg is the gateway's own read-only role; fallback_application_name names its
+	 * sessions for operators and tests. */
+	const char *keys[] = {"dbname", "connect_timeout", "fallback_application_name", NULL};
+	const char *vals[] = {g->cfg.gateway_pg[0] ? g->cfg.gateway_pg : g->cfg.pg, "3",
+			      "flashsale-gateway", NULL};
 	PGconn *c = PQconnectdbParams(keys, vals, 1);
 	if (PQstatus(c) != CONNECTION_OK) {
 		char *msg = PQerrorMessage(c), *nl = strchr(msg, '\n');
@@ -41,6 +66,7 @@ static PGconn *connect_pg(const struct gw *g)
 		PQfinish(c);
 		return NULL;
 	}
+	read_only_session(c);
 	return c;
 }
 

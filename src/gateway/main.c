@@ -5,7 +5,6 @@
 #include "io/entropy.h"
 #include "io/keyring.h"
 #include "io/log.h"
-#include "io/secretfile.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -15,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-
-#include <openssl/crypto.h>
 
 static void usage(FILE *out)
 {
@@ -129,17 +126,8 @@ static int payment_start(struct gw *g)
 			"refused (403 payments_disabled)");
 		return 0;
 	}
-	static char text[65536];
-	int rc = fs_secret_file_read("payment.secret.file", g->cfg.payment_secret_file, text,
-				     sizeof text, err, sizeof err);
-	if (rc == 0) {
-		char why[160];
-		rc = fs_keyring_parse(text, &g->pay_keys, why, sizeof why);
-		if (rc < 0)
-			snprintf(err, sizeof err, "payment.secret.file %s: %s",
-				 g->cfg.payment_secret_file, why);
-	}
-	OPENSSL_cleanse(text, sizeof text);
+	int rc = fs_keyring_load_named("payment.secret.file", g->cfg.payment_secret_file,
+				       &g->pay_keys, err, sizeof err);
 	if (rc < 0) {
 		fs_keyring_wipe(&g->pay_keys);
 		fs_error("%s", err);

@@ -1,12 +1,17 @@
 /* config.c: configuration table and parser (see config.h). */
 #include "io/config.h"
 
+#include "io/secret.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/crypto.h>
+#include <sys/stat.h>
 
 enum type { T_STR, T_INT };
 
@@ -106,7 +111,21 @@ static const struct key keys[] = {
 	    "free port, logged at start."),
 	STR(admin_token, "",
 	    "(gateway) Bearer token of the sale administration endpoints (open, restock, "
-	    "close); empty: those endpoints are off (403)."),
+	    "close); empty: those endpoints are off (403). A secret: refused on --set, and in a "
+	    "config file unless that file is private (mode 0600 or stricter, owned by the "
+	    "process's user); prefer admin.token.file. At least 32 characters, printable ASCII "
+	    "without spaces, at least 8 different (32 hex digits: 128 bits)."),
+	STR(admin_token_file, "",
+	    "(gateway) A file holding the admin token (its one line; e.g. `openssl rand -hex 16 "
+	    ">FILE`), read when the key is set: a regular file owned by the process's user, mode "
+	    "0600 or stricter, or start-up stops. Sets admin.token."),
+	STR(gateway_pg, "",
+	    "(gateway) libpq connection string of the gateway's own read-only role (it only "
+	    "reads decisions, carts and rooms): scripts/services makes `flashsale_gateway`, "
+	    "SELECT only. Environment FLASHSALE_PG_GATEWAY overrides. Empty: pg, and the "
+	    "gateway warns when that role may write. Either way its sessions are read-only "
+	    "(default_transaction_read_only) and named flashsale-gateway (application_name, "
+	    "unless the connection string names them)."),
 	INT(http_threads, 1, 64, "1",
 	    "(gateway) Threads serving HTTP connections (each an epoll loop; a waiting "
 	    "connection costs none)."),
@@ -244,8 +263,9 @@ void fs_config_defaults(struct fs_config *c)
 		set_key(c, &keys[i], keys[i].def, "default", err);
 }
 
-int fs_config_set(struct fs_config *c, const char *key, const char *value, const char *source,
-		  char err[FS_CONF_ERR_MAX])
+/* Sets one key, its secrets' rules and files aside (config_set below). */
+static int set_plain(struct fs_config *c, const char *key, const char *value, const char *source,
+		     char err[FS_CONF_ERR_MAX])
 {
 	if (strncmp(key, "kafka.", 6) == 0) {
 		const char *k = key + 6;
@@ -279,6 +299,186 @@ int fs_config_set(struct fs_config *c, const char *key, const char *value, const
 	return -EINVAL;
 }
 
+/* Sets key=value after the rule on its strength (an admin token: fs_secret_weak). */
+static int check_secret(struct fs_config *c, const char *key, const char *value, const char *source,
+			char err[FS_CONF_ERR_MAX])
+{
+	const char *weak = strcmp(key, "admin.token") == 0 && *value ? fs_secret_weak(value) : NULL;
+	if (weak) {
+		snprintf(err, FS_CONF_ERR_MAX, "%s: admin.token: too weak: %s", source, weak);
+		return -EINVAL;
+	}
+	return set_plain(c, key, value, source, err);
+}
+
+/* librdkafka's properties that hold a secret (as kafka.KEY, kafka.consumer.KEY or
+ * kafka.producer.KEY). */
+static const char *const kafka_secrets[] = {
+	"sasl.password",	 "ssl.key.password",
+	"ssl.keystore.password", "sasl.oauthbearer.client.secret",
+	"ssl.key.pem",
+};
+
+/* The librdkafka property under a kafka.* key, without the consumer./producer. prefix. */
+static const char *kafka_property(const char *key)
+{
+	key += 6;
+	if (strncmp(key, "consumer.", 9) == 0)
+		return key + 9;
+	if (strncmp(key, "producer.", 9) == 0)
+		return key + 9;
+	return key;
+}
+
+static bool kafka_secret(const char *property, size_t len)
+{
+	for (size_t i = 0; i < sizeof kafka_secrets / sizeof kafka_secrets[0]; i++)
+		if (strlen(kafka_secrets[i]) == len &&
+		    strncmp(kafka_secrets[i], property, len) == 0)
+			return true;
+	return false;
+}
+
+/* A libpq conninfo with a password in it: a URI's user:password@ or ?password=, or a
+ * `password = value` pair ('quoted' values skipped whole, so that a quoted "password=" inside
+ * another value does not count). Not libpq's own parser (the simulator links no libpq), but
+ * its grammar (libpq's "Connection Strings"). */
+static bool conninfo_has_password(const char *s)
+{
+	if (strncmp(s, "postgresql://", 13) == 0 || strncmp(s, "postgres://", 11) == 0) {
+		const char *auth = strstr(s, "://") + 3;
+		size_t n = strcspn(auth, "/?");
+		const char *at = memchr(auth, '@', n);
+		return (at && memchr(auth, ':', (size_t)(at - auth))) || strstr(s, "password=");
+	}
+	while (*s) {
+		while (isspace((unsigned char)*s))
+			s++;
+		const char *kw = s;
+		while (*s && *s != '=' && !isspace((unsigned char)*s))
+			s++;
+		bool pw = (size_t)(s - kw) == 8 && strncmp(kw, "password", 8) == 0;
+		while (isspace((unsigned char)*s))
+			s++;
+		if (*s != '=')
+			return false;
+		s++;
+		while (isspace((unsigned char)*s))
+			s++;
+		const char *val = s;
+		if (*s == '\'') {
+			for (s++; *s && *s != '\''; s++)
+				if (*s == '\\' && s[1])
+					s++;
+			if (*s)
+				s++;
+		} else {
+			while (*s && !isspace((unsigned char)*s))
+				s += *s == '\\' && s[1] ? 2 : 1;
+		}
+		if (pw && s > val && !(s - val == 2 && *val == '\''))
+			return true;
+	}
+	return false;
+}
+
+/* Where a value comes from: the program itself (and the environment, which only the user and
+ * root can read), a command line, or a config file that is private or not. */
+struct origin {
+	bool command_line;
+	const char *not_private; /* a file: why it is not private; NULL when it is */
+};
+
+/* Whether key=value holds a secret; if so, where it belongs instead (into instead). */
+static bool secret_instead(const char *key, const char *value, char *instead, size_t n)
+{
+	if (strcmp(key, "admin.token") == 0) {
+		snprintf(instead, n, "a file of mode 0600 named by admin.token.file");
+		return true;
+	}
+	if (strncmp(key, "kafka.", 6) == 0 &&
+	    kafka_secret(kafka_property(key), strlen(kafka_property(key)))) {
+		snprintf(instead, n, "a config file of mode 0600 (owned by this user)");
+		return true;
+	}
+	if ((strcmp(key, "pg") == 0 || strcmp(key, "gateway.pg") == 0) &&
+	    conninfo_has_password(value)) {
+		snprintf(instead, n, "libpq's password file (passfile=, mode 0600)");
+		return true;
+	}
+	return false;
+}
+
+/* admin.token.file=PATH: the token read from the private file PATH, set as admin.token (as
+ * from a private config file). Kafka's password file is kafka.sasl.password.file, which
+ * src/io/kafka.c reads (issue 48, item 4). */
+static int set_token_file(struct fs_config *c, const char *key, const char *path,
+			  const char *source, char err[FS_CONF_ERR_MAX])
+{
+	if (set_plain(c, key, path, source, err) < 0) /* the path, for the record */
+		return -EINVAL;
+	if (!*path)
+		return 0;
+	char secret[FS_CONF_STR_MAX], why[FS_CONF_ERR_MAX / 2];
+	int rc = fs_secret_file_read(path, key, secret, sizeof secret, why, sizeof why);
+	if (rc == 0)
+		rc = check_secret(c, "admin.token", secret, source, err);
+	else
+		snprintf(err, FS_CONF_ERR_MAX, "%s: %s", source, why);
+	OPENSSL_cleanse(secret, sizeof secret);
+	return rc < 0 ? -EINVAL : 0;
+}
+
+/* kafka.ssl.key.location names a private key librdkafka reads itself: held to the rule of
+ * our own secrets' files (io/secret.h) before it is passed on. */
+static int set_key_location(struct fs_config *c, const char *key, const char *path,
+			    const char *source, char err[FS_CONF_ERR_MAX])
+{
+	struct stat st;
+	char why[FS_CONF_ERR_MAX / 2];
+	if (stat(path, &st) < 0) {
+		snprintf(err, FS_CONF_ERR_MAX, "%s: %s %s: %s", source, key, path, strerror(errno));
+		return -EINVAL;
+	}
+	if (fs_secret_stat_check(&st, key, path, why, sizeof why) < 0) {
+		snprintf(err, FS_CONF_ERR_MAX, "%s: %s", source, why);
+		return -EINVAL;
+	}
+	return set_plain(c, key, path, source, err);
+}
+
+static int config_set(struct fs_config *c, const char *key, const char *value, const char *source,
+		      const struct origin *from, char err[FS_CONF_ERR_MAX])
+{
+	if (strcmp(key, "admin.token.file") == 0)
+		return set_token_file(c, key, value, source, err);
+	if (*value && strncmp(key, "kafka.", 6) == 0 &&
+	    strcmp(kafka_property(key), "ssl.key.location") == 0)
+		return set_key_location(c, key, value, source, err);
+	char instead[200];
+	bool secret = *value && secret_instead(key, value, instead, sizeof instead);
+	if (secret && from->command_line) {
+		snprintf(err, FS_CONF_ERR_MAX,
+			 "%s: %s is a secret, and a command line is readable by every user of the "
+			 "machine (/proc/PID/cmdline): put it in %s",
+			 source, key, instead);
+		return -EINVAL;
+	}
+	if (secret && from->not_private) {
+		snprintf(err, FS_CONF_ERR_MAX, "%s: %s is a secret, and %s; or put it in %s",
+			 source, key, from->not_private, instead);
+		return -EINVAL;
+	}
+	return check_secret(c, key, value, source, err);
+}
+
+int fs_config_set(struct fs_config *c, const char *key, const char *value, const char *source,
+		  char err[FS_CONF_ERR_MAX])
+{
+	static const struct origin program = {false, NULL};
+	return config_set(c, key, value, source, &program, err);
+}
+
 int fs_config_set_kv(struct fs_config *c, const char *kv, char err[FS_CONF_ERR_MAX])
 {
 	char buf[1024];
@@ -289,7 +489,8 @@ int fs_config_set_kv(struct fs_config *c, const char *kv, char err[FS_CONF_ERR_M
 	}
 	memcpy(buf, kv, (size_t)(eq - kv));
 	buf[eq - kv] = '\0';
-	return fs_config_set(c, buf, eq + 1, "--set", err);
+	static const struct origin command_line = {true, NULL};
+	return config_set(c, buf, eq + 1, "--set", &command_line, err);
 }
 
 static char *trim(char *s)
@@ -309,6 +510,14 @@ int fs_config_load_file(struct fs_config *c, const char *path, char err[FS_CONF_
 		snprintf(err, FS_CONF_ERR_MAX, "%s: %s", path, strerror(errno));
 		return -errno;
 	}
+	/* A file that others can read may not hold a secret (config_set); why, if it is not. */
+	char why[FS_CONF_ERR_MAX / 2] = "";
+	struct stat st;
+	if (fstat(fileno(f), &st) == 0)
+		fs_secret_stat_check(&st, "the config file", path, why, sizeof why);
+	else
+		snprintf(why, sizeof why, "%s", strerror(errno));
+	const struct origin from = {false, *why ? why : NULL};
 	char line[2048];
 	int lineno = 0, rc = 0;
 	while (rc == 0 && fgets(line, sizeof line, f)) {
@@ -336,7 +545,7 @@ int fs_config_load_file(struct fs_config *c, const char *path, char err[FS_CONF_
 			rc = -EINVAL;
 			break;
 		}
-		rc = fs_config_set(c, key, value, source, err);
+		rc = config_set(c, key, value, source, &from, err);
 	}
 	fclose(f);
 	return rc;
@@ -346,9 +555,12 @@ int fs_config_apply_env(struct fs_config *c, char err[FS_CONF_ERR_MAX])
 {
 	const char *k = getenv("FLASHSALE_KAFKA");
 	const char *p = getenv("FLASHSALE_PG");
+	const char *gp = getenv("FLASHSALE_PG_GATEWAY");
 	if (k && *k && fs_config_set(c, "brokers", k, "FLASHSALE_KAFKA", err) < 0)
 		return -EINVAL;
 	if (p && *p && fs_config_set(c, "pg", p, "FLASHSALE_PG", err) < 0)
+		return -EINVAL;
+	if (gp && *gp && fs_config_set(c, "gateway.pg", gp, "FLASHSALE_PG_GATEWAY", err) < 0)
 		return -EINVAL;
 	return 0;
 }

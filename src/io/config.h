@@ -1,7 +1,14 @@
 /* config.h: the configuration of the worker and the CLI: one table of keys (name, type,
  * bounds, default, doc), read from a `key = value` file, then overridden by the environment
- * (FLASHSALE_KAFKA, FLASHSALE_PG) and by `--set key=value`. Keys under `kafka.` pass through
- * to librdkafka untouched. An invalid entry stops start-up with `file:line: reason`. */
+ * (FLASHSALE_KAFKA, FLASHSALE_PG, FLASHSALE_PG_GATEWAY) and by `--set key=value`. Keys under
+ * `kafka.` pass through to librdkafka untouched. An invalid entry stops start-up with
+ * `file:line: reason`.
+ *
+ * Secrets (issue 48): admin.token, Kafka's passwords and secret keys (kafka.sasl.password,
+ * kafka.ssl.key.password, ...) and a pg conninfo carrying a password are refused on --set (a
+ * command line is readable by every user of the machine) and in a config file that is not
+ * private (io/secret.h); `admin.token.file` reads the admin token from a private file.
+ * An admin token must be strong (fs_secret_weak). Errors never repeat a secret. */
 #ifndef FS_CONFIG_H
 #define FS_CONFIG_H
 
@@ -43,6 +50,8 @@ struct fs_config {
 	char metrics_listen[128];
 	char listen[128];
 	char admin_token[FS_CONF_STR_MAX];
+	char admin_token_file[FS_CONF_STR_MAX];
+	char gateway_pg[FS_CONF_STR_MAX];
 	int64_t http_threads;
 	int64_t http_connections_max;
 	int64_t http_body_max;
@@ -72,12 +81,14 @@ struct fs_config {
 void fs_config_defaults(struct fs_config *c);
 /* Reads a file; on error returns -EINVAL/-errno and writes "file:line: reason" to err. */
 int fs_config_load_file(struct fs_config *c, const char *path, char err[FS_CONF_ERR_MAX]);
-/* Applies FLASHSALE_KAFKA and FLASHSALE_PG when set; -EINVAL (and err) if one is too long. */
+/* Applies FLASHSALE_KAFKA, FLASHSALE_PG and FLASHSALE_PG_GATEWAY when set; -EINVAL (and err) if one
+ * is too long. */
 int fs_config_apply_env(struct fs_config *c, char err[FS_CONF_ERR_MAX]);
-/* Sets one key (from --set or a file line); source names where it came from for errors. */
+/* Sets one key as the program itself hands it in (secrets allowed); source names where it
+ * came from for errors. */
 int fs_config_set(struct fs_config *c, const char *key, const char *value, const char *source,
 		  char err[FS_CONF_ERR_MAX]);
-/* Sets one key from --set's "KEY=VALUE". */
+/* Sets one key from --set's "KEY=VALUE": a secret is refused (see above). */
 int fs_config_set_kv(struct fs_config *c, const char *kv, char err[FS_CONF_ERR_MAX]);
 /* Prints every key with its type, bounds, default and doc (for --help and the docs). */
 void fs_config_describe(FILE *out);

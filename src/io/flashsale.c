@@ -5,6 +5,7 @@
 #include "io/kafka.h"
 #include "io/keyring.h"
 #include "io/roomread.h"
+#include "io/secret.h"
 #include "core/record.h"
 #include "core/room.h"
 
@@ -287,6 +288,12 @@ int flashsale_sale_open(flashsale_t *fs, const char *sku, const struct flashsale
 		if (seeded && !fs_sku_valid(sale->draw_seed))
 			return fail(fs, -EINVAL, "%s",
 				    "the draw's seed: 1-64 of A-Z a-z 0-9 . _ : -");
+		/* The seed is the room's one secret until the draw (its hash may be published
+		 * before): 128 bits at least, or a bot could try every seed (issue 48). The
+		 * worker applies whatever an open record says: past logs replay alike. */
+		const char *weak = seeded ? fs_secret_weak(sale->draw_seed) : NULL;
+		if (weak)
+			return fail(fs, -EINVAL, "the draw's seed is too weak: %s", weak);
 		if (!seeded && strcmp(draw, "random") == 0)
 			return fail(fs, -EINVAL, "%s", "a random draw needs a seed");
 		fs_buf_printf(&fs->buf,

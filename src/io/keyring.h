@@ -7,10 +7,14 @@
 
 #include <stddef.h>
 
-/* Reads the key ring at path into kr. The file must be a regular file of at most 64 KiB that
- * neither group nor others may read or write (chmod 600): a secret shared with the machine's
- * other users is no secret. 0, or -EINVAL / -errno with a message in err that names the file
- * and the line, never a secret. */
+/* Reads the key ring at path into kr. The file must be a private file (io/secret.h: regular,
+ * owned by the process's user, mode 0600 or stricter) of at most 64 KiB: a secret shared with
+ * the machine's other users is no secret. 0, or -EINVAL / -errno with a message in err that names
+ * the file and the line, never a secret. */
 int fs_keyring_load(const char *path, struct fs_keyring *kr, char *err, size_t err_len);
+/* The same for any key ring (the payment provider's secrets, payment.secret.file: issue 48),
+ * its messages starting with what (the configuration key) instead of admission.keys. */
+int fs_keyring_load_named(const char *what, const char *path, struct fs_keyring *kr, char *err,
+			  size_t err_len);
 
 #endif

@@ -5,11 +5,12 @@
 # print. The part between the markers is the README's block (tests/clients/check-snippets.py
 # compares them).
 set -euo pipefail
-: "${GW:?GW=http://127.0.0.1:PORT}" "${TOKEN:?TOKEN=the admin.token of the gateway}"
+: "${GW:?GW=http://127.0.0.1:PORT}" "${TOKEN:?TOKEN=the admin token of the gateway}"
 : "${PAYMENT_KEYS:?PAYMENT_KEYS=the payment.secret.file of the gateway}"
 # snippet:begin
-# Open a sale (the admin endpoints need the gateway's admin.token):
-curl -s -X POST "$GW/v1/skus/PHONE/open" -H "Authorization: Bearer $TOKEN" \
+# Open a sale (the admin endpoints need the gateway's admin token; curl reads the header from
+# a pipe, so that the token is on no command line):
+curl -s -X POST "$GW/v1/skus/PHONE/open" -H @<(printf 'Authorization: Bearer %s\n' "$TOKEN") \
   -H 'Content-Type: application/json' -d '{"stock": 500, "per_buyer_limit": 1}'
 # A buy. The Idempotency-Key is the intent id: made once per checkout attempt, sent again on
 # every retry. 202 means the buy is on the log and will be decided.

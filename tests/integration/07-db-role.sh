@@ -3,7 +3,9 @@
 # SCRAM passwords only, on 127.0.0.1 only; the passwords live in .local/pgpass and the
 # conninfo in .local/env, both mode 0600; the worker and the CLI log in as an application role
 # that may read, insert and update the tables and nothing else, and a worker runs a sale with
-# it. Skipped when FLASHSALE_PG names another server (its security is its operator's).
+# it; the gateway logs in as a role of its own that may only read (issue 48, item 6), under
+# its own application_name, and answers from Postgres with it. Skipped when FLASHSALE_PG names
+# another server (its security is its operator's).
 . "$(dirname "$0")/lib.sh"
 case "$FLASHSALE_PG" in
 *"passfile=$IT_ROOT/.local/pgpass"*) ;;
@@ -40,6 +42,30 @@ for i in 1 2 3 4 5; do fs buy R1 --buyer "r$i" >/dev/null; done
 fs wait --quiet --timeout 60 || die "not decided"
 assert_eq "3|2" "$(sql "SELECT count(*) FILTER (WHERE outcome = 'held'), count(*) FILTER (WHERE outcome = 'sold_out') FROM decisions")" "held|sold_out, decided as the application role"
 assert_eq flashsale "$(sql "SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name = 'flashsale-worker' AND datname = current_database()")" "the worker's sessions' role"
+# The gateway's role (issue 48): its own, read-only, and the gateway uses it.
+[ -n "$IT_GW_PG" ] || die ".local/env has no FLASHSALE_PG_GATEWAY: scripts/services made no role for the gateway"
+gw() { psql "$IT_GW_PG" -X -q -t -A -v ON_ERROR_STOP=1 -c "$1" 2>&1; }
+assert_eq "flashsale_gateway|f|f|f|f" "$(gw "SELECT rolname, rolsuper, rolcreatedb, rolcreaterole, rolbypassrls FROM pg_roles WHERE rolname = current_user")" "the gateway's role: name|superuser|createdb|createrole|bypassrls"
+assert_eq 3 "$(gw "SELECT count(*) FROM decisions WHERE outcome = 'held'")" "the gateway's role reads the decisions"
+for q in "INSERT INTO skus (sku, part) VALUES ('X', 0)" "UPDATE decisions SET qty = 9" "DELETE FROM decisions" \
+	"BEGIN READ WRITE; UPDATE decisions SET qty = 9; COMMIT" "TRUNCATE reservations" "CREATE TABLE x (a int)"; do
+	out=$(gw "$q") && fail "the gateway's role may: $q" || true
+	case "$out" in *'permission denied'* | *'read-only transaction'* | *'must be owner'*) ;; *) fail "$q: $out" ;; esac
+done
+assert_eq 0 "$(sql "SELECT count(*) FROM decisions WHERE qty = 9")" "no decision changed by the gateway's role"
+say "ok: the gateway's role may read, and not insert, update, delete, truncate or create"
+start_gateway gw
+id=$(sql "SELECT intent_id FROM decisions WHERE outcome = 'held' LIMIT 1")
+assert_eq 200 "$(req GET "/v1/intents/$id")" "a decision the gateway read from Postgres"
+assert_eq postgres "$(body_field source)" "its source"
+wait_until 20 "the gateway's session" "[ -n \"\$(sql \"SELECT 1 FROM pg_stat_activity WHERE application_name = 'flashsale-gateway' AND datname = current_database()\")\" ]"
+assert_eq flashsale_gateway "$(sql "SELECT DISTINCT usename FROM pg_stat_activity WHERE application_name = 'flashsale-gateway' AND datname = current_database()")" "the gateway's sessions' role"
+grep -q 'may write' "$IT_DIR/gw.log" && fail "the gateway warned about its own role: $(grep 'may write' "$IT_DIR/gw.log")"
+# A gateway given the worker's role still reads, in a read-only session, and says so.
+start_gateway gw2 --set gateway.pg=
+assert_eq 200 "$(req GET "/v1/intents/$id")" "a decision read with the worker's role"
+wait_until 20 "the warning about a role that may write" "grep -q 'postgres role flashsale may write (INSERT, UPDATE)' '$IT_DIR/gw2.log'"
+say "ok: $(grep -o 'postgres role flashsale may write.*' "$IT_DIR/gw2.log" | head -n 1)"
 audit_ok
 stop_worker w1
 it_done

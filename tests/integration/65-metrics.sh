@@ -11,7 +11,8 @@ IT_CONF_EXTRA="metrics.listen = 127.0.0.1:0"
 it_setup 2
 start_worker w1
 W1=http://127.0.0.1:$(metrics_port w1)
-start_gateway gw --set admin.token=tok
+it_admin_token
+start_gateway gw --set admin.token.file="$IT_DIR/admin-token"
 GWM=http://127.0.0.1:$(metrics_port gw)
 J='Content-Type: application/json'
 assert_eq 200 "$(curl -s -o /dev/null -w '%{http_code}' "$W1/healthz")" "the worker's /healthz"
@@ -47,7 +48,7 @@ prom_wait_value 30 "min(up{it=\"$IT_ID\"})" 1
 prom_wait_value 30 "count(up{it=\"$IT_ID\"})" 2
 
 # ---- a sale through the gateway, another published to Kafka directly ----
-assert_eq 202 "$(req POST /v1/skus/WEB/open -H "$J" -H 'Authorization: Bearer tok' -d '{"stock":40}')" "open WEB over HTTP"
+assert_eq 202 "$(req POST /v1/skus/WEB/open -H "$J" -H "Authorization: Bearer $TOKEN" -d '{"stock":40}')" "open WEB over HTTP"
 fs sale open DIRECT --stock 300 --per-buyer 1 --wait 30 >/dev/null || die "open DIRECT"
 wait_until 30 "WEB's stock record at the gateway" "[ \$(req GET /v1/skus/WEB) = 200 ]"
 python3 "$IT_ROOT/tests/clients/gateway_load.py" --url "$GW" --sku WEB --buyers 150 --threads 16 \

@@ -9,8 +9,8 @@
 . "$(dirname "$0")/lib.sh"
 it_setup 2
 start_worker w1
-TOKEN=admin-$RANDOM$RANDOM
-start_gateway gw --set admin.token="$TOKEN" --set http.heartbeat.ms=500 --set http.body.max=1024
+it_admin_token
+start_gateway gw --set admin.token.file="$IT_DIR/admin-token" --set http.heartbeat.ms=500 --set http.body.max=1024
 gwpid=$(worker_pid gw)
 J='Content-Type: application/json'
 

@@ -18,12 +18,12 @@ for f in "${FLASHSALE_CHROMIUM:-/usr/bin/chromium}" "${FLASHSALE_CHROMEDRIVER:-/
 done
 it_setup 2
 start_worker w1
-TOKEN=admin-$RANDOM$RANDOM
+it_admin_token
 # The payment provider (scripts/payment-stub, a demo part): the page's Pay goes to its checkout
 # page, which confirms the hold with the gateway, signed with the test's payment key ring.
 PAY_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 PAY=http://127.0.0.1:$PAY_PORT
-start_gateway gw --set admin.token="$TOKEN" --set metrics.listen=127.0.0.1:0 \
+start_gateway gw --set admin.token.file="$IT_DIR/admin-token" --set metrics.listen=127.0.0.1:0 \
 	--set payment.checkout.url="$PAY/checkout"
 python3 "$IT_ROOT/scripts/payment-stub" serve --gateway "$GW" --keys "$IT_PAY_KEYS" \
 	--listen "127.0.0.1:$PAY_PORT" >>"$IT_DIR/payment-stub.log" 2>&1 &

@@ -50,8 +50,8 @@ RATE=4000
 now_ms() { date +%s%3N; }
 opens=$(($(now_ms) + 30000))
 fs sale open ROOM --stock 50 --per-buyer 1 --hold 600 --opens-at "$opens" \
-	--admission-rate $RATE --token-seconds 60 --draw random --draw-seed it-72-seed --wait 30 >/dev/null || die "the sale"
-assert_eq "$RATE|60000|random|it-72-seed" "$(sql "SELECT admit_rate || '|' || token_ms || '|' || draw || '|' || draw_seed FROM skus WHERE sku = 'ROOM'")" "the sale's admission"
+	--admission-rate $RATE --token-seconds 60 --draw random --draw-seed it-72-seed-0b5f1c9e2d7a4e3f8c6b1a0d9e8f7a6b --wait 30 >/dev/null || die "the sale"
+assert_eq "$RATE|60000|random|it-72-seed-0b5f1c9e2d7a4e3f8c6b1a0d9e8f7a6b" "$(sql "SELECT admit_rate || '|' || token_ms || '|' || draw || '|' || draw_seed FROM skus WHERE sku = 'ROOM'")" "the sale's admission"
 fs load ROOM --buyers $N --join --buyer-prefix wr >/dev/null || die "the joins"
 joined() { sql "SELECT count(*) FROM room_joins WHERE sku = 'ROOM'"; }
 wait_until 60 "$N joins decided" "[ \$(joined) -ge $N ]"
@@ -89,7 +89,7 @@ buyers = [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
 # The draw as room.c makes it: HMAC-SHA256(seed, buyer id), its first 8 bytes big-endian, ties
 # by the join's offset. The admissions must come in that order (slots never go back).
 def rank(b):
-    return int.from_bytes(hmac.new(b"it-72-seed", b.encode(), hashlib.sha256).digest()[:8], "big")
+    return int.from_bytes(hmac.new(b"it-72-seed-0b5f1c9e2d7a4e3f8c6b1a0d9e8f7a6b", b.encode(), hashlib.sha256).digest()[:8], "big")
 order = sorted(buyers, key=lambda b: (rank(b[0]), b[1]))
 slots = [b[2] for b in order]
 bad = sum(1 for a, b in zip(slots, slots[1:]) if b < a)

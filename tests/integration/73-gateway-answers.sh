@@ -13,8 +13,8 @@
 . "$(dirname "$0")/lib.sh"
 it_setup 2
 start_worker w1
-TOKEN=admin-$RANDOM$RANDOM
-start_gateway gw --set admin.token="$TOKEN"
+it_admin_token
+start_gateway gw --set admin.token.file="$IT_DIR/admin-token"
 GW1=$GW
 J='Content-Type: application/json'
 A="Authorization: Bearer $TOKEN"

@@ -16,8 +16,8 @@
 
 it_setup 1
 start_worker w1
-TOKEN=admin-$RANDOM$RANDOM
-start_gateway gw --set admin.token="$TOKEN" --set metrics.listen=127.0.0.1:0
+it_admin_token
+start_gateway gw --set admin.token.file="$IT_DIR/admin-token" --set metrics.listen=127.0.0.1:0
 GWM=http://127.0.0.1:$(metrics_port gw)
 J='Content-Type: application/json'
 A="Authorization: Bearer $TOKEN"

@@ -25,6 +25,8 @@ fi
 # CLI log in as (scripts/services: SELECT, INSERT, UPDATE on the tables, nothing else).
 IT_ADMIN_PG=${FLASHSALE_PG_ADMIN:-$FLASHSALE_PG}
 IT_APP_BASE=$(printf '%s' "$FLASHSALE_PG" | sed -E 's/dbname=[^ ]+//')
+# The gateway's read-only role (issue 48), when the services made one (scripts/services).
+IT_GW_BASE=$(printf '%s' "${FLASHSALE_PG_GATEWAY:-}" | sed -E 's/dbname=[^ ]+//')
 
 say() { printf '%s: %s\n' "$IT_NAME" "$*"; }
 fail() {
@@ -60,6 +62,8 @@ it_setup() {
 	psql "$IT_ADMIN_PG" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $IT_DB" >/dev/null
 	IT_PG="$(printf '%s' "$IT_ADMIN_PG" | sed -E 's/dbname=[^ ]+//') dbname=$IT_DB"
 	IT_APP_PG="$IT_APP_BASE dbname=$IT_DB"
+	IT_GW_PG=
+	[ -z "$IT_GW_BASE" ] || IT_GW_PG="$IT_GW_BASE dbname=$IT_DB"
 	for f in "$IT_ROOT"/sql/*.sql; do
 		PGOPTIONS='-c client_min_messages=warning' psql "$IT_PG" -X -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null
 	done
@@ -75,13 +79,14 @@ it_setup() {
 		kafka.consumer.session.timeout.ms = 6000
 		kafka.consumer.heartbeat.interval.ms = 500
 	EOF
+	[ -z "$IT_GW_PG" ] || printf 'gateway.pg = %s\n' "$IT_GW_PG" >>"$IT_DIR/flashsale.conf"
 	[ -z "${IT_CONF_EXTRA:-}" ] || printf '%s\n' "$IT_CONF_EXTRA" >>"$IT_DIR/flashsale.conf"
 	# The payment provider's secret (issue 48, item 3): every gateway of the test takes it
 	# (start_gateway), and sign_confirm signs with it as the provider does.
 	IT_PAY_KEYS=$IT_DIR/payment.keys
 	(umask 077 && printf 'pay1 %s\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$IT_PAY_KEYS")
 	# The environment must not override the test's own database.
-	unset FLASHSALE_PG FLASHSALE_KAFKA
+	unset FLASHSALE_PG FLASHSALE_KAFKA FLASHSALE_PG_GATEWAY
 	fs topics create --partitions "$parts" >/dev/null
 	say "database $IT_DB, topics it.$IT_ID.*, $parts partition(s), logs in $IT_DIR"
 	trap it_cleanup EXIT
@@ -115,6 +120,14 @@ start_gateway() {
 	wait_until 30 "gateway $name to listen" "grep -q 'listening on .*: brokers' '$IT_DIR/$name.log'"
 	port=$(sed -n 's/.*listening on .* (port \([0-9]*\)): brokers.*/\1/p' "$IT_DIR/$name.log" | tail -n 1)
 	GW=http://127.0.0.1:$port
+}
+
+# it_admin_token: a fresh admin token (128 bits, hex) in TOKEN, and in the private file
+# $IT_DIR/admin-token (mode 0600) that the gateway reads: start_gateway NAME
+# --set admin.token.file="$IT_DIR/admin-token" (a token is never on a command line, issue 48).
+it_admin_token() {
+	TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+	(umask 077 && printf '%s\n' "$TOKEN" >"$IT_DIR/admin-token")
 }
 
 # req METHOD PATH [CURL ARGS...]: one request to $GW; prints the status, leaves the body in

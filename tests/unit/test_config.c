@@ -5,6 +5,7 @@
 #include "io/config.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef FS_TEST_DATA
@@ -83,7 +84,7 @@ static void test_good_file(void)
 	if (!CHECK_INT(rc, 0))
 		fprintf(stderr, "  %s\n", err);
 	CHECK_STR(c.brokers, "kafka-1:9092,kafka-2:9092");
-	CHECK_STR(c.pg, "host=db port=5432 dbname=fs user=w password=a=b");
+	CHECK_STR(c.pg, "host=db port=5432 dbname=fs user=w options=a=b");
 	CHECK_STR(c.group, "g1");
 	CHECK_STR(c.topic_intents, "in");
 	CHECK_STR(c.topic_results, "out");
@@ -318,6 +319,166 @@ static void test_set(void)
 	CHECK_INT(c.batch_max, 123);
 }
 
+/* Writes text to path with mode (the umask aside). */
+static void write_mode(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+	if (!CHECK(f != NULL))
+		return;
+	fputs(text, f);
+	fclose(f);
+	CHECK_INT(chmod(path, mode), 0);
+}
+
+/* Secrets (issue 48, item 6): never from a command line, only from private files, strong. */
+static void test_secrets(void)
+{
+	static const char *const hex = "0123456789abcdef0123456789abcdef";
+	char dir[] = "/tmp/fs-test-secret-XXXXXX", tok[1100], conf[1100], link[1100];
+	if (!CHECK(mkdtemp(dir) != NULL))
+		return;
+	snprintf(tok, sizeof tok, "%s/token", dir);
+	snprintf(conf, sizeof conf, "%s/flashsale.conf", dir);
+	snprintf(link, sizeof link, "%s/link", dir);
+	struct fs_config c;
+	char err[FS_CONF_ERR_MAX] = "", want[FS_CONF_ERR_MAX + 2400], kv[1200];
+
+	/* --set: every secret refused, whatever its strength; a plain key still set. */
+	static const char *const refused[] = {"admin.token=0123456789abcdef0123456789abcdef",
+					      "kafka.sasl.password=x",
+					      "kafka.consumer.ssl.key.password=x",
+					      "kafka.producer.sasl.oauthbearer.client.secret=x",
+					      "pg=host=db password=x",
+					      "gateway.pg=postgresql://u:pw@db/fs",
+					      "pg=postgres://db/fs?password=x"};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		CHECK_CTX("--set %s", refused[i]);
+		fs_config_defaults(&c);
+		CHECK_INT(fs_config_set_kv(&c, refused[i], err), -EINVAL);
+		CHECK(strstr(err, "is a secret, and a command line is readable") != NULL);
+		CHECK(strstr(err, "=x") == NULL && strstr(err, hex) == NULL);
+	}
+	CHECK_CTX("%s", "--set");
+	fs_config_defaults(&c);
+	err[0] = '\0';
+	CHECK_INT(fs_config_set_kv(&c, "pg=host=db passfile=/p user=password", err), 0);
+	CHECK_INT(fs_config_set_kv(&c, "gateway.pg=postgresql://u@db/fs", err), 0);
+	CHECK_INT(fs_config_set_kv(&c, "pg=host=db options='-c password=x'", err), 0);
+	CHECK_INT(fs_config_set_kv(&c, "admin.token=", err), 0);
+	CHECK_STR(err, "");
+	CHECK_INT(fs_config_set_kv(&c, "admin.token=s3cret", err), -EINVAL);
+	CHECK_STR(err, "--set: admin.token is a secret, and a command line is readable by every "
+		       "user of the machine (/proc/PID/cmdline): put it in a file of mode 0600 "
+		       "named by admin.token.file");
+
+	/* admin.token.file: private and strong, or refused saying why (never the token). */
+	CHECK_CTX("%s", "admin.token.file");
+	snprintf(kv, sizeof kv, "admin.token.file=%s", tok);
+	write_mode(tok, "0123456789abcdef0123456789abcdef\n", 0644);
+	fs_config_defaults(&c);
+	CHECK_INT(fs_config_set_kv(&c, kv, err), -EINVAL);
+	snprintf(want, sizeof want,
+		 "--set: admin.token.file %s: readable or writable by group or others (mode "
+		 "644): chmod 600 it",
+		 tok);
+	CHECK_STR(err, want);
+	CHECK_STR(c.admin_token, "");
+	CHECK_INT(chmod(tok, 0640), 0);
+	CHECK_INT(fs_config_set_kv(&c, kv, err), -EINVAL);
+	CHECK_INT(chmod(tok, 0600), 0);
+	CHECK_INT(fs_config_set_kv(&c, kv, err), 0);
+	CHECK_STR(c.admin_token, hex);
+	CHECK_STR(c.admin_token_file, tok);
+	CHECK_INT(chmod(tok, 0400), 0);
+	CHECK_INT(fs_config_set_kv(&c, kv, err), 0);
+	static const struct {
+		const char *text, *why;
+	} weak[] = {
+		{"s3cret\n", "too weak: shorter than 32 characters"},
+		{"0123456789abcdef0123456789abcde\n", "too weak: shorter than 32 characters"},
+		{"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", "too weak: fewer than 8 different"},
+		{"0123456789abcdef 0123456789abcdef\n", "too weak: only printable ASCII"},
+		{"\n", "empty"},
+		{"0123456789abcdef0123456789abcdef\nsecond\n", "more than one line"},
+	};
+	for (size_t i = 0; i < sizeof weak / sizeof weak[0]; i++) {
+		CHECK_CTX("admin.token.file: %s", weak[i].why);
+		write_mode(tok, weak[i].text, 0600);
+		fs_config_defaults(&c);
+		CHECK_INT(fs_config_set_kv(&c, kv, err), -EINVAL);
+		CHECK(strstr(err, weak[i].why) != NULL);
+		CHECK(strstr(err, "s3cret") == NULL && strstr(err, "aaaaaaaa") == NULL);
+		CHECK_STR(c.admin_token, "");
+	}
+	CHECK_CTX("%s", "admin.token.file: a symbolic link, another user's file");
+	write_mode(tok, "0123456789abcdef0123456789abcdef\n", 0600);
+	CHECK_INT(symlink(tok, link), 0);
+	snprintf(kv, sizeof kv, "admin.token.file=%s", link);
+	CHECK_INT(fs_config_set_kv(&c, kv, err), -EINVAL);
+	CHECK(strstr(err, "a symbolic link") != NULL);
+	if (geteuid() == 0) {
+		CHECK_INT(chown(tok, 1, (gid_t)-1), 0);
+		snprintf(kv, sizeof kv, "admin.token.file=%s", tok);
+		CHECK_INT(fs_config_set_kv(&c, kv, err), -EINVAL);
+		CHECK(strstr(err, "owned by uid 1, not by this process's user") != NULL);
+		CHECK_INT(chown(tok, 0, (gid_t)-1), 0);
+	}
+
+	/* In a config file: only a private one may hold a secret. */
+	CHECK_CTX("%s", "admin.token in a config file");
+	snprintf(kv, sizeof kv, "group = g\nadmin.token = %s\n", hex);
+	write_mode(conf, kv, 0644);
+	fs_config_defaults(&c);
+	CHECK_INT(fs_config_load_file(&c, conf, err), -EINVAL);
+	snprintf(want, sizeof want,
+		 "%s:2: admin.token is a secret, and the config file %s: readable or writable by "
+		 "group or others (mode 644): chmod 600 it; or put it in a file of mode 0600 named "
+		 "by admin.token.file",
+		 conf, conf);
+	CHECK_STR(err, want);
+	CHECK_INT(chmod(conf, 0600), 0);
+	fs_config_defaults(&c);
+	CHECK_INT(fs_config_load_file(&c, conf, err), 0);
+	CHECK_STR(c.admin_token, hex);
+	write_mode(conf, "admin.token = s3cret\n", 0600);
+	CHECK_INT(fs_config_load_file(&c, conf, err), -EINVAL);
+	snprintf(want, sizeof want,
+		 "%s:1: admin.token: too weak: shorter than 32 characters (128 bits as 32 hex "
+		 "digits: openssl rand -hex 16)",
+		 conf);
+	CHECK_STR(err, want);
+	write_mode(conf, "pg = host=db password=x\n", 0644);
+	CHECK_INT(fs_config_load_file(&c, conf, err), -EINVAL);
+	CHECK(strstr(err, ":1: pg is a secret") != NULL);
+
+	/* Kafka's password in a private config file: passed through as it is. */
+	CHECK_CTX("%s", "kafka.sasl.password in a config file");
+	write_mode(conf, "kafka.sasl.password = pass word\n", 0600);
+	fs_config_defaults(&c);
+	CHECK_INT(fs_config_load_file(&c, conf, err), 0);
+	if (CHECK_INT(c.kafka_len, 1)) {
+		CHECK_STR(c.kafka[0].key, "sasl.password");
+		CHECK_STR(c.kafka[0].value, "pass word");
+	}
+	CHECK_INT(chmod(conf, 0604), 0);
+	CHECK_INT(fs_config_load_file(&c, conf, err), -EINVAL);
+	CHECK(strstr(err, "kafka.sasl.password is a secret") != NULL);
+	CHECK(strstr(err, "pass word") == NULL);
+	/* kafka.ssl.key.location: librdkafka reads the key, held to the same rule. */
+	CHECK_CTX("%s", "kafka.ssl.key.location");
+	write_mode(tok, "-----BEGIN PRIVATE KEY-----\n", 0604);
+	snprintf(kv, sizeof kv, "kafka.ssl.key.location=%s", tok);
+	CHECK_INT(fs_config_set_kv(&c, kv, err), -EINVAL);
+	CHECK(strstr(err, "mode 604") != NULL);
+	CHECK_INT(chmod(tok, 0600), 0);
+	CHECK_INT(fs_config_set_kv(&c, kv, err), 0);
+	CHECK_CTX("%s", "");
+	unlink(link);
+	unlink(tok);
+	unlink(conf);
+	rmdir(dir);
+}
+
 /* defaults < file < environment < --set, applied in that order as the programs do. */
 static void test_precedence(void)
 {
@@ -358,7 +519,7 @@ static void test_precedence(void)
 	CHECK_INT(fs_config_load_file(&c, data("good.conf"), err), 0);
 	CHECK_INT(fs_config_apply_env(&c, err), 0);
 	CHECK_STR(c.brokers, "kafka-1:9092,kafka-2:9092");
-	CHECK_STR(c.pg, "host=db port=5432 dbname=fs user=w password=a=b");
+	CHECK_STR(c.pg, "host=db port=5432 dbname=fs user=w options=a=b");
 	setenv("FLASHSALE_PG", "dbname=only-pg", 1);
 	CHECK_INT(fs_config_apply_env(&c, err), 0);
 	CHECK_STR(c.brokers, "kafka-1:9092,kafka-2:9092");
@@ -417,6 +578,36 @@ static void config_reference(FILE *out)
 		     "two differ. Do not edit by hand.\n\n");
 	fs_config_describe_markdown(out);
 	fprintf(out,
+		"\n## Secrets (issue 48)\n\n"
+		"A secret is never given on a command line: every user of the machine can read a "
+		"process's\narguments (`ps`, /proc/PID/cmdline). So `--set` refuses `admin.token`, "
+		"Kafka's secret\nproperties (`kafka.sasl.password`, `kafka.ssl.key.password`, "
+		"`kafka.ssl.keystore.password`,\n`kafka.sasl.oauthbearer.client.secret`, "
+		"`kafka.ssl.key.pem`, also under `kafka.consumer.` and\n`kafka.producer.`) and a "
+		"`pg` or `gateway.pg` connection string that carries a password; a config\nfile "
+		"may "
+		"hold them only if it is private. Private means: a regular file (not a symbolic "
+		"link),\nowned by the user the process runs as (its effective uid: another user, "
+		"even root, could\nreplace it), that group and others may not read, write or run "
+		"(mode 0600 or 0400).\n\n"
+		"- `admin.token.file = PATH` reads the admin token from the private file PATH (its "
+		"one line); the\n  path itself may be given with `--set`. Kafka's password: "
+		"`kafka.sasl.password.file` (issue 48,\n  item 4), or `kafka.sasl.password` in a "
+		"private config file.\n"
+		"- A Postgres password goes in libpq's password file (`passfile=` in the "
+		"connection "
+		"string, or\n  ~/.pgpass; libpq itself ignores one that group or others can "
+		"read).\n"
+		"- `kafka.ssl.key.location` (a private key librdkafka reads) must name a private "
+		"file too.\n"
+		"- The admin token must be at least 32 characters, printable ASCII without spaces, "
+		"at "
+		"least 8 of\n  them different: 32 hex digits are 128 bits (`openssl rand -hex 16 "
+		">FILE`). A room's draw seed\n  (`flashsale sale open --draw-seed`) has the same "
+		"rule.\n"
+		"- No secret is logged or exported as a metric; errors name the file and the rule, "
+		"never the\n  value.\n");
+	fprintf(out,
 		"\n## Bounds that are not settings\n\n"
 		"Protocol constants: every worker and every replay must decide alike, so these are "
 		"compiled in,\nnot configured.\n\n"
@@ -471,6 +662,7 @@ int main(int argc, char **argv)
 	test_generated_files();
 	test_set();
 	test_precedence();
+	test_secrets();
 	test_describe();
 	return check_done("test_config");
 }
