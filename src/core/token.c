@@ -377,3 +377,9 @@ uint64_t fs_draw_rank(const char *seed, const char *buyer_id)
 		r = r << 8 | mac[i];
 	return r;
 }
+
+void fs_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t n,
+		    unsigned char out[32])
+{
+	hmac_sha256(key, key_len, msg, n, out);
+}

@@ -81,4 +81,9 @@ enum fs_token_verdict fs_token_verify(const struct fs_keyring *kr, const char *t
  * big-endian. Random to the buyers, a pure function of the seed for a replay. */
 uint64_t fs_draw_rank(const char *seed, const char *buyer_id);
 
+/* HMAC-SHA256(key, msg) into out (32 bytes), on this thread's keyed contexts as the tokens'
+ * own: the gateway's check of the payment provider's signatures (issue 48, item 3). */
+void fs_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t n,
+		    unsigned char out[32]);
+
 #endif

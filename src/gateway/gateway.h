@@ -13,6 +13,7 @@
 #include "gateway/api.h"
 #include "gateway/cache.h"
 #include "gateway/clients.h"
+#include "gateway/payment.h"
 #include "core/token.h"
 #include "io/config.h"
 #include "io/metrics.h"
@@ -135,6 +136,8 @@ struct gw_stats {
 	 * ended because their client closed. */
 	atomic_llong refused_framing, refused_path, refused_deadline, refused_rate, refused_waits,
 		peers_gone;
+	/* confirms refused, by enum gw_pay_verdict (issue 48, item 3; [GW_PAY_OK] unused) */
+	atomic_llong pay_refused[GW_PAY_VERDICTS];
 };
 
 /* The status codes the requests counter names; any other is counted as "other". */
@@ -193,6 +196,16 @@ struct gw {
 	 * checked at the edge, and an admitted buyer's GET .../queue/{buyer} carries it. */
 	struct fs_keyring keys;
 	bool has_keys;
+
+	/* The payment provider's key ring (payment.secret.file, issue 48 item 3), when
+	 * has_pay_keys: a confirm is accepted only when signed with one of its keys; without
+	 * it, none is. */
+	struct fs_keyring pay_keys;
+	bool has_pay_keys;
+	/* The sale page with payment.checkout.url written into it (malloc'd; NULL: the
+	 * embedded page as it is). */
+	char *page;
+	size_t page_len;
 };
 
 /* Requests to resume, collected under the lock and resumed after it. */
@@ -276,6 +289,9 @@ void gw_req_free(struct gw_req *r);
 /* What /readyz says: the producer reaches a broker, the results are followed, the stock topic
  * was read to its end, and the gateway is not stopping. */
 bool gw_ready(struct gw *g);
+/* The sale page with url (payment.checkout.url) in its data-checkout attribute, into g->page.
+ * 0, or -ENOMEM / -EINVAL (the page has no such attribute). */
+int gw_page_checkout(struct gw *g, const char *url);
 int gw_http_start(struct gw *g, char *err, size_t err_len);
 void gw_http_stop(struct gw *g);
 void *gw_timer_main(void *arg);

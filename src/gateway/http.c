@@ -824,8 +824,10 @@ static enum MHD_Result get_page(struct gw_req *r)
 	const struct gw_asset *a = gw_asset_find(r->route == GW_PAGE ? "sale.html" : r->path.param);
 	if (!a)
 		return send_error(r, MHD_HTTP_NOT_FOUND, "not_found", "no such file", NULL, NULL);
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+	bool page = r->route == GW_PAGE && r->g->page; /* with payment.checkout.url in it */
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		page ? r->g->page_len : a->len, page ? (void *)r->g->page : (void *)a->data,
+		MHD_RESPMEM_PERSISTENT);
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, "Content-Type", a->type);
@@ -842,6 +844,25 @@ static enum MHD_Result get_page(struct gw_req *r)
 	r->phase = GW_PH_DONE;
 	gw_metrics_answered(r->g, r->route, MHD_HTTP_OK, r->start_us);
 	return rc;
+}
+
+int gw_page_checkout(struct gw *g, const char *url)
+{
+	static const char attr[] = "data-checkout=\"\"";
+	const struct gw_asset *a = gw_asset_find("sale.html");
+	const char *at = a ? memmem(a->data, a->len, attr, sizeof attr - 1) : NULL;
+	if (!at)
+		return -EINVAL;
+	/* The URL was checked (config.c): nothing in it needs escaping in an attribute. */
+	size_t head = (size_t)(at - (const char *)a->data) + sizeof attr - 2, n = strlen(url);
+	g->page_len = a->len + n;
+	g->page = malloc(g->page_len);
+	if (!g->page)
+		return -ENOMEM;
+	memcpy(g->page, a->data, head);
+	memcpy(g->page + head, url, n);
+	memcpy(g->page + head + n, a->data + head, a->len - head);
+	return 0;
 }
 
 /* The path's parameter, checked: the SKU, or the intent id into r->id. */
@@ -949,6 +970,34 @@ static bool wait_checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 	return false;
 }
 
+/* A confirm is the payment provider's call (issue 48, item 3): signed with a key of the
+ * payment key ring over the raw body as received, recently, for this intent or cart. True to
+ * go on; false when it was refused (*rc), nothing published. Checked once, at the first look:
+ * a confirm that waits for a lookup was checked before it. */
+static bool payment_ok(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
+{
+	enum gw_pay_verdict v = GW_PAY_DISABLED;
+	if (g->has_pay_keys) {
+		struct timespec ts; /* the wall clock: t is the provider's UNIX time */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v = gw_pay_verify(&g->pay_keys, header(r, "Flashsale-Signature"), r->body,
+				  r->body_len, (int64_t)ts.tv_sec);
+		if (v == GW_PAY_OK)
+			v = gw_pay_names(r->body, r->body_len,
+					 r->route == GW_CONFIRM ? "intent_id" : "cart_id", r->id);
+	}
+	if (v == GW_PAY_OK)
+		return true;
+	atomic_fetch_add(&g->stats.pay_refused[v], 1);
+	if (v == GW_PAY_DISABLED)
+		*rc = send_error(r, MHD_HTTP_FORBIDDEN, gw_pay_reason(v), gw_pay_message(v), NULL,
+				 NULL);
+	else
+		*rc = send_error(r, MHD_HTTP_UNAUTHORIZED, gw_pay_reason(v), gw_pay_message(v),
+				 "WWW-Authenticate", "Flashsale-Signature");
+	return false;
+}
+
 /* The first look at a request whose body is in: the checks every route shares. True to go
  * on; false when it was answered (*rc). */
 static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
@@ -996,6 +1045,8 @@ static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 		*rc = bad_param(r);
 		return false;
 	}
+	if ((r->route == GW_CONFIRM || r->route == GW_CART_CONFIRM) && !payment_ok(g, r, rc))
+		return false;
 	if (r->route == GW_QUEUE &&
 	    gw_wait_ms(MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait"),
 		       header(r, "Prefer"), g->cfg.http_wait_max_ms, &r->wait_ms) < 0) {

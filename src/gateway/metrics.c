@@ -118,6 +118,14 @@ static void counters_text(struct gw *g, struct fs_buf *b)
 	fs_prom_one(b, "flashsale_gateway_overloaded_total", "counter",
 		    "Requests refused 503 for too many connections.", atomic_load(&s->overloaded));
 	edge_text(g, b);
+	fs_prom_family(b, "flashsale_gateway_payment_refusals_total", "counter",
+		       "Confirms refused for their payment signature (nothing published), by "
+		       "reason.");
+	for (int v = GW_PAY_MISSING; v < GW_PAY_VERDICTS; v++) {
+		struct fs_prom_label why[] = {{"reason", gw_pay_reason((enum gw_pay_verdict)v)}};
+		fs_prom_int(b, "flashsale_gateway_payment_refusals_total", why, 1,
+			    atomic_load(&s->pay_refused[v]));
+	}
 }
 
 static bool render(void *ctx, struct fs_buf *b)

@@ -177,6 +177,18 @@ static const struct key keys[] = {
 	INT(publish_timeout_ms, 100, 600000, "5000",
 	    "(gateway) How long a request waits for its record to be on the log (acks=all) "
 	    "before it is answered 503: nothing is answered 202 that is not on the log."),
+	STR(payment_secret_file, "",
+	    "(gateway) The payment provider's secret(s), a file of the key ring's format (`KID "
+	    "SECRET` lines, SECRET 64 to 128 hex digits), mode 0600 (refused at start otherwise): "
+	    "a confirm (of a buy or a cart) is accepted only with a Flashsale-Signature made with "
+	    "one of its keys over the raw body (docs/reference/http.md: Signed payments). Two "
+	    "keys during a rotation. Empty: payments are off, every confirm is answered 403 "
+	    "payments_disabled."),
+	STR(payment_checkout_url, "",
+	    "(gateway) Where the sale page's Pay sends the buyer: the payment provider's "
+	    "checkout page, http(s)://HOST[:PORT][/PATH] (no query; the page adds ?intent=ID&"
+	    "sku=SKU&return=PATH). The demo's is scripts/payment-stub. Empty: the page says "
+	    "payments are not set up."),
 	STR(top_metrics, "",
 	    "(flashsale top) The metrics endpoints `flashsale top` scrapes when --metrics is not "
 	    "given: URLs separated by commas, at most 16 (a URL without a scheme gets http://, "
@@ -192,6 +204,23 @@ static void file_name(const struct key *k, char *out, size_t n)
 	for (char *p = out; *p; p++)
 		if (*p == '_')
 			*p = '.';
+}
+
+/* Empty, or http(s)://HOST... of characters that need no escaping in a URL's path nor in an
+ * HTML attribute (the gateway writes it into the sale page). */
+static bool checkout_url_ok(const char *v)
+{
+	if (!*v)
+		return true;
+	const char *rest = strncmp(v, "https://", 8) == 0  ? v + 8
+			   : strncmp(v, "http://", 7) == 0 ? v + 7
+							   : NULL;
+	if (!rest || !*rest || *rest == '/' || *rest == ':')
+		return false;
+	for (const char *p = rest; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("._~:/-", *p))
+			return false;
+	return true;
 }
 
 static int set_key(struct fs_config *c, const struct key *k, const char *value, const char *source,
@@ -219,6 +248,13 @@ static int set_key(struct fs_config *c, const struct key *k, const char *value, 
 			snprintf(err, FS_CONF_ERR_MAX,
 				 "%s: misrouted: '%s' is not one of forward, reject", source,
 				 value);
+			return -EINVAL;
+		}
+		if (strcmp(k->name, "payment_checkout_url") == 0 && !checkout_url_ok(value)) {
+			snprintf(err, FS_CONF_ERR_MAX,
+				 "%s: payment.checkout.url: not http(s)://HOST[:PORT][/PATH] of "
+				 "A-Z a-z 0-9 . _ ~ : / -",
+				 source);
 			return -EINVAL;
 		}
 		strcpy(field, value);

@@ -120,7 +120,8 @@ assert_eq 200 "$(req GET "/v1/intents/$K1")" "alice's buy after the cancel"
 assert_eq cancelled "$(body_field hold)" "its hold"
 
 # ---- confirm: by the payment provider ----
-assert_eq 202 "$(req POST "/v1/intents/$K3/confirm" -H "$J" -d '{"sku":"HOT"}')" "confirm carol's hold"
+b3="{\"intent_id\":\"$K3\",\"sku\":\"HOT\"}" # signed, as the provider does (issue 48)
+assert_eq 202 "$(req POST "/v1/intents/$K3/confirm" -H "$J" -H "$(sign_confirm "$b3")" -d "$b3")" "confirm carol's hold"
 assert_eq 200 "$(req GET "/v1/intents/$K3/confirm?wait=20")" "the confirm's decision"
 assert_eq confirmed "$(body_field outcome)" "the confirm's outcome"
 assert_eq confirmed "$(sql "SELECT status FROM reservations WHERE intent_id = '$K3'")" "Postgres: carol's hold"
@@ -147,7 +148,7 @@ grep -q '"status":"sold_out"' "$IT_DIR/sku-events" && grep -q '"status":"open"' 
 	fail "SKU stream: $(head -c 600 "$IT_DIR/sku-events")"
 
 # ---- the README's curl examples, as they are ----
-GW=$GW TOKEN=$TOKEN bash "$IT_ROOT/tests/clients/gateway_curl.sh" >"$IT_DIR/readme.out" 2>&1 || fail "the README's examples failed: $(cat "$IT_DIR/readme.out")"
+(cd "$IT_ROOT" && GW=$GW TOKEN=$TOKEN PAYMENT_KEYS=$IT_PAY_KEYS bash tests/clients/gateway_curl.sh) >"$IT_DIR/readme.out" 2>&1 || fail "the README's examples failed: $(cat "$IT_DIR/readme.out")"
 for want in '"status":"queued"' '"outcome":"held"' 'event: decided' '"outcome":"confirmed"' '"sku":"PHONE"'; do
 	grep -qF "$want" "$IT_DIR/readme.out" && say "ok: the README's examples print $want" || fail "the README's examples: no $want in $(cat "$IT_DIR/readme.out")"
 done
@@ -176,7 +177,9 @@ assert_eq POST "$(header_value Allow)" "Allow"
 chk 400 bad_intent_id "a bad intent id" GET /v1/intents/not-a-uuid
 chk 400 bad_wait "a bad wait" GET "/v1/intents/$K1?wait=soon"
 chk 404 unknown_intent "an intent nobody sent" GET "/v1/intents/$(python3 -c 'import uuid; print(uuid.uuid4())')"
-chk 404 unknown_intent "a confirm for a buy nobody sent, without its SKU" POST "/v1/intents/$(python3 -c 'import uuid; print(uuid.uuid4())')/confirm"
+K0=$(python3 -c 'import uuid; print(uuid.uuid4())')
+b0="{\"intent_id\":\"$K0\"}"
+chk 404 unknown_intent "a confirm for a buy nobody sent, without its SKU" POST "/v1/intents/$K0/confirm" -H "$J" -H "$(sign_confirm "$b0")" -d "$b0"
 # Nothing the checks refused reached the log.
 fs wait --timeout 60 --quiet || die "records not decided"
 assert_eq "0 0" "$(sql "SELECT count(*) FROM decisions WHERE outcome = 'rejected'") $(sql "SELECT count(*) FROM rejects")" "rejected records (decisions, rejects)"

@@ -2,8 +2,8 @@
 # The gateway's cache of answers tells every buyer the true answer (issue 47, items 2, 6, 7 and
 # 10), on the real services, with two SKUs on two partitions and the CLI as "another door":
 #   2  a follow-up answered unknown_intent is published again when retried (a cancel that
-#      overtook its buy; a confirm sent first with the wrong SKU, then with the right one or no
-#      body), and a decision made through another door replaces the provisional answer;
+#      overtook its buy; a confirm sent first with the wrong SKU, then with the right one or
+#      none: its body names the intent alone; each confirm signed, issue 48), and a decision made through another door replaces the provisional answer;
 #   6  a decision learned from the results topic or Postgres is checked against a POST's body
 #      with its own record (SKU, buyer, qty), not stamped with the first POST's;
 #   7  one intent id on buys of two SKUs on two partitions: the buyer sees her own buy's
@@ -13,8 +13,8 @@
 . "$(dirname "$0")/lib.sh"
 it_setup 2
 start_worker w1
-TOKEN=admin-$RANDOM$RANDOM
-start_gateway gw --set admin.token="$TOKEN"
+it_admin_token
+start_gateway gw --set admin.token.file="$IT_DIR/admin-token"
 GW1=$GW
 J='Content-Type: application/json'
 A="Authorization: Bearer $TOKEN"
@@ -57,17 +57,24 @@ poll 10 "[ \$(req GET '/v1/intents/$K/cancel?wait=2') = 200 ] && [ \$(body_field
 	fail "2a: the retried cancel: $(cat "$IT_DIR/body")"
 assert_eq cancelled "$(sql "SELECT status FROM reservations WHERE intent_id = '$K'")" "2a: the hold in Postgres"
 
-# ---- item 2: a confirm sent with the wrong SKU, then the right one, or no body ----
+# signed_confirm ID [SKU]: the payment provider's confirm (signed, issue 48), its body naming
+# the intent and, if given, the SKU; prints the status.
+signed_confirm() {
+	local b="{\"intent_id\":\"$1\"${2:+,\"sku\":\"$2\"}}"
+	req POST "/v1/intents/$1/confirm" -H "$J" -H "$(sign_confirm "$b")" -d "$b"
+}
+
+# ---- item 2: a confirm sent with the wrong SKU, then the right one, or none ----
 for how in right nobody; do
 	K=$(uuid)
 	buy "$X" "$K" "bea-$how"
-	assert_eq 202 "$(req POST "/v1/intents/$K/confirm" -H "$J" -d "{\"sku\":\"$Y\"}")" "2b ($how): a confirm with the wrong SKU"
+	assert_eq 202 "$(signed_confirm "$K" "$Y")" "2b ($how): a confirm with the wrong SKU"
 	assert_eq 200 "$(req GET "/v1/intents/$K/confirm?wait=10")" "2b ($how): its answer"
 	assert_eq unknown_intent "$(body_field outcome)" "2b ($how): no hold on that SKU's partition"
 	if [ "$how" = right ]; then
-		st=$(req POST "/v1/intents/$K/confirm" -H "$J" -d "{\"sku\":\"$X\"}")
+		st=$(signed_confirm "$K" "$X")
 	else
-		st=$(req POST "/v1/intents/$K/confirm")
+		st=$(signed_confirm "$K")
 	fi
 	case $st in 200 | 202) say "ok: 2b ($how): the confirm again: $st" ;; *) fail "2b ($how): the confirm again: $st $(cat "$IT_DIR/body")" ;; esac
 	poll 10 "[ \$(req GET '/v1/intents/$K/confirm?wait=2') = 200 ] && [ \$(body_field outcome) = confirmed ]" &&
@@ -78,7 +85,7 @@ done
 # ---- item 2: the right confirm decided through another door ----
 K=$(uuid)
 buy "$X" "$K" cleo
-assert_eq 202 "$(req POST "/v1/intents/$K/confirm" -H "$J" -d "{\"sku\":\"$Y\"}")" "2c: a confirm with the wrong SKU"
+assert_eq 202 "$(signed_confirm "$K" "$Y")" "2c: a confirm with the wrong SKU"
 assert_eq 200 "$(req GET "/v1/intents/$K/confirm?wait=10")" "2c: its answer"
 assert_eq unknown_intent "$(body_field outcome)" "2c: unknown_intent"
 fs confirm "$K" --sku "$X" --wait 10 >"$IT_DIR/cli-confirm" || fail "2c: the CLI's confirm: $(cat "$IT_DIR/cli-confirm")"
