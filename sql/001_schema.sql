@@ -133,6 +133,18 @@ DROP INDEX IF EXISTS reservations_part_ended;
 CREATE INDEX IF NOT EXISTS reservations_ended ON reservations (part, ended_off)
     WHERE ended_off IS NOT NULL;
 
+-- Holds whose expiry the store refused for good (issue 47, item 5; docs/DESIGN-NOTES.md "The
+-- batch protocol"): a rule the worker cannot know of refused a row the expiry writes (the
+-- hold's, its buyer's). The hold stays held, out of the expiry clock, until a confirm or a
+-- cancel ends it; off is the record whose clock it was due at. The worker and the replay read
+-- this table as part of the log's decisions.
+CREATE TABLE IF NOT EXISTS expiry_refusals (
+    part      int    NOT NULL,
+    off       bigint NOT NULL,
+    intent_id uuid   NOT NULL,
+    PRIMARY KEY (part, intent_id)
+);
+
 -- Units per buyer and SKU, held + confirmed (the per-buyer limit counts these).
 CREATE TABLE IF NOT EXISTS buyers (
     sku      text   NOT NULL,

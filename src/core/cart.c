@@ -601,13 +601,10 @@ static int wake(struct fs_carts *cs, struct fs_core *c, uint32_t gi)
 	return 0;
 }
 
-static int on_reserve(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
-		      int64_t offset)
+/* A reserve's group, new (not decided yet): its index in *gi. */
+static int add_group(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
+		     int64_t offset, uint32_t *gi_out)
 {
-	if (find_group(cs, m->cart_id, m->round) != FS_MAP_NONE) {
-		cs->counts.ignored++; /* a repeat: its answer was sent */
-		return 0;
-	}
 	int rc = grow_groups(cs);
 	if (rc == 0)
 		rc = grow_pending(cs, c->skus_len);
@@ -639,12 +636,27 @@ static int on_reserve(struct fs_carts *cs, struct fs_core *c, const struct fs_ca
 	if (rc < 0)
 		return rc;
 	cs->groups_len++;
+	*gi_out = gi;
+	return 0;
+}
+
+static int on_reserve(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
+		      int64_t offset)
+{
+	if (find_group(cs, m->cart_id, m->round) != FS_MAP_NONE) {
+		cs->counts.ignored++; /* a repeat: its answer was sent */
+		return 0;
+	}
+	uint32_t gi;
+	int rc = add_group(cs, c, m, offset, &gi);
+	if (rc < 0)
+		return rc;
 	bool waits;
 	rc = decide_group(cs, c, gi, &waits);
 	if (rc < 0)
 		return rc;
 	if (waits) {
-		g = &cs->groups[gi];
+		struct fs_group *g = &cs->groups[gi];
 		g->state = FS_GROUP_WAITING;
 		mark_group(cs, gi);
 		for (uint32_t i = 0; i < g->nlines; i++) {
@@ -1030,6 +1042,24 @@ int fs_cart_step_followup(struct fs_carts *cs, struct fs_core *c, const char *ca
 	return step_end(cs, c, rc, offset);
 }
 
+int fs_cart_refuse_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
+		       int64_t offset)
+{
+	if (m->kind != FS_CART_RESERVE || fs_cart_msg_to(m) != cs->partition ||
+	    find_group(cs, m->cart_id, m->round) != FS_MAP_NONE)
+		return 0;
+	uint32_t gi;
+	int rc = add_group(cs, c, m, offset, &gi);
+	if (rc < 0)
+		return rc;
+	struct fs_group *g = &cs->groups[gi];
+	g->state = FS_GROUP_REFUSED;
+	mark_group(cs, gi);
+	struct fs_decision d = {.outcome = FS_OUT_REJECTED, .reason = "store_refused"};
+	rc = answer(cs, g, false, &d, g->nlines ? g->lines[0].line : -1, 0);
+	return step_end(cs, c, rc, offset); /* the answer may be this partition's own */
+}
+
 int fs_cart_step_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
 		     int64_t ts_ms, int64_t offset)
 {
@@ -1154,6 +1184,7 @@ static const char *const reasons[] = {
 	"not_open",
 	"rejected",
 	"admission_required", /* a line of a sale behind a waiting room (issue 33) */
+	"store_refused",      /* a reserve the store refused for good (issue 47, item 5) */
 };
 
 const char *fs_cart_reason_static(const char *reason)

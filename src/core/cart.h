@@ -203,6 +203,12 @@ int fs_cart_step_cart(struct fs_carts *cs, struct fs_core *c, const struct fs_ca
 /* A confirm (confirm = true) or cancel of a cart, at its coordinator. */
 int fs_cart_step_followup(struct fs_carts *cs, struct fs_core *c, const char *cart_id, bool confirm,
 			  int64_t ts_ms, int64_t offset);
+/* A protocol message of this partition's log that the store refused for good (its record
+ * rejected store_refused; issue 47, item 5): a reserve is answered refused (outcome
+ * rejected, reason store_refused), its group refused with no unit taken, so that its cart's
+ * round ends; any other message is left as refused. 0 or -ENOMEM. */
+int fs_cart_refuse_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
+		       int64_t offset);
 /* A protocol message that arrived on this partition's log. */
 int fs_cart_step_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
 		     int64_t ts_ms, int64_t offset);

@@ -55,6 +55,12 @@ struct fs_tx_reject {
 	const char *reason;
 };
 
+/* expiry_refusals: a hold whose expiry the store refused, and the record it was due at. */
+struct fs_tx_refusal {
+	int64_t offset;
+	const char *intent_id;
+};
+
 /* sale_log: open, restock and close records. */
 struct fs_tx_sale {
 	int64_t offset;
@@ -145,6 +151,7 @@ struct fs_tx {
 	FS_TX_ARRAY(const struct fs_group *) groups;
 	FS_TX_ARRAY(struct fs_tx_cart_out) outs; /* all new: COPY rows */
 	FS_TX_ARRAY(struct fs_tx_join) joins;
+	FS_TX_ARRAY(struct fs_tx_refusal) refusals;
 	int64_t n_sku_inserts, n_sku_updates, n_hold_copies, n_buyer_copies;
 	uint32_t n_cart_copies, n_group_copies, n_join_copies;
 };
