@@ -322,11 +322,18 @@ static int decide_cart(struct fs_batch *b, struct fs_core *core, struct fs_item 
 	return rc;
 }
 
+/* The simulator's mutation (tests/sim/meson.build): FS_REFUSE_MUTATE=2 leaves a refused
+ * cart_reserve unanswered, as before issue 47: the sweep must fail on it. */
+#ifndef FS_REFUSE_MUTATE
+#define FS_REFUSE_MUTATE 0
+#endif
+
 /* A cart message the store refused (rejected store_refused): a reserve still answers its
  * coordinator, refused, so that the cart ends instead of waiting for it (issue 47, item 5). */
 static int refused_cart_msg(struct fs_batch *b, struct fs_core *core, const struct fs_item *it)
 {
-	if (it->rec.refused_kind != FS_KIND_CART_MSG || !core->carts || it->ext >= b->exts_len)
+	if (FS_REFUSE_MUTATE == 2 || it->rec.refused_kind != FS_KIND_CART_MSG || !core->carts ||
+	    it->ext >= b->exts_len)
 		return 0;
 	return fs_cart_refuse_msg(core->carts, core, &b->exts[it->ext].msg, it->rec.offset);
 }
@@ -348,6 +355,10 @@ bool fs_batch_needs_lookup(const struct fs_batch *b, const struct fs_core *core)
 int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 {
 	memset(&b->counts, 0, sizeof b->counts);
+	if (core->carts) {
+		core->carts->refuse_groups = b->refuse_groups;
+		core->carts->refuse_groups_len = b->refuse_groups_len;
+	}
 	for (uint32_t i = 0; i < b->len; i++) {
 		struct fs_item *it = &b->items[i];
 		b->counts.records++;

@@ -122,6 +122,7 @@ void fs_carts_free(struct fs_carts *cs)
 	free(cs->events);
 	free(cs->dirty_carts);
 	free(cs->dirty_groups);
+	free(cs->refused);
 	fs_map_free(&cs->cart_index);
 	fs_map_free(&cs->group_index);
 	memset(cs, 0, sizeof *cs);
@@ -157,6 +158,7 @@ void fs_carts_commit(struct fs_carts *cs)
 	cs->dirty_groups_len = 0;
 	cs->out_len = 0;
 	cs->events_len = 0;
+	cs->refused_len = 0;
 }
 
 /* Makes room for one more element of size `size` in *items (capacity *cap). */
@@ -515,6 +517,34 @@ static int answer(struct fs_carts *cs, const struct fs_group *g, bool held,
 	return send(cs, &m);
 }
 
+/* Whether the store refused to take g's units when it was woken (fs_carts.refuse_groups). */
+static bool group_refused(const struct fs_carts *cs, const struct fs_group *g)
+{
+	for (uint32_t i = 0; i < cs->refuse_groups_len; i++)
+		if (cs->refuse_groups[i].round == g->round &&
+		    strcmp(cs->refuse_groups[i].cart_id, g->cart_id) == 0)
+			return true;
+	return false;
+}
+
+uint32_t fs_carts_woken(const struct fs_carts *cs, int64_t offset, struct fs_group_ref *out,
+			uint32_t max)
+{
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < cs->dirty_groups_len; k++) {
+		const struct fs_group *g = &cs->groups[cs->dirty_groups[k]];
+		/* (also those that took units and went on, held by a local answer; one that was
+		 * not decided at this record is never refused by being named) */
+		if (g->offset >= offset || g->state == FS_GROUP_WAITING ||
+		    g->state == FS_GROUP_REFUSED)
+			continue;
+		if (n < max)
+			out[n] = (struct fs_group_ref){g->cart_id, g->round};
+		n++;
+	}
+	return n;
+}
+
 /* Decides a new or waiting group; a group that waits stays (or goes) on the waiting list. */
 static int decide_group(struct fs_carts *cs, struct fs_core *c, uint32_t gi, bool *waits)
 {
@@ -523,6 +553,20 @@ static int decide_group(struct fs_carts *cs, struct fs_core *c, uint32_t gi, boo
 	int32_t line;
 	int64_t hold_ms;
 	enum verdict v = judge(cs, c, g, &d, &line, &hold_ms);
+	/* Woken, it would take its units now: the store refused that (issue 47, item 5). */
+	if (v == V_HOLD && g->offset < cs->step_offset && group_refused(cs, g)) {
+		*waits = false;
+		int rc = grow((void **)&cs->refused, &cs->refused_cap, cs->refused_len,
+			      sizeof *cs->refused);
+		if (rc < 0)
+			return rc;
+		cs->refused[cs->refused_len].group = gi;
+		cs->refused[cs->refused_len++].offset = cs->step_offset;
+		g->state = FS_GROUP_REFUSED;
+		mark_group(cs, gi);
+		d = (struct fs_decision){.outcome = FS_OUT_REJECTED, .reason = "store_refused"};
+		return answer(cs, g, false, &d, g->nlines ? g->lines[0].line : -1, 0);
+	}
 	*waits = v == V_WAIT;
 	if (v == V_WAIT)
 		return 0;
@@ -1048,6 +1092,7 @@ int fs_cart_refuse_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_c
 	if (m->kind != FS_CART_RESERVE || fs_cart_msg_to(m) != cs->partition ||
 	    find_group(cs, m->cart_id, m->round) != FS_MAP_NONE)
 		return 0;
+	cs->step_offset = offset; /* (the clock moved as the record was decided rejected) */
 	uint32_t gi;
 	int rc = add_group(cs, c, m, offset, &gi);
 	if (rc < 0)

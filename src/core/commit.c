@@ -198,7 +198,8 @@ static int build_core(struct fs_tx *t, const struct fs_core *core, bool careful)
 	if (RESERVE(t->holds, core->dirty_holds_len) < 0 ||
 	    RESERVE(t->skus, core->dirty_skus_len) < 0 ||
 	    RESERVE(t->buyers, core->dirty_buyers_len) < 0 ||
-	    RESERVE(t->refusals, core->refused_len) < 0)
+	    RESERVE(t->refusals, core->refused_len + (core->carts ? core->carts->refused_len : 0)) <
+		    0)
 		return -ENOMEM;
 	for (uint32_t d = 0; d < core->dirty_holds_len; d++)
 		add_hold(t, core, &core->holds[core->dirty_holds[d]], careful);
@@ -207,6 +208,14 @@ static int build_core(struct fs_tx *t, const struct fs_core *core, bool careful)
 			.offset = core->refused_offset[d],
 			.intent_id = core->holds[core->refused[d]].intent_id,
 		};
+	for (uint32_t d = 0; core->carts && d < core->carts->refused_len; d++) {
+		const struct fs_group *g = &core->carts->groups[core->carts->refused[d].group];
+		t->refusals.v[t->refusals.len++] = (struct fs_tx_refusal){
+			.offset = core->carts->refused[d].offset,
+			.intent_id = g->cart_id,
+			.round = g->round,
+		};
+	}
 	for (uint32_t d = 0; d < core->dirty_skus_len; d++)
 		add_sku(t, &core->skus[core->dirty_skus[d]]);
 	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {

@@ -55,10 +55,12 @@ struct fs_tx_reject {
 	const char *reason;
 };
 
-/* expiry_refusals: a hold whose expiry the store refused, and the record it was due at. */
+/* store_refusals: a hold whose expiry the store refused, and the record it was due at; or a
+ * waiting cart group whose units it refused to take, and the record that woke it. */
 struct fs_tx_refusal {
 	int64_t offset;
-	const char *intent_id;
+	const char *intent_id; /* the hold's, or the cart's */
+	int32_t round;	       /* 0: a hold's expiry; else the cart's group of that round */
 };
 
 /* sale_log: open, restock and close records. */

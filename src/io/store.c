@@ -26,7 +26,7 @@ enum {
 	STALE_WAIT_STEPS = 200, /* 200 x 50 ms: how long to wait for a dead connection's backend */
 	STALE_WAIT_STEP_US = 50000,
 	/* Columns of the array-literal parameters of the batch statements. */
-	BUF_COUNT = 68, /* every array parameter of one batch has its own buffer */
+	BUF_COUNT = 69, /* every array parameter of one batch has its own buffer */
 };
 
 struct step {
@@ -332,8 +332,8 @@ static int load_buyers(struct fs_store *s, const char *part, struct fs_core *cor
 
 #define HOLD_COLUMNS                                                                               \
 	"intent_id, sku, buyer_id, qty, expires_at_ms, off, status, late, coalesce(ended_at_ms, "  \
-	"0), coalesce(ended_off, -1), EXISTS (SELECT 1 FROM expiry_refusals x WHERE x.part = "     \
-	"reservations.part AND x.intent_id = reservations.intent_id)"
+	"0), coalesce(ended_off, -1), EXISTS (SELECT 1 FROM store_refusals x WHERE x.part = "      \
+	"reservations.part AND x.intent_id = reservations.intent_id AND x.round = 0)"
 
 /* Loads the holds of rows r (HOLD_COLUMNS) into the core. */
 static int load_hold_rows(struct fs_store *s, PGresult *r, struct fs_core *core);
@@ -840,27 +840,30 @@ static void add_rejects(struct fs_store *s, const struct fs_tx *t, struct step *
 		x->params[i + 1] = fs_buf_cstr(all[i]);
 }
 
-/* expiry_refusals: holds whose expiry the store refused (issue 47, item 5). */
+/* store_refusals: what the store refused that was no record's own (issue 47, item 5). */
 static void add_refusals(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
 {
-	struct fs_buf *off = buf(s, 66), *id = buf(s, 67); /* cleared first, as add_forwards */
+	/* cleared first, as add_forwards */
+	struct fs_buf *off = buf(s, 66), *id = buf(s, 67), *round = buf(s, 68);
 	if (t->refusals.len == 0)
 		return;
-	fs_arr_begin(off);
-	fs_arr_begin(id);
+	struct fs_buf *all[] = {off, id, round};
+	for (size_t i = 0; i < 3; i++)
+		fs_arr_begin(all[i]);
 	for (uint32_t i = 0; i < t->refusals.len; i++) {
 		fs_arr_int(off, t->refusals.v[i].offset);
 		fs_arr_text(id, t->refusals.v[i].intent_id);
+		fs_arr_int(round, t->refusals.v[i].round);
 	}
-	fs_arr_end(off);
-	fs_arr_end(id);
+	for (size_t i = 0; i < 3; i++)
+		fs_arr_end(all[i]);
 	struct step *x = &st[(*k)++];
-	x->what = "expiry_refusals";
-	x->sql = "INSERT INTO expiry_refusals (part, off, intent_id) SELECT $1::int, * FROM "
-		 "unnest($2::int8[], $3::uuid[])";
-	x->nparams = 3;
-	x->params[1] = fs_buf_cstr(off);
-	x->params[2] = fs_buf_cstr(id);
+	x->what = "store_refusals";
+	x->sql = "INSERT INTO store_refusals (part, off, intent_id, round) SELECT $1::int, * FROM "
+		 "unnest($2::int8[], $3::uuid[], $4::int4[])";
+	x->nparams = 4;
+	for (int i = 0; i < 3; i++)
+		x->params[i + 1] = fs_buf_cstr(all[i]);
 }
 
 /* forwards: records on the wrong partition, and where they go (the rule's partition). */

@@ -17,7 +17,7 @@
 #      may not go down) and one on reservations (one hold may not expire) refuse rows that
 #      expiries write, at whatever record moves the clock past them (a tick, a buy). Before,
 #      the record alone was refused, then its reject too, and the partition stopped for good.
-#      Now the refused expiries are recorded against their holds (expiry_refusals; the holds
+#      Now the refused expiries are recorded against their holds (store_refusals; the holds
 #      stay held until confirmed or cancelled), the innocent hold due at the same record
 #      expires, the record that moved the clock is decided on its merits, the partition goes
 #      on, and the audit's replay agrees.
@@ -84,7 +84,7 @@ wait_until 60 "SKU3's three holds" "[ \"\$(sql \"SELECT count(*) FROM reservatio
 # The partition's ticks move its clock past the three holds' expiry (2 s).
 wait_until 60 "the innocent hold's expiry" "[ \"\$(sql \"SELECT status FROM reservations WHERE intent_id = '$h1'\")\" = expired ]"
 assert_eq "held|held" "$(sql "SELECT string_agg(status, '|' ORDER BY buyer_id) FROM reservations WHERE intent_id IN ('$s1', '$s2')")" "the holds whose expiry was refused"
-assert_eq "$(printf '%s\n' "$s1" "$s2" | sort | paste -sd'|')" "$(sql "SELECT string_agg(intent_id::text, '|' ORDER BY intent_id::text) FROM expiry_refusals")" "expiry_refusals"
+assert_eq "$(printf '%s\n' "$s1" "$s2" | sort | paste -sd'|')" "$(sql "SELECT string_agg(intent_id::text, '|' ORDER BY intent_id::text) FROM store_refusals")" "store_refusals"
 assert_eq 2 "$(grep -c 'the store refused the expiry of hold .* it stays held' "$IT_DIR/w1.log")" "loud lines about the refused expiries"
 assert_eq 1 "$(grep -c 'rejected store_refused' "$IT_DIR/w1.log")" "records rejected store_refused (the poison alone)"
 assert_eq 2 "$(metric_sum "$W1" flashsale_expiries_refused_total)" "flashsale_expiries_refused_total"
