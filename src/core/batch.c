@@ -352,13 +352,26 @@ bool fs_batch_needs_lookup(const struct fs_batch *b, const struct fs_core *core)
 	return false;
 }
 
+static int decide_items(struct fs_batch *b, struct fs_core *core);
+
 int fs_batch_decide(struct fs_batch *b, struct fs_core *core)
 {
-	memset(&b->counts, 0, sizeof b->counts);
+	/* The groups the store refused are the batch's to name, for this call only. */
 	if (core->carts) {
 		core->carts->refuse_groups = b->refuse_groups;
 		core->carts->refuse_groups_len = b->refuse_groups_len;
 	}
+	int rc = decide_items(b, core);
+	if (core->carts) {
+		core->carts->refuse_groups = NULL;
+		core->carts->refuse_groups_len = 0;
+	}
+	return rc;
+}
+
+static int decide_items(struct fs_batch *b, struct fs_core *core)
+{
+	memset(&b->counts, 0, sizeof b->counts);
 	for (uint32_t i = 0; i < b->len; i++) {
 		struct fs_item *it = &b->items[i];
 		b->counts.records++;

@@ -395,24 +395,42 @@ struct lone {
 	struct fs_group_ref groups[LONE_WOKEN_MAX];
 };
 
-/* The waiting groups of other carts that the record (alone in b) wakes and takes units for:
- * decided once on the loaded state to see, then the state is loaded again. -1: fenced
- * meanwhile, or shutting down. */
-static int lone_woken(struct worker *w, struct part *p, struct fs_batch *b, struct lone *l)
+static bool lone_named(const struct lone *l, const struct fs_group_ref *g)
+{
+	for (uint32_t i = 0; i < l->woken; i++)
+		if (l->groups[i].round == g->round && strcmp(l->groups[i].cart_id, g->cart_id) == 0)
+			return true;
+	return false;
+}
+
+/* The waiting groups of other carts that the record (alone in b) wakes and takes units for,
+ * those already named refused: decided once on the loaded state to see, then the state is
+ * loaded again. A group refused may leave units to the next one waiting, so each try may
+ * name more. *added: how many it named. -1: fenced meanwhile, or shutting down. */
+static int lone_woken(struct worker *w, struct part *p, struct fs_batch *b, struct lone *l,
+		      uint32_t *added)
 {
 	struct fs_group_ref refs[LONE_WOKEN_MAX];
 	int64_t expected = p->meta.next_offset;
-	l->woken = 0;
+	*added = 0;
 	if (!p->core.carts)
 		return 0;
+	b->refuse_groups = l->groups;
+	b->refuse_groups_len = l->woken;
 	if (part_decide(w, p, b, true) == 0) {
 		uint32_t n =
 			fs_carts_woken(p->core.carts, b->items[0].rec.offset, refs, LONE_WOKEN_MAX);
-		for (uint32_t i = 0; i < n && i < LONE_WOKEN_MAX; i++) {
-			snprintf(l->woken_ids[i], sizeof l->woken_ids[i], "%s", refs[i].cart_id);
-			l->groups[i] = (struct fs_group_ref){l->woken_ids[i], refs[i].round};
+		for (uint32_t i = 0; i < n && i < LONE_WOKEN_MAX && l->woken < LONE_WOKEN_MAX;
+		     i++) {
+			if (lone_named(l, &refs[i]))
+				continue;
+			snprintf(l->woken_ids[l->woken], sizeof l->woken_ids[l->woken], "%s",
+				 refs[i].cart_id);
+			l->groups[l->woken] =
+				(struct fs_group_ref){l->woken_ids[l->woken], refs[i].round};
+			l->woken++;
+			(*added)++;
 		}
-		l->woken = n > LONE_WOKEN_MAX ? LONE_WOKEN_MAX : n;
 	}
 	if (part_load(w, p) < 0)
 		return -1;
@@ -459,13 +477,16 @@ static void lone_clock(struct part *p, const struct fs_item *it, struct lone *l)
 static int lone_next(struct worker *w, struct part *p, struct fs_batch *b, struct lone *l)
 {
 	struct fs_item *it = &b->items[0];
+	uint32_t added = 0;
 	if (l->stage == LONE_AS_IS) {
 		l->rec = it->rec;
 		l->key_h = it->key_h;
-		if (FS_REFUSE_MUTATE != 1 && lone_woken(w, p, b, l) < 0)
-			return -1;
+		l->woken = 0;
 	}
-	if (l->stage == LONE_AS_IS && l->woken > 0) {
+	if ((l->stage == LONE_AS_IS || l->stage == LONE_WOKEN) && FS_REFUSE_MUTATE != 1 &&
+	    lone_woken(w, p, b, l, &added) < 0)
+		return -1;
+	if (added > 0) {
 		l->stage = LONE_WOKEN;
 	} else if (l->stage == LONE_AS_IS || l->stage == LONE_WOKEN) {
 		l->stage = l->rec.kind == FS_KIND_INVALID && FS_REFUSE_MUTATE != 1 ? LONE_CLOCK
@@ -575,6 +596,10 @@ static int isolate(struct worker *w, struct part *p, struct fs_batch *b)
 		part_abandon(p);
 		rc = -1;
 	}
+	b->refuse_ids = NULL; /* (they name this call's `lone`) */
+	b->refuse_ids_len = 0;
+	b->refuse_groups = NULL;
+	b->refuse_groups_len = 0;
 	fs_batch_free(&rest);
 	return rc;
 }

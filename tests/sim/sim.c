@@ -28,7 +28,10 @@
  *   key, bad fields, oversized payloads), and in the seeds with bad input one buy in 64 by a
  *   buyer whose decision the store refuses for good (as a trigger's check_violation would:
  *   the worker must isolate it, reject it store_refused and decide the rest; issue 28, item
- *   1). Keyed records go to the partition the partitioning
+ *   1), one in 64 by a buyer whose holds the store refuses to expire, and one cart in 8 by
+ *   the refused buyer, whose groups' units the store refuses to take (issue 47, item 5: each
+ *   refusal recorded against what caused it, no partition stopped, no cart left reserving).
+ *   Keyed records go to the partition the partitioning
  *   rule names (murmur2 of the key), except a share per seed that a web tier with another
  *   partitioner puts elsewhere: the workers forward those (or, in one seed in four, reject them
  *   wrong_partition), and a forward's delivery appends the same bytes to its partition's log.
@@ -471,12 +474,13 @@ static void gen_followup(struct sim_world *W, struct gen *G, const char *type)
 
 /* A cart of 1-3 lines (issue 31), keyed by its cart id: its coordinator is that partition,
  * its lines' SKUs anywhere; one in five is a line the limits refuse (qty 3). */
-/* One cart in 32 of the seeds with bad input is the refused buyer's: the store refuses its
- * group's rows at each participant, whose cart_reserve must still answer (issue 47, item 5).
- * No draw of its own: the other seeds keep their schedules. */
+/* One cart in 8 of the seeds with bad input is the refused buyer's: the store refuses its
+ * groups' units at each participant, whose cart_reserve must still answer, or when another
+ * record wakes a waiting one (issue 47, item 5; rarer: a group waits, then a release wakes
+ * it). No draw of its own: the other seeds keep their schedules. */
 static const char *cart_buyer(const struct sim_world *W, const char *id, const char *name)
 {
-	return W->f.bad_input && id[0] == 'f' && id[1] < '8' ? SIM_REFUSED_BUYER : name;
+	return W->f.bad_input && id[0] >= 'e' ? SIM_REFUSED_BUYER : name;
 }
 
 static void gen_cart(struct sim_world *W, struct gen *G)

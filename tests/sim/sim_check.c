@@ -239,6 +239,15 @@ struct oracle {
 	struct fs_group_ref *groups[SIM_PARTS_MAX]; /* groups the store refused (borrowed) */
 };
 
+/* Whether the cart of that id is the refused buyer's (a late confirm takes units again). */
+static bool refused_cart(const struct sim_store *s, const char *cart_id)
+{
+	for (size_t i = 0; i < s->carts.len; i++)
+		if (strcmp(s->carts.v[i].k.cart_id, cart_id) == 0)
+			return strcmp(s->carts.v[i].k.buyer_id, SIM_REFUSED_BUYER) == 0;
+	return false;
+}
+
 /* Whether the record's bytes contain text (a field of a record the parse does not keep). */
 static bool rec_has(const struct sim_rec *r, const char *text)
 {
@@ -585,7 +594,10 @@ static bool check_rows(struct sim_world *W)
 					 strcmp(r->parsed.buyer_id, SIM_REFUSED_BUYER) == 0) ||
 					((r->parsed.kind == FS_KIND_CART_MSG ||
 					  r->parsed.kind == FS_KIND_CART) &&
-					 rec_has(r, "\"buyer_id\":\"" SIM_REFUSED_BUYER "\""))) &&
+					 rec_has(r, "\"buyer_id\":\"" SIM_REFUSED_BUYER "\"")) ||
+					((r->parsed.kind == FS_KIND_CART_CONFIRM ||
+					  r->parsed.kind == FS_KIND_CART_CANCEL) &&
+					 refused_cart(s, r->parsed.intent_id))) &&
 				       strcmp(j->reason, "store_refused") == 0;
 			if (r && !refused &&
 			    (r->parsed.kind != FS_KIND_INVALID ||
