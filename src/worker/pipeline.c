@@ -365,7 +365,9 @@ static int attempt_isolated(struct worker *w, struct part *p, struct fs_batch *b
 }
 
 /* A record left alone that the store still refuses is tried, in turn (issue 47, item 5): as
- * itself; rejected store_refused (the refused row was its own decision's); as itself with
+ * itself; with the waiting groups of other carts that it wakes and takes units for refused
+ * (the row was theirs: each refused store_refused to its coordinator); rejected
+ * store_refused (the refused row was its own decision's); as itself with
  * expiries its clock brings refused (the row was a hold's expiry: recorded against the hold,
  * which stays held); rejected with them refused (both). A bad record's reject skips to the
  * clock. An attempt that commits is final, so the expiries refused grow from none: each due
@@ -373,8 +375,9 @@ static int attempt_isolated(struct worker *w, struct part *p, struct fs_batch *b
  * the first that commits refuses no innocent hold unless three or more due at that one record
  * were refused. Past that (a cart's or a room's step on the clock) it backs off, again. */
 enum lone_stage { LONE_AS_IS, LONE_WOKEN, LONE_REJECTED, LONE_CLOCK, LONE_BOTH, LONE_STUCK };
-/* The simulator's mutation (tests/sim/meson.build): FS_REFUSE_MUTATE=1 skips the clock's
- * stages (issue 28's isolation, before issue 47): the sweep must fail on it. */
+/* The simulator's mutation (tests/sim/meson.build): FS_REFUSE_MUTATE=1 skips the woken
+ * groups' and the clock's stages (issue 28's isolation, before issue 47): the sweep must fail
+ * on it. */
 #ifndef FS_REFUSE_MUTATE
 #define FS_REFUSE_MUTATE 0
 #endif
