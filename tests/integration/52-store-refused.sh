@@ -21,6 +21,8 @@
 #      stay held until confirmed or cancelled), the innocent hold due at the same record
 #      expires, the record that moved the clock is decided on its merits, the partition goes
 #      on, and the audit's replay agrees.
+#   6. A cart whose cart_reserve the store refuses (a rule on buyers) ends rejected
+#      store_refused; before, its coordinator waited for an answer for ever.
 . "$(dirname "$0")/lib.sh"
 IT_CONF_EXTRA="metrics.listen = 127.0.0.1:0"
 it_setup 2
@@ -97,8 +99,38 @@ assert_eq "held" "$(sql "SELECT outcome FROM decisions WHERE intent_id = '$a1'")
 assert_eq "confirmed|cancelled" "$(sql "SELECT string_agg(status, '|' ORDER BY buyer_id) FROM reservations WHERE intent_id IN ('$s1', '$s2')")" "the refused-expiry holds, ended by their buyers"
 assert_eq "1|9" "$(sql "SELECT sold, held + available FROM skus WHERE sku = 'SKU3'")" "SKU3 sold|held+available"
 say "ok: refused expiries recorded against their holds, the partition went on"
+
+# 6. A cart whose group the store refuses at another partition (a rule on buyers: this buyer
+#    may take no unit): the refused cart_reserve still answers its coordinator, so the cart
+#    ends rejected store_refused instead of reserving for ever. A cart coordinated on SKU4's
+#    own partition is refused there, as a record; carts are tried until one is not.
+sql "CREATE FUNCTION it_refuse_takes() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN
+	IF NEW.buyer_id = 'cartpoison' AND (TG_OP = 'INSERT' OR NEW.units > OLD.units) THEN
+		RAISE EXCEPTION 'this buyer may take no unit' USING ERRCODE = 'check_violation';
+	END IF;
+	RETURN NEW;
+END \$\$" >/dev/null
+sql "CREATE TRIGGER it_refuse_takes BEFORE INSERT OR UPDATE ON buyers FOR EACH ROW EXECUTE FUNCTION it_refuse_takes()" >/dev/null
+fs sale open SKU4 --stock 5 --wait 60 >/dev/null || die "SKU4 not opened"
+p4=$(sql "SELECT part FROM skus WHERE sku = 'SKU4'")
+remote=
+for i in 1 2 3 4 5 6 7 8; do
+	c=$(fs cart --buyer cartpoison SKU4:1) || die "cart $i not published"
+	wait_until 60 "cart $i answered" "[ -n \"\$(sql \"SELECT 1 FROM carts WHERE cart_id = '$c' AND answer IS NOT NULL UNION ALL SELECT 1 FROM rejects WHERE intent_id = '$c'\")\" ]"
+	coord=$(sql "SELECT part FROM carts WHERE cart_id = '$c'")
+	if [ -n "$coord" ] && [ "$coord" != "$p4" ]; then
+		remote=$c
+		break
+	fi
+done
+[ -n "$remote" ] || fail "no cart of 8 coordinated away from SKU4's partition"
+assert_eq "rejected|store_refused" "$(sql "SELECT answer || '|' || answer_reason FROM carts WHERE cart_id = '$remote'")" "the cart whose reserve was refused"
+assert_eq 0 "$(sql "SELECT count(*) FROM carts WHERE state IN ('reserving', 'late_round')")" "carts still reserving"
+assert_eq "0|5" "$(sql "SELECT held, available FROM skus WHERE sku = 'SKU4'")" "SKU4 held|available"
+say "ok: the refused cart_reserve answered its coordinator"
 stop_worker w1
-grep -q 'exit: .* refused=1' "$IT_DIR/w1.log" || fail "the exit line does not count it: $(grep 'exit:' "$IT_DIR/w1.log")"
+n_refused=$(sql "SELECT count(*) FROM rejects WHERE reason = 'store_refused'") # the poison and the carts refused as records (6.)
+grep -q "exit: .* refused=$n_refused " "$IT_DIR/w1.log" || fail "the exit line does not count them ($n_refused): $(grep 'exit:' "$IT_DIR/w1.log")"
 
 # 3.
 audit_ok
