@@ -133,6 +133,21 @@ DROP INDEX IF EXISTS reservations_part_ended;
 CREATE INDEX IF NOT EXISTS reservations_ended ON reservations (part, ended_off)
     WHERE ended_off IS NOT NULL;
 
+-- What the store refused for good that was no record's own (issue 47, item 5;
+-- docs/DESIGN-NOTES.md "The batch protocol"): a rule the worker cannot know of refused a row
+-- written by a hold's expiry (round 0: the hold, intent_id, stays held, out of the expiry
+-- clock, until a confirm or a cancel ends it; off is the record whose clock it was due at), or
+-- by a waiting cart group's units taken when another record woke it (round >= 1: the group of
+-- cart intent_id in that round was refused store_refused instead, at record off). The worker
+-- and the replay read these rows as part of the log's decisions.
+CREATE TABLE IF NOT EXISTS store_refusals (
+    part      int    NOT NULL,
+    off       bigint NOT NULL,
+    intent_id uuid   NOT NULL,
+    round     int    NOT NULL DEFAULT 0,
+    PRIMARY KEY (part, intent_id, round)
+);
+
 -- Units per buyer and SKU, held + confirmed (the per-buyer limit counts these).
 CREATE TABLE IF NOT EXISTS buyers (
     sku      text   NOT NULL,

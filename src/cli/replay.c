@@ -55,7 +55,11 @@ struct rp_part {
 	/* every intent id decided so far on this partition, for the repeats of later batches */
 	struct fs_seen seen;
 	struct rows dec, rej, sale, fwd, out;
-	int refused_next; /* a second cursor on rej: the records the store refused */
+	struct rows xr;	     /* store_refusals: records whose clock's expiries were refused */
+	const char **xr_ids; /* their holds' intent ids (borrowed from xr.r) */
+	struct rows xg;	     /* store_refusals: cart groups whose units were refused */
+	struct fs_group_ref *xg_groups; /* (cart ids borrowed from xg.r) */
+	int refused_next;		/* a second cursor on rej: the records the store refused */
 	struct fs_batch_counts counts;
 };
 
@@ -213,6 +217,44 @@ static void mark_refused(struct rp_part *p, struct fs_item *it)
 		fs_item_refuse(it);
 }
 
+/* A record whose clock brought expiries the live worker's store refused (store_refusals
+ * rows at its offset: issue 47, item 5): the replay refuses them too, as it cannot know the
+ * rule that refused them. */
+static void mark_refused_expiries(struct rp_part *p, struct fs_item *it)
+{
+	struct rows *t = &p->xr;
+	while (t->next < PQntuples(t->r) && icol(t, 0) < it->rec.offset)
+		t->next++;
+	it->refuse_due = t->next < PQntuples(t->r) && icol(t, 0) == it->rec.offset;
+}
+
+/* The holds whose expiry the live store refused, for fs_core_refuse_due: a hold named there is
+ * due at its row's record and at no refuse_due record before it (it would have expired or been
+ * refused there), so the partition's whole list can go with every such record. */
+static int refused_ids(struct rp_part *p)
+{
+	int n = PQntuples(p->xr.r);
+	p->xr_ids = calloc((size_t)n + 1, sizeof *p->xr_ids);
+	if (!p->xr_ids)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++)
+		p->xr_ids[i] = PQgetvalue(p->xr.r, i, 1);
+	p->batch.refuse_ids = p->xr_ids;
+	p->batch.refuse_ids_len = (uint32_t)n;
+	/* The waiting groups whose units it refused to take when woken: refused here too. */
+	n = PQntuples(p->xg.r);
+	p->xg_groups = calloc((size_t)n + 1, sizeof *p->xg_groups);
+	if (!p->xg_groups)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++)
+		p->xg_groups[i] =
+			(struct fs_group_ref){PQgetvalue(p->xg.r, i, 0),
+					      (int32_t)strtol(PQgetvalue(p->xg.r, i, 1), NULL, 10)};
+	p->batch.refuse_groups = p->xg_groups;
+	p->batch.refuse_groups_len = (uint32_t)n;
+	return 0;
+}
+
 /* The next outbox row (cart_out) against what the replay's step sent: a message or a result,
  * the same bytes to the same place. */
 static void compare_out(struct rp *rp, int part, struct rp_part *p, int64_t off, bool intents,
@@ -259,8 +301,10 @@ static void decide_batch(struct rp *rp, struct rp_part *p)
 	struct fs_batch *b = &p->batch;
 	if (b->len == 0)
 		return;
-	for (uint32_t i = 0; i < b->len; i++)
+	for (uint32_t i = 0; i < b->len; i++) {
 		mark_refused(p, &b->items[i]);
+		mark_refused_expiries(p, &b->items[i]);
+	}
 	fs_batch_reset_decisions(b);
 	fs_batch_add_seen(b, &p->seen);
 	if (fs_batch_decide(b, &p->core) < 0) {
@@ -451,16 +495,19 @@ static int load_rows(struct rp *rp, int part, struct rp_part *p)
 		"SELECT off, to_part FROM forwards WHERE part = $1::int ORDER BY off",
 		"SELECT off, to_topic, coalesce(to_part, -1), msg_key, payload FROM cart_out WHERE "
 		"part = $1::int ORDER BY off, seq",
+		"SELECT off, intent_id FROM store_refusals WHERE part = $1::int AND round = 0 "
+		"ORDER BY off",
+		"SELECT intent_id, round FROM store_refusals WHERE part = $1::int AND round > 0",
 	};
-	struct rows *t[] = {&p->dec, &p->rej, &p->sale, &p->fwd, &p->out};
-	for (int i = 0; i < 5; i++) {
+	struct rows *t[] = {&p->dec, &p->rej, &p->sale, &p->fwd, &p->out, &p->xr, &p->xg};
+	for (int i = 0; i < 7; i++) {
 		t[i]->r = PQexecParams(rp->pg, sql[i], 1, NULL, prm, NULL, NULL, 0);
 		if (PQresultStatus(t[i]->r) != PGRES_TUPLES_OK) {
 			cli_err("replay: postgres: %s", PQerrorMessage(rp->pg));
 			return -EIO;
 		}
 	}
-	return 0;
+	return refused_ids(p);
 }
 
 static int setup_parts(struct rp *rp, const int64_t *ends)
@@ -595,6 +642,10 @@ static void finish_part(struct rp *rp, int i)
 	PQclear(p->sale.r);
 	PQclear(p->fwd.r);
 	PQclear(p->out.r);
+	PQclear(p->xr.r);
+	free(p->xr_ids);
+	PQclear(p->xg.r);
+	free(p->xg_groups);
 	fs_core_free(&p->core);
 	fs_carts_free(&p->carts);
 	fs_batch_free(&p->batch);

@@ -9,6 +9,7 @@
 #define FS_BATCH_H
 
 #include "core/buf.h"
+#include "core/cart.h"
 #include "core/core.h"
 #include "core/map.h"
 #include "core/record.h"
@@ -66,6 +67,9 @@ struct fs_item {
 	uint32_t fwd_key_len, fwd_len;
 	/* A cart item's lines or message: an index into the batch's exts (fs_batch_keep_ext). */
 	uint32_t ext;
+	/* The store refused the expiries this record's clock brings (issue 47, item 5; the
+	 * live worker's isolation, or a replay's store_refusals rows): fs_core_refuse_due. */
+	bool refuse_due;
 };
 
 struct fs_batch_counts {
@@ -85,6 +89,13 @@ struct fs_batch {
 	struct fs_buf fwd;	    /* the bytes of misrouted records (fs_batch_keep) */
 	struct fs_record_ext *exts; /* cart items' lines and messages */
 	uint32_t exts_len, exts_cap;
+	/* Whose expiries a refuse_due item refuses (not owned; NULL: every hold due there). */
+	const char *const *refuse_ids;
+	uint32_t refuse_ids_len;
+	/* Waiting groups whose units the store refused to take when woken (not owned; given to
+	 * the carts as fs_carts.refuse_groups). */
+	const struct fs_group_ref *refuse_groups;
+	uint32_t refuse_groups_len;
 };
 
 int fs_batch_init(struct fs_batch *b, uint32_t cap);

@@ -23,6 +23,7 @@ void fs_tx_free(struct fs_tx *t)
 	free(t->groups.v);
 	free(t->outs.v);
 	free(t->joins.v);
+	free(t->refusals.v);
 	fs_tx_init(t);
 }
 
@@ -196,10 +197,25 @@ static int build_core(struct fs_tx *t, const struct fs_core *core, bool careful)
 {
 	if (RESERVE(t->holds, core->dirty_holds_len) < 0 ||
 	    RESERVE(t->skus, core->dirty_skus_len) < 0 ||
-	    RESERVE(t->buyers, core->dirty_buyers_len) < 0)
+	    RESERVE(t->buyers, core->dirty_buyers_len) < 0 ||
+	    RESERVE(t->refusals, core->refused_len + (core->carts ? core->carts->refused_len : 0)) <
+		    0)
 		return -ENOMEM;
 	for (uint32_t d = 0; d < core->dirty_holds_len; d++)
 		add_hold(t, core, &core->holds[core->dirty_holds[d]], careful);
+	for (uint32_t d = 0; d < core->refused_len; d++)
+		t->refusals.v[t->refusals.len++] = (struct fs_tx_refusal){
+			.offset = core->refused_offset[d],
+			.intent_id = core->holds[core->refused[d]].intent_id,
+		};
+	for (uint32_t d = 0; core->carts && d < core->carts->refused_len; d++) {
+		const struct fs_group *g = &core->carts->groups[core->carts->refused[d].group];
+		t->refusals.v[t->refusals.len++] = (struct fs_tx_refusal){
+			.offset = core->carts->refused[d].offset,
+			.intent_id = g->cart_id,
+			.round = g->round,
+		};
+	}
 	for (uint32_t d = 0; d < core->dirty_skus_len; d++)
 		add_sku(t, &core->skus[core->dirty_skus[d]]);
 	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
@@ -262,7 +278,7 @@ int fs_tx_build(struct fs_tx *t, int32_t partition, int64_t expected, int64_t ne
 		bool careful)
 {
 	t->decisions.len = t->rejects.len = t->sales.len = t->forwards.len = 0;
-	t->holds.len = t->skus.len = t->buyers.len = 0;
+	t->holds.len = t->skus.len = t->buyers.len = t->refusals.len = 0;
 	t->carts.len = t->groups.len = t->outs.len = t->joins.len = 0;
 	t->n_join_copies = 0;
 	t->n_sku_inserts = t->n_sku_updates = t->n_hold_copies = t->n_buyer_copies = 0;

@@ -55,6 +55,14 @@ struct fs_tx_reject {
 	const char *reason;
 };
 
+/* store_refusals: a hold whose expiry the store refused, and the record it was due at; or a
+ * waiting cart group whose units it refused to take, and the record that woke it. */
+struct fs_tx_refusal {
+	int64_t offset;
+	const char *intent_id; /* the hold's, or the cart's */
+	int32_t round;	       /* 0: a hold's expiry; else the cart's group of that round */
+};
+
 /* sale_log: open, restock and close records. */
 struct fs_tx_sale {
 	int64_t offset;
@@ -145,6 +153,7 @@ struct fs_tx {
 	FS_TX_ARRAY(const struct fs_group *) groups;
 	FS_TX_ARRAY(struct fs_tx_cart_out) outs; /* all new: COPY rows */
 	FS_TX_ARRAY(struct fs_tx_join) joins;
+	FS_TX_ARRAY(struct fs_tx_refusal) refusals;
 	int64_t n_sku_inserts, n_sku_updates, n_hold_copies, n_buyer_copies;
 	uint32_t n_cart_copies, n_group_copies, n_join_copies;
 };

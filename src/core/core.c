@@ -148,6 +148,8 @@ void fs_core_free(struct fs_core *c)
 	free(c->expired);
 	free(c->expired_at_ms);
 	free(c->expired_offset);
+	free(c->refused);
+	free(c->refused_offset);
 	fs_map_free(&c->sku_index);
 	fs_map_free(&c->buyer_index);
 	fs_map_free(&c->hold_index);
@@ -168,6 +170,7 @@ void fs_core_reset(struct fs_core *c)
 	c->heap_len = 0;
 	c->dirty_holds_len = 0;
 	c->expired_len = 0;
+	c->refused_len = 0;
 	fs_map_clear(&c->sku_index);
 	fs_map_clear(&c->buyer_index);
 	fs_map_clear(&c->hold_index);
@@ -339,15 +342,15 @@ static int grow_holds(struct fs_core *c)
 	if (!h)
 		return -ENOMEM;
 	c->holds = h;
-	uint32_t **lists[] = {&c->heap, &c->dirty_holds, &c->expired};
-	for (int i = 0; i < 3; i++) {
+	uint32_t **lists[] = {&c->heap, &c->dirty_holds, &c->expired, &c->refused};
+	for (int i = 0; i < 4; i++) {
 		uint32_t *n = realloc(*lists[i], (size_t)ncap * sizeof *n);
 		if (!n)
 			return -ENOMEM;
 		*lists[i] = n;
 	}
-	int64_t **times[] = {&c->expired_at_ms, &c->expired_offset};
-	for (int i = 0; i < 2; i++) {
+	int64_t **times[] = {&c->expired_at_ms, &c->expired_offset, &c->refused_offset};
+	for (int i = 0; i < 3; i++) {
 		int64_t *n = realloc(*times[i], (size_t)ncap * sizeof *n);
 		if (!n)
 			return -ENOMEM;
@@ -462,7 +465,7 @@ static int add_hold(struct fs_core *c, const struct fs_hold *h, uint32_t *index)
 	c->holds[i].heap_pos = FS_MAP_NONE;
 	c->holds[i].dirty = false;
 	c->holds_len++;
-	if (h->status == FS_HOLD_HELD)
+	if (h->status == FS_HOLD_HELD && !h->expiry_refused)
 		heap_push(c, i);
 	*index = i;
 	return 0;
@@ -513,7 +516,8 @@ static void end_hold(struct fs_core *c, uint32_t hi, int status, int64_t offset)
 	struct fs_hold *h = &c->holds[hi];
 	struct fs_sku *s = &c->skus[h->sku_index];
 	assert(h->status == FS_HOLD_HELD);
-	heap_remove(c, hi);
+	if (h->heap_pos != FS_MAP_NONE) /* (not when its expiry was refused) */
+		heap_remove(c, hi);
 	s->held -= h->qty;
 	if (status == FS_HOLD_CONFIRMED) {
 		s->sold += h->qty;
@@ -528,6 +532,62 @@ static void end_hold(struct fs_core *c, uint32_t hi, int status, int64_t offset)
 	mark_hold(c, hi);
 	mark_sku(c, h->sku_index);
 	assert(s->held >= 0 && s->available + s->held + s->sold == s->supply);
+}
+
+static bool listed(const char *id, const char *const *ids, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(ids[i], id) == 0)
+			return true;
+	return false;
+}
+
+uint32_t fs_core_due(const struct fs_core *c, int64_t ts_ms, const char **out, uint32_t max)
+{
+	int64_t clock = ts_ms > c->clock_ms ? ts_ms : c->clock_ms;
+	uint32_t n = 0, got = 0;
+	uint32_t last = FS_MAP_NONE; /* the last one put out: the next is the least after it */
+	for (;;) {
+		uint32_t next = FS_MAP_NONE;
+		for (uint32_t k = 0; k < c->heap_len; k++) {
+			uint32_t h = c->heap[k];
+			if (c->holds[h].expires_at_ms > clock ||
+			    (last != FS_MAP_NONE && !heap_less(c, last, h)))
+				continue;
+			if (next == FS_MAP_NONE || heap_less(c, h, next))
+				next = h;
+		}
+		if (next == FS_MAP_NONE || got == max)
+			break;
+		out[got++] = c->holds[next].intent_id;
+		last = next;
+	}
+	for (uint32_t k = 0; k < c->heap_len; k++)
+		n += c->holds[c->heap[k]].expires_at_ms <= clock;
+	return n;
+}
+
+void fs_core_refuse_due(struct fs_core *c, int64_t ts_ms, int64_t offset, const char *const *ids,
+			uint32_t n)
+{
+	int64_t clock = ts_ms > c->clock_ms ? ts_ms : c->clock_ms;
+	/* The holds the record's clock would expire, in expiry order: each listed one's refusal
+	 * is its own, so it leaves the heap for good and stays held (its units with it) until a
+	 * confirm or a cancel ends it. The others expire as the clock moves, after this. */
+	for (uint32_t k = 0; k < c->heap_len;) {
+		uint32_t hi = c->heap[k];
+		struct fs_hold *h = &c->holds[hi];
+		if (h->expires_at_ms > clock || (ids && !listed(h->intent_id, ids, n))) {
+			k++;
+			continue;
+		}
+		heap_remove(c, hi);
+		k = 0; /* the heap moved: look again from its top */
+		h->expiry_refused = true;
+		c->refused[c->refused_len] = hi;
+		c->refused_offset[c->refused_len] = offset;
+		c->refused_len++;
+	}
 }
 
 void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset)
@@ -579,6 +639,7 @@ void fs_core_commit(struct fs_core *c)
 	}
 	c->dirty_holds_len = 0;
 	c->expired_len = 0;
+	c->refused_len = 0;
 	for (uint32_t k = 0; k < c->dirty_skus_len; k++) {
 		struct fs_sku *s = &c->skus[c->dirty_skus[k]];
 		s->dirty = false;
@@ -600,7 +661,7 @@ void fs_core_commit(struct fs_core *c)
 
 uint32_t fs_core_forget_ended(struct fs_core *c)
 {
-	if (c->dirty_holds_len || c->expired_len || c->heap_len == c->holds_len)
+	if (c->dirty_holds_len || c->expired_len || c->refused_len || c->heap_len == c->holds_len)
 		return 0;
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i < c->holds_len; i++)
@@ -616,7 +677,8 @@ uint32_t fs_core_forget_ended(struct fs_core *c)
 	for (uint32_t i = 0; i < kept; i++) {
 		/* Cannot fail: the index held more entries than this before it was cleared. */
 		(void)fs_map_put(&c->hold_index, hold_hash(c->holds[i].intent_id), i);
-		heap_push(c, i);
+		if (!c->holds[i].expiry_refused)
+			heap_push(c, i);
 	}
 	return dropped;
 }

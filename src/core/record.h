@@ -170,6 +170,9 @@ struct fs_record {
 	bool misrouted;
 
 	const char *reject_reason; /* static string, set iff kind == FS_KIND_INVALID */
+	/* The kind it had before the store refused it (fs_item_refuse): a refused cart_reserve
+	 * still answers its coordinator (issue 47, item 5). 0 otherwise. */
+	enum fs_kind refused_kind;
 };
 
 struct fs_record_limits {

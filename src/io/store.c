@@ -22,11 +22,11 @@
 
 enum {
 	ERR_LEN_MAX = 512,
-	STEPS_MAX = 17,
+	STEPS_MAX = 18,
 	STALE_WAIT_STEPS = 200, /* 200 x 50 ms: how long to wait for a dead connection's backend */
 	STALE_WAIT_STEP_US = 50000,
 	/* Columns of the array-literal parameters of the batch statements. */
-	BUF_COUNT = 66, /* every array parameter of one batch has its own buffer */
+	BUF_COUNT = 69, /* every array parameter of one batch has its own buffer */
 };
 
 struct step {
@@ -332,7 +332,8 @@ static int load_buyers(struct fs_store *s, const char *part, struct fs_core *cor
 
 #define HOLD_COLUMNS                                                                               \
 	"intent_id, sku, buyer_id, qty, expires_at_ms, off, status, late, coalesce(ended_at_ms, "  \
-	"0), coalesce(ended_off, -1)"
+	"0), coalesce(ended_off, -1), EXISTS (SELECT 1 FROM store_refusals x WHERE x.part = "      \
+	"reservations.part AND x.intent_id = reservations.intent_id AND x.round = 0)"
 
 /* Loads the holds of rows r (HOLD_COLUMNS) into the core. */
 static int load_hold_rows(struct fs_store *s, PGresult *r, struct fs_core *core);
@@ -366,6 +367,7 @@ static int load_hold_rows(struct fs_store *s, PGresult *r, struct fs_core *core)
 		h.late = PQgetvalue(r, i, 7)[0] == 't';
 		h.ended_at_ms = get_i64(r, i, 8);
 		h.ended_offset = get_i64(r, i, 9);
+		h.expiry_refused = PQgetvalue(r, i, 10)[0] == 't';
 		if (rc == 0)
 			rc = fs_core_load_hold(core, &h, PQgetvalue(r, i, 1), PQgetvalue(r, i, 2));
 	}
@@ -835,6 +837,32 @@ static void add_rejects(struct fs_store *s, const struct fs_tx *t, struct step *
 		 "FROM unnest($2::int8[], $3::uuid[], $4::text[], $5::int8[])";
 	x->nparams = 5;
 	for (int i = 0; i < 4; i++)
+		x->params[i + 1] = fs_buf_cstr(all[i]);
+}
+
+/* store_refusals: what the store refused that was no record's own (issue 47, item 5). */
+static void add_refusals(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
+{
+	/* cleared first, as add_forwards */
+	struct fs_buf *off = buf(s, 66), *id = buf(s, 67), *round = buf(s, 68);
+	if (t->refusals.len == 0)
+		return;
+	struct fs_buf *all[] = {off, id, round};
+	for (size_t i = 0; i < 3; i++)
+		fs_arr_begin(all[i]);
+	for (uint32_t i = 0; i < t->refusals.len; i++) {
+		fs_arr_int(off, t->refusals.v[i].offset);
+		fs_arr_text(id, t->refusals.v[i].intent_id);
+		fs_arr_int(round, t->refusals.v[i].round);
+	}
+	for (size_t i = 0; i < 3; i++)
+		fs_arr_end(all[i]);
+	struct step *x = &st[(*k)++];
+	x->what = "store_refusals";
+	x->sql = "INSERT INTO store_refusals (part, off, intent_id, round) SELECT $1::int, * FROM "
+		 "unnest($2::int8[], $3::uuid[], $4::int4[])";
+	x->nparams = 4;
+	for (int i = 0; i < 3; i++)
 		x->params[i + 1] = fs_buf_cstr(all[i]);
 }
 
@@ -1385,6 +1413,7 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 	add_cas(s, grp, topic, t, &st[k++]);
 	decisions_copy(buf(s, 1), t);
 	add_rejects(s, t, st, &k);
+	add_refusals(s, t, st, &k);
 	add_forwards(s, t, st, &k);
 	add_sale_log(s, t, st, &k);
 	add_reservations(s, t, st, &k, buf(s, 2));

@@ -142,6 +142,10 @@ struct sim_stats {
 	int64_t misrouted_appended, forwards_queued, forwards_landed, forwards_again;
 	int64_t reject_mode_seeds;
 	int64_t refused; /* records the store refused for good, rejected store_refused */
+	/* issue 47, item 5: cart_reserves among them (each answered refused), holds whose
+	 * expiry the store refused (recorded against the hold), and waiting cart groups whose
+	 * units it refused to take when another record woke them (the group refused) */
+	int64_t reserves_refused, expiries_refused, groups_refused;
 	/* The waiting room (issue 33). */
 	int64_t room_seeds, room_draws[2]; /* seeds with rooms; rooms drawn random, fifo */
 	int64_t joins, admissions, admissions_again, room_loads; /* results; entries loaded */

@@ -160,6 +160,11 @@ static void dump(const struct sim_store *s, int n_parts, struct lines *l)
 			line(l, "rejects %d off=%06" PRId64 " id=%s reason=%s", (int)r->part, off,
 			     opt(r->has_id, r->intent_id), r->reason);
 	}
+	for (size_t i = 0; i < s->refusals.len; i++) {
+		const struct ss_refusal *f = &s->refusals.v[i];
+		line(l, "store_refusals %d off=%06" PRId64 " id=%s round=%d", (int)f->part, f->off,
+		     f->intent_id, (int)f->round);
+	}
 	for (size_t i = 0; i < s->forwards.len; i++) {
 		const struct ss_forward *f = &s->forwards.v[i];
 		line(l, "forwards %d off=%06" PRId64 " to=%d id=%s kind=%d", (int)f->part, f->off,
@@ -230,12 +235,70 @@ struct oracle {
 	struct fs_carts carts[SIM_PARTS_MAX];
 	struct fs_record_ext ext;
 	struct fs_batch batch[SIM_PARTS_MAX];
-	VEC(int64_t) clock[SIM_PARTS_MAX]; /* the partition clock after each record */
+	VEC(int64_t) clock[SIM_PARTS_MAX];	    /* the partition clock after each record */
+	const char **refuse_ids[SIM_PARTS_MAX];	    /* store_refusals' holds (borrowed) */
+	struct fs_group_ref *groups[SIM_PARTS_MAX]; /* groups the store refused (borrowed) */
 };
+
+/* Whether the cart of that id is the refused buyer's (a late confirm takes units again). */
+static bool refused_cart(const struct sim_store *s, const char *cart_id)
+{
+	for (size_t i = 0; i < s->carts.len; i++)
+		if (strcmp(s->carts.v[i].k.cart_id, cart_id) == 0)
+			return strcmp(s->carts.v[i].k.buyer_id, SIM_REFUSED_BUYER) == 0;
+	return false;
+}
+
+/* Whether the record's bytes contain text (a field of a record the parse does not keep). */
+static bool rec_has(const struct sim_rec *r, const char *text)
+{
+	size_t n = strlen(text);
+	for (size_t i = 0; r->val && i + n <= r->val_len; i++)
+		if (memcmp(r->val + i, text, n) == 0)
+			return true;
+	return false;
+}
+
+/* The holds whose expiry the live store refused (store_refusals) are refused here too, at
+ * their records, as flashsale replay does (issue 47, item 5). */
+static bool oracle_refuse_expiries(struct sim_world *W, struct oracle *o, int p)
+{
+	const struct sim_store *s = W->store;
+	uint32_t n = 0;
+	o->refuse_ids[p] = calloc(s->refusals.len + 1, sizeof *o->refuse_ids[p]);
+	if (!o->refuse_ids[p])
+		return sim_fail(W, "sim", "oracle: out of memory");
+	for (size_t k = 0; k < s->refusals.len; k++) {
+		const struct ss_refusal *f = &s->refusals.v[k];
+		if (f->part != p || f->round > 0 || f->off >= (int64_t)o->batch[p].len)
+			continue;
+		o->batch[p].items[f->off].refuse_due = true;
+		o->refuse_ids[p][n++] = f->intent_id;
+		W->stats->expiries_refused++;
+	}
+	o->batch[p].refuse_ids = o->refuse_ids[p];
+	o->batch[p].refuse_ids_len = n;
+	/* And the waiting groups whose units it refused to take when woken. */
+	n = 0;
+	o->groups[p] = calloc(s->refusals.len + 1, sizeof *o->groups[p]);
+	if (!o->groups[p])
+		return sim_fail(W, "sim", "oracle: out of memory");
+	for (size_t k = 0; k < s->refusals.len; k++) {
+		const struct ss_refusal *f = &s->refusals.v[k];
+		if (f->part == p && f->round > 0) {
+			o->groups[p][n++] = (struct fs_group_ref){f->intent_id, f->round};
+			W->stats->groups_refused++;
+		}
+	}
+	o->batch[p].refuse_groups = o->groups[p];
+	o->batch[p].refuse_groups_len = n;
+	return true;
+}
 
 static bool oracle_run(struct sim_world *W, struct oracle *o)
 {
 	ss_init(&o->store, MUT_NONE);
+	o->store.no_rules = true;
 	for (int p = 0; p < W->n_parts; p++) {
 		const struct sim_log *log = &W->log[p];
 		fs_core_init(&o->core[p], p);
@@ -275,8 +338,12 @@ static bool oracle_run(struct sim_world *W, struct oracle *o)
 			    j->off < (int64_t)o->batch[p].len) {
 				fs_item_refuse(&o->batch[p].items[j->off]);
 				W->stats->refused++;
+				if (o->batch[p].items[j->off].rec.refused_kind == FS_KIND_CART_MSG)
+					W->stats->reserves_refused++;
 			}
 		}
+		if (!oracle_refuse_expiries(W, o, p))
+			return false;
 		if (fs_batch_decide(&o->batch[p], &o->core[p]) < 0)
 			return sim_fail(W, "sim", "oracle: out of memory");
 		int64_t before;
@@ -298,6 +365,8 @@ static void oracle_free(struct sim_world *W, struct oracle *o)
 		fs_core_free(&o->core[p]);
 		fs_carts_free(&o->carts[p]);
 		fs_batch_free(&o->batch[p]);
+		free(o->refuse_ids[p]);
+		free(o->groups[p]);
 		free(o->clock[p].v);
 	}
 	ss_free(&o->store);
@@ -565,8 +634,18 @@ static bool check_rows(struct sim_world *W)
 		const struct sim_rec *r = rec_at(W, j->part, j->off);
 		for (int64_t off = j->off; r && off <= j->off_end; off++) {
 			r = rec_at(W, j->part, off);
-			bool refused = r && r->parsed.kind == FS_KIND_BUY &&
-				       strcmp(r->parsed.buyer_id, SIM_REFUSED_BUYER) == 0 &&
+			/* The refused buyer's buys, the cart_reserves whose group takes its
+			 * units, and its carts whose first group is their coordinator's own (a
+			 * cart's buyer is in the bytes, not in the parsed record). */
+			bool refused = r &&
+				       ((r->parsed.kind == FS_KIND_BUY &&
+					 strcmp(r->parsed.buyer_id, SIM_REFUSED_BUYER) == 0) ||
+					((r->parsed.kind == FS_KIND_CART_MSG ||
+					  r->parsed.kind == FS_KIND_CART) &&
+					 rec_has(r, "\"buyer_id\":\"" SIM_REFUSED_BUYER "\"")) ||
+					((r->parsed.kind == FS_KIND_CART_CONFIRM ||
+					  r->parsed.kind == FS_KIND_CART_CANCEL) &&
+					 refused_cart(s, r->parsed.intent_id))) &&
 				       strcmp(j->reason, "store_refused") == 0;
 			if (r && !refused &&
 			    (r->parsed.kind != FS_KIND_INVALID ||
