@@ -39,14 +39,14 @@ Y=$(sql "SELECT sku FROM skus WHERE part = 1 ORDER BY sku LIMIT 1")
 [ -n "$X" ] && [ -n "$Y" ] || die "no SKU on one of the partitions"
 say "X=$X (partition 0), Y=$Y (partition 1)"
 buy() { # buy SKU KEY BUYER: through the gateway, until held
-	assert_eq 202 "$(req POST "/v1/skus/$1/buys" -H "$J" -H "Idempotency-Key: $2" -d "{\"buyer_id\":\"$3\",\"qty\":1}")" "buy $2 of $1"
+	assert_posted "$(req POST "/v1/skus/$1/buys" -H "$J" -H "Idempotency-Key: $2" -d "{\"buyer_id\":\"$3\",\"qty\":1}")" "buy $2 of $1"
 	assert_eq 200 "$(req GET "/v1/intents/$2?wait=10")" "its decision"
 	assert_eq held "$(body_field outcome)" "held"
 }
 
 # ---- item 2: a cancel that overtook its buy ----
 K=$(uuid)
-assert_eq 202 "$(req POST "/v1/intents/$K/cancel" -H "$J" -d "{\"sku\":\"$X\"}")" "2a: a cancel before its buy"
+assert_posted "$(req POST "/v1/intents/$K/cancel" -H "$J" -d "{\"sku\":\"$X\"}")" "2a: a cancel before its buy"
 assert_eq 200 "$(req GET "/v1/intents/$K/cancel?wait=10")" "2a: its answer"
 assert_eq unknown_intent "$(body_field outcome)" "2a: no hold yet"
 buy "$X" "$K" alice
@@ -130,7 +130,7 @@ assert_eq 200 "$(req GET "/v1/intents/$K")" "7: alice's intent"
 assert_eq "held $X " "$(body_field outcome) $(body_field sku) $(body_field hold)" "7: her buy, no hold ended"
 assert_eq 404 "$(req GET "/v1/intents/$K/cancel")" "7: alice has no cancel"
 # Her own cancel then is hers.
-assert_eq 202 "$(req POST "/v1/intents/$K/cancel")" "7: alice cancels"
+assert_posted "$(req POST "/v1/intents/$K/cancel")" "7: alice cancels"
 assert_eq 200 "$(req GET "/v1/intents/$K/cancel?wait=10")" "7: her cancel's answer"
 assert_eq "cancelled $X" "$(body_field outcome) $(body_field sku)" "7: her cancel"
 
@@ -139,14 +139,14 @@ fs --set topic.results="it.$IT_ID.results2" topics create --partitions 2 >/dev/n
 start_gateway gwm --set topic.results="it.$IT_ID.results2"
 wait_until 30 "gwm ready" "[ \$(req GET /readyz) = 200 ]"
 K=$(uuid)
-assert_eq 202 "$(req POST "/v1/skus/$X/buys" -H "$J" -H "Idempotency-Key: $K" -d '{"buyer_id":"erin","qty":1}')" "10: a buy"
+assert_posted "$(req POST "/v1/skus/$X/buys" -H "$J" -H "Idempotency-Key: $K" -d '{"buyer_id":"erin","qty":1}')" "10: a buy"
 wait_until 10 "erin's decision in Postgres" "[ \"\$(sql \"SELECT outcome FROM decisions WHERE intent_id = '$K'\")\" = held ]"
 t0=$SECONDS
 assert_eq 200 "$(req GET "/v1/intents/$K?wait=8")" "10: the long-poll on a queued buy"
 assert_eq "held postgres" "$(body_field outcome) $(body_field source)" "10: answered from Postgres"
 [ $((SECONDS - t0)) -le 5 ] && say "ok: 10: within $((SECONDS - t0)) s" || fail "10: after $((SECONDS - t0)) s"
 K=$(uuid)
-assert_eq 202 "$(req POST "/v1/skus/$X/buys" -H "$J" -H "Idempotency-Key: $K" -d '{"buyer_id":"fred","qty":1}')" "10: another buy"
+assert_posted "$(req POST "/v1/skus/$X/buys" -H "$J" -H "Idempotency-Key: $K" -d '{"buyer_id":"fred","qty":1}')" "10: another buy"
 poll 8 "[ \$(req GET '/v1/intents/$K') = 200 ]" && say "ok: 10: a plain GET gets it from Postgres" ||
 	fail "10: plain GETs: still $(cat "$IT_DIR/body")"
 assert_eq held "$(body_field outcome)" "10: fred's decision"

@@ -38,7 +38,7 @@ for s in PAY CROWD; do
 done
 K1=$(uuid) K2=$(uuid)
 for k in "$K1:alice" "$K2:bob"; do
-	assert_eq 202 "$(req POST /v1/skus/PAY/buys -H "$J" -H "Idempotency-Key: ${k%%:*}" -d "{\"buyer_id\":\"${k#*:}\",\"qty\":1}")" "${k#*:}'s buy"
+	assert_posted "$(req POST /v1/skus/PAY/buys -H "$J" -H "Idempotency-Key: ${k%%:*}" -d "{\"buyer_id\":\"${k#*:}\",\"qty\":1}")" "${k#*:}'s buy"
 	assert_eq "200 held" "$(req GET "/v1/intents/${k%%:*}?wait=20") $(body_field outcome)" "${k#*:} holds"
 done
 b1="{\"intent_id\":\"$K1\",\"sku\":\"PAY\"}"
@@ -116,7 +116,7 @@ st=$(req POST "/v1/intents/$K1/%63onfirm" -H "$J" -d "$b1")
 case $st in 2*) fail "the path spelt %63onfirm: $st $(cat "$IT_DIR/body")" ;; *) say "ok: the path spelt %63onfirm: $st $(body_field error)" ;; esac
 
 # ---- the provider's honest confirm ----
-assert_eq 202 "$(req POST "/v1/intents/$K1/confirm" -H "$J" -H "$(sign_confirm "$b1")" -d "$b1")" "alice's signed confirm"
+assert_posted "$(req POST "/v1/intents/$K1/confirm" -H "$J" -H "$(sign_confirm "$b1")" -d "$b1")" "alice's signed confirm"
 assert_eq "200 confirmed" "$(req GET "/v1/intents/$K1/confirm?wait=20") $(body_field outcome)" "its decision"
 assert_eq "confirmed held" "$(hold "$K1") $(hold "$K2")" "Postgres: alice paid, bob still holds"
 assert_eq 1 "$(confirms_published)" "confirm records on the intents topic"
@@ -132,7 +132,7 @@ wait_until 30 "gw2 ready" "[ \$(req GET /readyz) = 200 ]"
 rot=$(python3 "$IT_ROOT/scripts/payment-stub" sign --keys "$IT_DIR/both.keys" --all -- "$b2")
 case $rot in t=*,v1=*,v1=*) say "ok: the provider's header in a rotation: two v1" ;; *) fail "rotation header: $rot" ;; esac
 attack 401 bad_signature "the old secret alone, at a gateway that holds only the new" "/v1/intents/$K2/confirm" -H "$(sign_confirm "$b2")" -d "$b2"
-assert_eq 202 "$(req POST "/v1/intents/$K2/confirm" -H "$J" -H "Flashsale-Signature: $rot" -d "$b2")" "both secrets' v1 at the new key's gateway"
+assert_posted "$(req POST "/v1/intents/$K2/confirm" -H "$J" -H "Flashsale-Signature: $rot" -d "$b2")" "both secrets' v1 at the new key's gateway"
 assert_eq "200 confirmed" "$(req GET "/v1/intents/$K2/confirm?wait=20") $(body_field outcome)" "bob's confirm"
 kill_worker gw2
 

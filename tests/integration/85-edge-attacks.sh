@@ -139,7 +139,7 @@ portof() { echo "${1##*:}"; }
 assert_eq 202 "$(req POST /v1/skus/EDGE/open -H "$J" -H "$A" -d '{"stock":50,"per_buyer_limit":5}')" "open EDGE"
 wait_until 30 "the sale" "[ \$(sql 'SELECT count(*) FROM skus') = 1 ]"
 H=$(uuid)
-assert_eq 202 "$(req POST /v1/skus/EDGE/buys -H "$J" -H "Idempotency-Key: $H" -d '{"buyer_id":"alice","qty":1}')" "alice's buy"
+assert_posted "$(req POST /v1/skus/EDGE/buys -H "$J" -H "Idempotency-Key: $H" -d '{"buyer_id":"alice","qty":1}')" "alice's buy"
 assert_eq 200 "$(req GET "/v1/intents/$H?wait=10")" "its decision"
 assert_eq held "$(body_field outcome)" "alice holds"
 
@@ -217,7 +217,7 @@ say "the attacker's 100 requests: $n200 answered 200, $n429 answered 429 (Retry-
 [ "$n429" -eq 0 ] || [ "$retry" != none ] || fail "rate_limited without Retry-After"
 # The honest buyer, meanwhile, on 127.0.0.1.
 B=$(uuid)
-assert_eq 202 "$(req POST /v1/skus/EDGE/buys -H "$J" -H "Idempotency-Key: $B" -d '{"buyer_id":"bob","qty":1}')" "bob's buy"
+assert_posted "$(req POST /v1/skus/EDGE/buys -H "$J" -H "Idempotency-Key: $B" -d '{"buyer_id":"bob","qty":1}')" "bob's buy"
 assert_eq 200 "$(req GET "/v1/intents/$B?wait=10")" "bob's long-poll"
 assert_eq held "$(body_field outcome)" "bob holds"
 curl -s -N --max-time 2 "$GWB/v1/intents/$B/events" >"$IT_DIR/bob.sse" 2>/dev/null || true

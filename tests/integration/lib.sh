@@ -38,6 +38,16 @@ die() {
 	exit 1
 }
 
+# assert_posted STATUS WHAT: a POST that publishes (a buy, a join, a confirm, a cancel) answers
+# 202 once the broker has it, or 200 when its decision came back before the delivery report (a
+# busy machine): both are right.
+assert_posted() {
+	case $1 in
+	200 | 202) say "ok: $2 = $1" ;;
+	*) fail "$2: expected 202 (or 200, decided first), got $1" ;;
+	esac
+}
+
 # assert_eq EXPECTED ACTUAL WHAT
 assert_eq() {
 	if [ "$1" = "$2" ]; then
