@@ -312,3 +312,6 @@ CREATE TABLE IF NOT EXISTS room_joins (
     CHECK ((admitted_ms IS NULL) = (decided_ms IS NULL) AND (admitted_ms IS NULL) = (decided_off IS NULL))
 );
 ALTER TABLE partitions ADD COLUMN IF NOT EXISTS n_joins bigint NOT NULL DEFAULT 0;
+-- The admitted buyer's token as the worker's admission result gave it (issue 47 item 1): a
+-- gateway or client that missed the result hands out this one, never a token of its own.
+ALTER TABLE room_joins ADD COLUMN IF NOT EXISTS token text;

@@ -504,7 +504,7 @@ uint32_t fs_batch_add_seen(struct fs_batch *b, const struct fs_seen *s)
 		const struct fs_stored *st = seen_find_hashed(s, it->rec.intent_id, kind, h);
 		if (st && add_stored_hashed(b, st, h) == 0)
 			found++;
-		st = fs_kind_is_followup(kind)
+		st = fs_kind_has_unmatched(kind)
 			     ? fs_seen_find(s, it->rec.intent_id, kind + FS_KEY_UNMATCHED)
 			     : NULL;
 		if (st && fs_batch_add_stored(b, st) == 0)
