@@ -145,12 +145,17 @@ decided_past() {
 	wait_until 30 "the marker after $1 decided" "[ -n \"\$(sql \"SELECT 1 FROM decisions WHERE intent_id = '$m'\")\" ]"
 }
 
-# retry_check WHEN BUYER: a buy with a bad token, then the same intent id with the buyer's
-# own token (the gateway's, which must be the worker's): rejected bad_token, then held.
+# admit BUYER: BUYER joins RB and is admitted.
+admit() {
+	fs join RB --buyer "$1" >/dev/null || die "join $1"
+	fs queue RB --buyer "$1" --wait 30 >/dev/null || die "$1 not admitted"
+}
+
+# retry_check WHEN BUYER: BUYER (admitted to RB) takes its token from the gateway (Postgres,
+# or the results topic: the worker's, whatever the gateway's ring), buys with it altered, then
+# under the same intent id with it: rejected bad_token, then held.
 retry_check() {
 	local when=$1 b=$2 tok id
-	fs join RB --buyer "$b" >/dev/null || die "join $b"
-	fs queue RB --buyer "$b" --wait 30 >/dev/null || die "$b not admitted"
 	assert_eq 200 "$(req GET "/v1/skus/RB/queue/$b")" "$b's place through the gateway"
 	tok=$(body_field token)
 	assert_eq "$(admission_token RB "$b")" "$tok" "$when: the gateway's token for $b is the worker's"
@@ -170,6 +175,7 @@ retry_check() {
 
 # ---- 0. k-a everywhere -------------------------------------------------------------------------
 more_buys 5
+admit rb-0
 retry_check "k-a" rb-0
 replay_clean "with k-a"
 
@@ -189,6 +195,9 @@ replay_clean "after every verifier learnt k-b"
 
 # ---- 2. the signers switch to k-b --------------------------------------------------------------
 # The gateway first, as the old procedure did: it signs nothing now, so this changes no token.
+# rb-1 is admitted before it restarts: the new gateway did not see the admission and finds it
+# in Postgres (before the fix it minted a token of its own there, with k-b).
+admit rb-1
 ring "$IT_DIR/ring.gw" "k-a $KA" "k-b $KB" "sign k-b"
 kill -TERM "$IT_PID_gw1" && wait "$IT_PID_gw1" 2>/dev/null || true
 start_gateway gw2 --set "admission.keys=$IT_DIR/ring.gw"
@@ -202,6 +211,7 @@ for w in w2 w1; do
 	more_buys 3
 done
 ring "$IT_DIR/ring.cli" "k-a $KA" "k-b $KB" "sign k-b"
+admit rb-2
 retry_check "k-b" rb-2
 replay_clean "after the switch to k-b"
 
@@ -276,9 +286,11 @@ decided_past "the stream's end"
 if fs --set "admission.keys=$IT_DIR/ring.old" replay --dry-run >"$IT_DIR/replay-old.txt" 2>&1; then
 	fail "a replay without k-b said the log was clean"
 fi
-grep -q "refused: .*signed with key k-b.*lacks: add key k-b" "$IT_DIR/replay-old.txt" ||
+if grep -q "refused: .*signed with key k-b.*lacks: add key k-b" "$IT_DIR/replay-old.txt"; then
+	say "ok: a replay without k-b refuses, naming k-b"
+else
 	fail "a replay without k-b did not name it: $(grep -v '^DIFF' "$IT_DIR/replay-old.txt" | head -5)"
-say "ok: a replay without k-b refuses, naming k-b"
+fi
 touch "$IT_DIR/pause" "$IT_DIR/paused"
 replay_clean "at the end"
 audit_ok
