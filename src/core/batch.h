@@ -168,8 +168,10 @@ bool fs_item_extends_reject_run(const struct fs_item *prev, const struct fs_item
  * no hold of its SKU in the core: it may find none, and its answer then depends on whether
  * its own key was decided before, which only the store knows (the decisions insert cannot
  * tell: an unmatched key is another row). The caller looks the batch up first. Honest
- * follow-ups name their hold, so this costs a lookup only for rare or hostile ones. */
-bool fs_batch_needs_lookup(const struct fs_batch *b, const struct fs_core *core);
+ * follow-ups name their hold, so this costs a lookup only for rare or hostile ones. Likewise
+ * a new buy of a sale behind a room whose token would be refused (kind 11, issue 47 item 1):
+ * its token's verdict is kept in the record, so that the core does not verify it twice. */
+bool fs_batch_needs_lookup(struct fs_batch *b, const struct fs_core *core);
 
 /* Decides every item. Returns 0, or -ENOMEM (the core's state is then unusable: reload). */
 int fs_batch_decide(struct fs_batch *b, struct fs_core *core);

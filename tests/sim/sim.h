@@ -150,6 +150,9 @@ struct sim_stats {
 	int64_t signers_rotated;   /* worker starts that sign with the other key than before */
 	int64_t held_other_key;	   /* held buys answered by a worker signing with the other key */
 	int64_t known_bug_stepped; /* answers the checker let pass (known bug, meson.build) */
+	/* buys refused for their token (kind 11) whose id a retry with a valid token then held
+	 * (issue 47 item 1) */
+	int64_t token_retries_held;
 };
 
 /* ---- the world of one seed ------------------------------------------------------------------ */
