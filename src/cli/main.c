@@ -886,6 +886,14 @@ static int cmd_summary(flashsale_t *fs, int argc, char **argv)
 	int64_t sold_out = COUNT("outcome = 'sold_out'");
 	int64_t rejected = COUNT("outcome NOT IN ('held', 'sold_out')");
 #undef COUNT
+	/* and the buys refused for their token (kind 11) whose id no decision took up since */
+	snprintf(q, sizeof q,
+		 "SELECT count(*) FROM decisions d WHERE kind = 11 AND %s AND NOT EXISTS (SELECT 1 "
+		 "FROM decisions e WHERE e.intent_id = d.intent_id AND e.part = d.part AND e.kind "
+		 "= 1)",
+		 any);
+	int64_t refused = scalar(pg, q, 1, p);
+	rejected = rejected < 0 || refused < 0 ? -1 : rejected + refused;
 	snprintf(q, sizeof q, "SELECT coalesce(sum(held + sold), 0) FROM skus WHERE %s", any);
 	int64_t won = scalar(pg, q, 1, p);
 	snprintf(q, sizeof q, "SELECT coalesce(sum(available), 0) FROM skus WHERE %s", any);
