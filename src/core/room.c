@@ -161,8 +161,8 @@ static void draw(struct fs_room *r)
 	for (uint32_t i = 0; i < r->len; i++)
 		if (r->v[i].early)
 			d[n++] = (struct drawn){r->v[i].rank, r->v[i].offset, i};
-	if (r->adm.draw == FS_DRAW_RANDOM && FS_ROOM_MUTATE != 1)
-		qsort(d, n, sizeof *d, cmp_drawn);
+	if (n > 1 && r->adm.draw == FS_DRAW_RANDOM && FS_ROOM_MUTATE != 1)
+		qsort(d, n, sizeof *d, cmp_drawn); /* n > 1: no early joiner leaves d NULL */
 	r->order_len = 0;
 	for (uint32_t k = 0; k < n; k++)
 		r->order[r->order_len++] = d[k].i;

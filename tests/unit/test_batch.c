@@ -821,8 +821,8 @@ static void test_token_refusals(void)
 	c.keys = &old; /* a worker that has not learnt k2 yet */
 	push_json(&b, "R",
 		  "{\"v\":1,\"type\":\"open\",\"sku\":\"R\",\"stock\":5,\"per_buyer_limit\":5,"
-		  "\"admission\":{\"rate_"
-		  "per_s\":1000,\"token_seconds\":5,\"seed\":\"s\"}}",
+		  "\"opens_at\":1002,\"admission\":{\"rate_per_s\":1000,\"token_seconds\":5,"
+		  "\"seed\":\"s\"}}", /* ann joins before the opening: drawn at 1002 */
 		  1000);
 	push_json(&b, "R", "{\"v\":1,\"type\":\"join\",\"sku\":\"R\",\"buyer_id\":\"ann\"}", 1001);
 	char t_new[FS_TOKEN_TEXT_MAX + 1], t_old[FS_TOKEN_TEXT_MAX + 1];
