@@ -122,10 +122,10 @@ int flashsale_result_wait(flashsale_t *fs, const char *intent_id, int timeout_ms
 			  struct flashsale_result *out);
 
 /* The same for the decision of a record of another type ("buy", "confirm", "cancel"). A
- * confirm or cancel answered unknown_intent does not use up its id, so when that is what is
- * stored and this handle has published a record, decision_wait waits until the worker has
- * decided past that record, and gives the answer then (a later follow-up may have taken
- * effect). */
+ * confirm or cancel answered unknown_intent, or a buy refused for its token (issue 47 item 1),
+ * does not use up its id, so when that is what is stored and this handle has published a
+ * record, decision_wait (and result_wait) waits until the worker has decided past that
+ * record, and gives the answer then (a later one may have taken effect). */
 int flashsale_decision_get(flashsale_t *fs, const char *intent_id, const char *type,
 			   struct flashsale_result *out);
 int flashsale_decision_wait(flashsale_t *fs, const char *intent_id, const char *type,

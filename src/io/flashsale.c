@@ -719,11 +719,15 @@ int flashsale_decision_wait(flashsale_t *fs, const char *intent_id, const char *
 	if (!fs_uuid_canon(intent_id, id))
 		return fail(fs, -EINVAL, "invalid intent id '%s' (a UUID)", intent_id);
 	int rc = flashsale_decision_get(fs, id, type, out);
-	/* A confirm or cancel answered unknown_intent does not use up its id: a later one may
-	 * take effect. If this handle has just published one, the stored answer is its answer
-	 * only once the worker has decided past it. */
-	if (rc == 0 && timeout_ms != 0 && strcmp(type, "buy") != 0 && fs->last_off >= 0 &&
-	    strcmp(out->outcome, "unknown_intent") == 0) {
+	/* A confirm or cancel answered unknown_intent, or a buy refused for its token (issue 47
+	 * item 1), does not use up its id: a later one may take effect. If this handle has just
+	 * published one, the stored answer is its answer only once the worker has decided past
+	 * it. */
+	bool provisional =
+		rc == 0 && (strcmp(type, "buy") != 0 ? strcmp(out->outcome, "unknown_intent") == 0
+						     : strcmp(out->outcome, "rejected") == 0 &&
+							       strstr(out->reason, "token"));
+	if (timeout_ms != 0 && fs->last_off >= 0 && provisional) {
 		if (wait_decided_past(fs, timeout_ms) < 0)
 			return fail(fs, -ETIMEDOUT, "no result for %s yet", id);
 		return flashsale_decision_get(fs, id, type, out);
