@@ -247,6 +247,24 @@ for edge in "-60000 token_expired" "30000 token_not_yet_valid"; do
 	assert_eq "held" "$(sql "SELECT outcome FROM decisions WHERE intent_id = '$id' AND kind = 1")" "the $2 buy's id retried with the buyer's own token"
 done
 
+# Through a gateway that checks no token at the edge (no key ring): a buy with an altered
+# token reaches the worker and is refused; the same Idempotency-Key with the buyer's own
+# token is published again and held (the gateway kept the refusal as provisional).
+start_gateway gwn --set "admission.keys="
+wait_until 30 "the keyless gateway ready" "[ \$(req GET /readyz) = 200 ]"
+admit rb-3
+tok=$(admission_token RB rb-3)
+key=$(python3 -c 'import uuid; print(uuid.uuid4())')
+J='Content-Type: application/json'
+assert_eq 202 "$(req POST /v1/skus/RB/buys -H "$J" -H "Idempotency-Key: $key" -d "{\"buyer_id\":\"rb-3\",\"qty\":1,\"token\":\"${tok%?}x\"}")" "a buy with an altered token through the keyless gateway"
+assert_eq 200 "$(req GET "/v1/intents/$key?wait=20")" "its decision"
+assert_eq "rejected bad_token" "$(body_field outcome) $(body_field reason)" "the altered token's buy through the gateway"
+code=$(req POST /v1/skus/RB/buys -H "$J" -H "Idempotency-Key: $key" -d "{\"buyer_id\":\"rb-3\",\"qty\":1,\"token\":\"$tok\"}")
+say "the retry with the valid token under the same Idempotency-Key: $code $(cat "$IT_DIR/body")"
+wait_until 30 "the retry's decision at the gateway" "[ \$(req GET '/v1/intents/$key?wait=5') = 200 ] && [ \"\$(body_field outcome)\" = held ] || [ \"\$(body_field outcome)\" = rejected ]"
+assert_eq "held" "$(body_field outcome)" "the retry with the valid token through the gateway, same Idempotency-Key"
+assert_eq "held" "$(sql "SELECT outcome FROM decisions WHERE intent_id = '$key' AND kind = 1")" "its decision in Postgres"
+
 more_buys 3
 touch "$IT_DIR/stop"
 wait "$STREAM_PID" 2>/dev/null || true
