@@ -76,6 +76,18 @@ struct rp {
 	/* The waiting rooms' key ring (admission.keys, issue 33): buys' tokens verify as live. */
 	struct fs_keyring keys;
 	bool has_keys;
+	/* A decision the replay cannot reproduce for want of a key (issue 47 item 1): the first
+	 * buy whose token names a key this ring lacks while Postgres says the worker decided it
+	 * on its merits, or a sale behind a room opened without a ring here ("" for none). */
+	char missing_key[FS_KEY_ID_LEN_MAX + 1];
+	int missing_part;
+	int64_t missing_off;
+	bool missing_ring;
+	/* The reverse: the first buy the worker refused bad_token for a key it lacked, which
+	 * this ring holds (a rotation step that signed before every verifier knew the key). */
+	char extra_key[FS_KEY_ID_LEN_MAX + 1];
+	int extra_part;
+	int64_t extra_off;
 };
 
 static void diff(struct rp *rp, int part, int64_t off, const char *fmt, ...)
@@ -171,6 +183,56 @@ static void compare_reject(struct rp *rp, int part, struct rows *t, int64_t off,
 		t->next++;
 }
 
+/* True when the decision differs from Postgres's only because this replay lacks a key the
+ * worker held: a buy refused here for a token whose key id the ring lacks (bad_token) that
+ * Postgres says was decided otherwise, or an open refused no_key_ring that Postgres says was
+ * applied. The replay then names the key (or the missing ring) and refuses, rather than
+ * listing the differences that follow from it. */
+static bool lacks_key(struct rp *rp, const struct rp_part *p, const struct fs_item *it)
+{
+	const struct fs_decision *d = &it->dec;
+	const char *pg_outcome = col(&p->dec, 4), *pg_reason = col(&p->dec, 5);
+	char kid[FS_KEY_ID_LEN_MAX + 1];
+	if (it->rec.kind != FS_KIND_BUY || !fs_token_key_id(it->rec.u.token.text, kid))
+		return false;
+	bool pg_bad = strcmp(pg_outcome, "rejected") == 0 && strcmp(pg_reason, "bad_token") == 0;
+	bool bad = d->reason && strcmp(d->reason, "bad_token") == 0;
+	bool held_here = fs_keyring_has(rp->has_keys ? &rp->keys : NULL, kid);
+	if (pg_bad && !bad && held_here) {
+		rp->diffs++;
+		if (!rp->extra_key[0]) {
+			snprintf(rp->extra_key, sizeof rp->extra_key, "%s", kid);
+			rp->extra_part = it->rec.partition;
+			rp->extra_off = it->rec.offset;
+		}
+		return true;
+	}
+	if (!bad || held_here || pg_bad)
+		return false;
+	rp->diffs++;
+	if (!rp->missing_key[0]) {
+		snprintf(rp->missing_key, sizeof rp->missing_key, "%s", kid);
+		rp->missing_part = it->rec.partition;
+		rp->missing_off = it->rec.offset;
+	}
+	return true;
+}
+
+/* The sale record: an open refused here for want of a ring, applied by the worker. */
+static bool lacks_ring(struct rp *rp, const struct fs_item *it, const char *pg_outcome)
+{
+	if (rp->has_keys || !it->dec.reason || strcmp(it->dec.reason, "no_key_ring") != 0 ||
+	    strcmp(pg_outcome, "applied") != 0)
+		return false;
+	rp->diffs++;
+	if (!rp->missing_ring) {
+		rp->missing_ring = true;
+		rp->missing_part = it->rec.partition;
+		rp->missing_off = it->rec.offset;
+	}
+	return true;
+}
+
 /* decisions columns: off, intent_id, kind, body_hash, outcome, reason, qty, expires_at_ms,
  * decided_at_ms */
 static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item *it)
@@ -179,6 +241,10 @@ static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item 
 	int64_t off = it->rec.offset;
 	const struct fs_decision *d = &it->dec;
 	if (it->cls == FS_ITEM_NEW && seek_row(rp, part, &p->dec, "decisions", off)) {
+		if (lacks_key(rp, p, it)) {
+			p->dec.next++;
+			return;
+		}
 		check_text(rp, part, off, "intent id", col(&p->dec, 1), it->rec.intent_id);
 		check_int(rp, part, off, "kind", icol(&p->dec, 2), fs_item_key_kind(it));
 		check_int(rp, part, off, "body hash", icol(&p->dec, 3), it->rec.body_hash);
@@ -195,6 +261,10 @@ static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item 
 		check_int(rp, part, off, "forwarded to partition", icol(&p->fwd, 1), it->rec.route);
 		p->fwd.next++;
 	} else if (it->cls == FS_ITEM_SALE && seek_row(rp, part, &p->sale, "sale_log", off)) {
+		if (lacks_ring(rp, it, col(&p->sale, 1))) {
+			p->sale.next++;
+			return;
+		}
 		check_text(rp, part, off, "sale outcome", col(&p->sale, 1),
 			   fs_outcome_name(d->outcome));
 		check_text(rp, part, off, "sale reason", col(&p->sale, 2), d->reason);
@@ -652,6 +722,36 @@ static void finish_part(struct rp *rp, int i)
 	fs_seen_free(&p->seen);
 }
 
+/* The replay's refusal when it lacked a key the worker held (issue 47 item 1): named, with
+ * what to do, whether quiet or not (the audit's check says it too). The differences after
+ * that record follow from it. */
+static void refuse_missing(const struct rp *rp, const char *path)
+{
+	if (rp->missing_ring)
+		cli_err("replay: refused: partition %d offset %" PRId64 " opens a sale behind a "
+			"waiting room, which the worker applied with its key ring; this replay has "
+			"none (admission.keys): configure the ring the workers had and replay "
+			"again",
+			rp->missing_part, rp->missing_off);
+	if (rp->missing_key[0])
+		cli_err("replay: refused: partition %d offset %" PRId64 " is a buy whose token "
+			"was signed with key %s, which the worker held and this replay's key ring "
+			"(admission.keys = %s) lacks: add key %s to it and replay again (a retired "
+			"key "
+			"stays in the ring while the log may be replayed)",
+			rp->missing_part, rp->missing_off, rp->missing_key, path[0] ? path : "none",
+			rp->missing_key);
+	if (rp->extra_key[0])
+		cli_err("replay: refused: partition %d offset %" PRId64 " is a buy whose token "
+			"was signed with key %s, which the worker that decided it lacked "
+			"(bad_token) "
+			"and this replay's key ring holds: a token was signed before every "
+			"verifier "
+			"knew its key (docs/reference/operations.md, \"The waiting room's keys\"); "
+			"replay with the ring that worker had to reproduce it",
+			rp->extra_part, rp->extra_off, rp->extra_key);
+}
+
 int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *diffs)
 {
 	struct rp rp = {.fs = fs, .quiet = quiet};
@@ -718,6 +818,7 @@ int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *dif
 	free(lo);
 	if (rp.diffs > DIFFS_SHOWN_MAX && !quiet)
 		printf("... %" PRId64 " differences in all\n", rp.diffs);
+	refuse_missing(&rp, cfg->admission_keys);
 	*records = rp.records;
 	*diffs = rp.diffs;
 	fs_keyring_wipe(&rp.keys);

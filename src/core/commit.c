@@ -1,5 +1,8 @@
 /* commit.c: a decided batch's transaction as data (see commit.h). */
 #include "core/commit.h"
+#include "core/token.h"
+
+#include <stdint.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -172,6 +175,20 @@ static void add_sku(struct fs_tx *t, const struct fs_sku *v)
 	};
 }
 
+/* An admitted entry's token: the one its admission result carries (publisher.c mints the
+ * same bytes from the same ring and claims; the token's end as core.c's join_answer). */
+static void join_token(struct fs_tx_join *j, const struct fs_core *core, const struct fs_sku *s)
+{
+	const struct fs_room_entry *e = j->e;
+	j->token[0] = '\0';
+	if (e->admitted_ms < 0 || !core->keys)
+		return;
+	int64_t life = s->admission.token_ms;
+	int64_t exp = e->decided_ms > INT64_MAX - life ? INT64_MAX : e->decided_ms + life;
+	if (fs_token_mint(core->keys, s->sku, e->buyer_id, e->admitted_ms, exp, j->token) < 0)
+		j->token[0] = '\0';
+}
+
 /* The waiting rooms' new and changed entries (room_joins). */
 static int build_joins(struct fs_tx *t, const struct fs_core *core, bool careful)
 {
@@ -186,7 +203,9 @@ static int build_joins(struct fs_tx *t, const struct fs_core *core, bool careful
 			const struct fs_room_entry *e = &s->room->v[s->room->dirty[d]];
 			bool copy = !e->stored && !careful;
 			t->n_join_copies += copy;
-			t->joins.v[t->joins.len++] = (struct fs_tx_join){copy, s->sku, e};
+			struct fs_tx_join *j = &t->joins.v[t->joins.len++];
+			*j = (struct fs_tx_join){.copy = copy, .sku = s->sku, .e = e};
+			join_token(j, core, s);
 		}
 	}
 	return 0;

@@ -111,6 +111,11 @@ struct fs_tx_join {
 	bool copy;
 	const char *sku;
 	const struct fs_room_entry *e;
+	/* An admitted entry's token as the worker's admission result gives it (the core's key
+	 * ring's signing key; "" when not admitted or no ring): kept in the row, so that a
+	 * gateway or client that missed the result hands out the worker's token, never one of
+	 * its own (issue 47 item 1). */
+	char token[FS_TOKEN_TEXT_MAX + 1];
 };
 
 /* buyers: units per (SKU, buyer). copy: new by the core's account, else an upsert; either is

@@ -762,17 +762,23 @@ static bool window_refuses(const struct fs_core *c, const struct fs_sku *s, stru
 	return false;
 }
 
+int fs_core_token_verdict(const struct fs_core *c, const struct fs_sku *s,
+			  const struct fs_record *r, int64_t clock_ms)
+{
+	if (r->u.token.verdict && r->u.token.verdict_clock == clock_ms)
+		return r->u.token.verdict - 1;
+	if (!r->u.token.present)
+		return FS_TOKEN_NONE;
+	if (r->u.token.too_long || !c->keys)
+		return FS_TOKEN_BAD;
+	return fs_token_verify(c->keys, r->u.token.text, s->sku, r->buyer_id, clock_ms);
+}
+
 /* A buy of a sale that needs admission: its token, verified on the log clock (issue 33). */
 static bool token_refuses(const struct fs_core *c, const struct fs_sku *s,
 			  const struct fs_record *r, struct fs_decision *d)
 {
-	enum fs_token_verdict v;
-	if (!r->u.token.present)
-		v = FS_TOKEN_NONE;
-	else if (r->u.token.too_long || !c->keys)
-		v = FS_TOKEN_BAD;
-	else
-		v = fs_token_verify(c->keys, r->u.token.text, s->sku, r->buyer_id, c->clock_ms);
+	enum fs_token_verdict v = fs_core_token_verdict(c, s, r, c->clock_ms);
 	if (v == FS_TOKEN_OK)
 		return false;
 	reject(d, FS_OUT_REJECTED, fs_token_reason(v));

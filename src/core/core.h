@@ -231,6 +231,10 @@ void fs_core_commit(struct fs_core *c);
 
 /* The SKU's index, or FS_MAP_NONE when it is not on this partition. */
 uint32_t fs_core_sku_index(const struct fs_core *c, const char *sku);
+/* The verdict on a buy's token for SKU s at clock_ms (an enum fs_token_verdict: 0 valid), as
+ * the core decides it; the record's cached verdict when made at that clock. */
+int fs_core_token_verdict(const struct fs_core *c, const struct fs_sku *s,
+			  const struct fs_record *r, int64_t clock_ms);
 /* The buyer's units of the SKU (held + confirmed, cart lines included). */
 int64_t fs_core_buyer_units(const struct fs_core *c, uint32_t si, const char *buyer_id);
 /* Why a buy of qty units by a buyer who has `units` of the SKU would be refused now (closed,

@@ -321,9 +321,13 @@ static enum MHD_Result intent_events(struct gw *g, struct gw_req *r)
 /* A follow-up (confirm or cancel, of a buy or a cart) is published again when retried while
  * its answer is unknown_intent, which does not use up its id at the worker, or with another
  * SKU than the one queued (the buy's partition is the SKU's: the first may have gone to the
- * wrong one). Issue 47, item 2. */
+ * wrong one). Issue 47, item 2. So is a buy refused for its token (item 1). */
 static bool publish_again(const struct gw_req *r, const struct gw_entry *e)
 {
+	/* A buy refused for its token did not use up its id either (issue 47 item 1): its retry
+	 * (with a valid token, say) is published again and waits for its own decision. */
+	if (r->kind == GW_K_BUY)
+		return e->state == GW_S_DECIDED && e->provisional;
 	bool followup = r->kind == GW_K_CONFIRM || r->kind == GW_K_CANCEL ||
 			r->kind == GW_K_CART_CONFIRM || r->kind == GW_K_CART_CANCEL;
 	if (!followup)
@@ -349,9 +353,10 @@ static enum MHD_Result publish_intent(struct gw *g, struct gw_req *r, const char
 				  NULL);
 	/* Decided through another door, with no fingerprint known: a buy's POST was checked
 	 * against what the decision's record says (post_buy), and gets it without stamping the
-	 * entry with its own body (issue 47, item 6); a follow-up's body is its type alone. */
+	 * entry with its own body (issue 47, item 6), unless that decision was a token refusal,
+	 * which did not use up the id (item 1); a follow-up's body is its type alone. */
 	if (e && e->state == GW_S_DECIDED && e->fp == 0) {
-		if (r->kind == GW_K_BUY)
+		if (r->kind == GW_K_BUY && !e->provisional)
 			return send_entry(r, e);
 		e->fp = fp;
 	}

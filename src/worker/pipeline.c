@@ -692,7 +692,7 @@ static bool again_item(const struct fs_batch *b, struct fs_item *it)
 	/* The decision that answered it live: its own key's, if made at or before it; else
 	 * that of a follow-up that found no hold (itself, or the one it repeated). */
 	const struct fs_stored *s = stored_before(b, it, (int)it->rec.kind);
-	if (!s && fs_kind_is_followup((int)it->rec.kind))
+	if (!s && fs_kind_has_unmatched((int)it->rec.kind))
 		s = stored_before(b, it, (int)it->rec.kind + FS_KEY_UNMATCHED);
 	if (s) {
 		it->dec = s->dec;

@@ -1139,6 +1139,18 @@ static bool token_reason(const char *reason, enum fs_token_verdict *v)
 	return false;
 }
 
+/* 1 if the held buy d's id had been refused for its token before (a kind-11 row). */
+static int refused_before(const struct sim_store *s, const struct ss_decision *d)
+{
+	for (size_t i = 0; i < s->decisions.len; i++) {
+		const struct ss_decision *e = &s->decisions.v[i];
+		if (e->kind == FS_KIND_BUY + FS_KEY_UNMATCHED && e->part == d->part &&
+		    e->off < d->off && strcmp(e->intent_id, d->intent_id) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* Every buy of a sale behind a room: its token's verdict a function of the log (the token,
  * the buyer, the SKU, the buy's timestamp) and the ring; a buy won only with a token that is
  * live and of an admission of its buyer (INV-9, as flashsale audit: the row's slot at or
@@ -1152,8 +1164,9 @@ static bool check_buys(struct sim_world *W)
 		for (size_t q = 0; q < s->skus.len && !k; q++)
 			if (strcmp(s->skus.v[q].sku, d->sku) == 0)
 				k = &s->skus.v[q];
-		if (d->kind != FS_KIND_BUY || !k || k->admit_rate == 0 || k->part != d->part ||
-		    strcmp(d->outcome, "closed") == 0 || strcmp(d->outcome, "not_open") == 0 ||
+		if (d->kind % FS_KEY_UNMATCHED != FS_KIND_BUY || !k || k->admit_rate == 0 ||
+		    k->part != d->part || strcmp(d->outcome, "closed") == 0 ||
+		    strcmp(d->outcome, "not_open") == 0 ||
 		    (d->has_reason && strcmp(d->reason, "unknown_sku") == 0))
 			continue;
 		const struct sim_rec *x = rec_at(W, d->part, d->off);
@@ -1170,8 +1183,17 @@ static bool check_buys(struct sim_world *W)
 					d->intent_id, d->sku, d->buyer, x->ts, d->outcome,
 					opt(d->has_reason, d->reason),
 					want ? fs_token_reason(want) : "valid");
+		/* A token refusal is keyed apart (kind 11): it does not use up the id, and any
+		 * other decision of a buy does (issue 47 item 1). */
+		if ((got != FS_TOKEN_OK) != (d->kind == FS_KIND_BUY + FS_KEY_UNMATCHED))
+			return sim_fail(W, "INV-3",
+					"buy %s of %s by %s: %s %s kept as kind %d (a token "
+					"refusal is kind 11 and uses up no id, any other kind 1)",
+					d->intent_id, d->sku, d->buyer, d->outcome,
+					opt(d->has_reason, d->reason), d->kind);
 		if (strcmp(d->outcome, "held") != 0)
 			continue;
+		W->stats->token_retries_held += refused_before(s, d);
 		W->stats->held_by_key[kid > 0]++;
 		const struct ss_join *j = join_row(s, d->sku, d->buyer);
 		if (!j || !j->has_adm || d->decided_at < j->admitted_ms ||
@@ -1325,6 +1347,21 @@ static bool copy_landed(const struct sim_world *W, int p, int64_t off)
 	return off < (int64_t)W->landed[p].len && W->landed[p].v[off];
 }
 
+/* A reply that refuses a buy for its token: it had no effect and did not use up its id
+ * (issue 47 item 1), so a later reply for the id may differ. */
+static bool token_refusal(const char *json)
+{
+	static const char *const reasons[] = {"no_token", "bad_token", "token_expired",
+					      "token_not_yet_valid", "token_other_buyer"};
+	char want[48];
+	for (size_t i = 0; i < sizeof reasons / sizeof *reasons; i++) {
+		snprintf(want, sizeof want, "\"reason\":\"%s\"", reasons[i]);
+		if (strstr(json, want))
+			return true;
+	}
+	return false;
+}
+
 static bool check_replies(struct sim_world *W, const struct oracle *o)
 {
 	struct fs_buf buf = {0};
@@ -1457,7 +1494,7 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 		/* A buy the store refused for good had no effect and did not take its id (a
 		 * resend is decided fresh, docs/reference/records.md): not its decision. */
 		if (r->expire || r->cart || r->room || rec->kind != FS_KIND_BUY ||
-		    strstr(r->json, "\"reason\":\"store_refused\""))
+		    strstr(r->json, "\"reason\":\"store_refused\"") || token_refusal(r->json))
 			continue;
 		br[nbr].id = rec->intent_id;
 		br[nbr].part = r->part;

@@ -483,7 +483,7 @@ int ss_lookup(struct sim_store *s, struct fs_batch *b)
 				continue;
 			same_id = true;
 			wanted = (int)it->rec.kind == d->kind ||
-				 (fs_kind_is_followup((int)it->rec.kind) &&
+				 (fs_kind_has_unmatched((int)it->rec.kind) &&
 				  (int)it->rec.kind + FS_KEY_UNMATCHED == d->kind);
 		}
 		if (!wanted) {
