@@ -68,7 +68,10 @@ const char *flashsale_error(const flashsale_t *fs);
 int flashsale_buy(flashsale_t *fs, const char *sku, const char *buyer_id, int64_t qty,
 		  const char *intent_id, char out_id[37]);
 /* flashsale_buy with an admission token (issue 33; NULL or "": none), for a sale that needs
- * admission. The token is not part of the intent: a retry with a refreshed one is a repeat. */
+ * admission. The token is not part of the intent: once a buy is decided on its merits, a retry
+ * with a refreshed token is its repeat; a buy refused for its token (no_token, bad_token,
+ * token_expired, ...) did not use up its id, so a retry with a valid one is decided on its
+ * merits (issue 47 item 1). */
 int flashsale_buy_token(flashsale_t *fs, const char *sku, const char *buyer_id, int64_t qty,
 			const char *intent_id, const char *token, char out_id[37]);
 /* Joins the SKU's waiting room (issue 33): one entry per buyer, keyed by the SKU. The answer
@@ -77,15 +80,15 @@ int flashsale_buy_token(flashsale_t *fs, const char *sku, const char *buyer_id, 
 int flashsale_join(flashsale_t *fs, const char *sku, const char *buyer_id);
 /* Where a buyer stands in a SKU's waiting room, from Postgres as the worker last committed it:
  * the room is rebuilt from its rows (the draw is a function of them and the sale's seed).
- * status "waiting" (position 0 before the draw) or "admitted" (with the token, when this
- * handle's configuration names the key ring: admission.keys). -ENOENT: not joined (or no such
- * SKU or room). */
+ * status "waiting" (position 0 before the draw) or "admitted" (with the worker's token, as its
+ * admission result gave it: kept in the room's row; never one minted here, issue 47 item 1).
+ * -ENOENT: not joined (or no such SKU or room). */
 struct flashsale_queue {
 	char status[16];
 	bool drawn;
 	int64_t position, ahead, estimated_wait_ms; /* waiting */
 	int64_t not_before, expires_at;		    /* admitted: the token's life */
-	char token[192];			    /* admitted, keys configured: else "" */
+	char token[192];			    /* admitted: the worker's; else "" */
 	int32_t partition;
 	int64_t clock_ms;
 };
@@ -119,10 +122,10 @@ int flashsale_result_wait(flashsale_t *fs, const char *intent_id, int timeout_ms
 			  struct flashsale_result *out);
 
 /* The same for the decision of a record of another type ("buy", "confirm", "cancel"). A
- * confirm or cancel answered unknown_intent does not use up its id, so when that is what is
- * stored and this handle has published a record, decision_wait waits until the worker has
- * decided past that record, and gives the answer then (a later follow-up may have taken
- * effect). */
+ * confirm or cancel answered unknown_intent, or a buy refused for its token (issue 47 item 1),
+ * does not use up its id, so when that is what is stored and this handle has published a
+ * record, decision_wait (and result_wait) waits until the worker has decided past that
+ * record, and gives the answer then (a later one may have taken effect). */
 int flashsale_decision_get(flashsale_t *fs, const char *intent_id, const char *type,
 			   struct flashsale_result *out);
 int flashsale_decision_wait(flashsale_t *fs, const char *intent_id, const char *type,

@@ -56,7 +56,9 @@ CREATE TABLE IF NOT EXISTS skus (
 -- One row per decided intent id and record kind (buy, confirm, cancel): the dedupe key. A
 -- repeated id is answered from here; body_hash tells a verbatim retry from a conflict. A
 -- confirm or cancel answered unknown_intent is kept under its kind + 10, so that it does not
--- use up the id: the right one after it takes effect (src/core/batch.h, FS_KEY_UNMATCHED).
+-- use up the id: the right one after it takes effect (src/core/batch.h, FS_KEY_UNMATCHED); so
+-- is a buy refused for its admission token (11: the same id with a valid token is decided on
+-- its merits, issue 47 item 1).
 -- The key includes the partition: the dedupe is scoped to the partition's log (issue 28, item
 -- 6), so that the same id on buys of two SKUs that live on two partitions is decided by each
 -- alone, whatever the timing, as a replay of either log decides it (docs/DESIGN-NOTES.md).
@@ -65,7 +67,7 @@ CREATE TABLE IF NOT EXISTS skus (
 -- means changing its writer there.
 CREATE TABLE IF NOT EXISTS decisions (
     intent_id     uuid     NOT NULL,
-    kind          smallint NOT NULL,   -- 1 buy, 2 confirm, 3 cancel; 12, 13 one that found no hold
+    kind          smallint NOT NULL,   -- 1 buy, 2 confirm, 3 cancel; 12, 13 one that found no hold; 11 a token refusal
     body_hash     bigint   NOT NULL,
     part          int      NOT NULL,
     off           bigint   NOT NULL,
@@ -132,6 +134,21 @@ ALTER TABLE reservations ADD COLUMN IF NOT EXISTS ended_off bigint;
 DROP INDEX IF EXISTS reservations_part_ended;
 CREATE INDEX IF NOT EXISTS reservations_ended ON reservations (part, ended_off)
     WHERE ended_off IS NOT NULL;
+
+-- What the store refused for good that was no record's own (issue 47, item 5;
+-- docs/DESIGN-NOTES.md "The batch protocol"): a rule the worker cannot know of refused a row
+-- written by a hold's expiry (round 0: the hold, intent_id, stays held, out of the expiry
+-- clock, until a confirm or a cancel ends it; off is the record whose clock it was due at), or
+-- by a waiting cart group's units taken when another record woke it (round >= 1: the group of
+-- cart intent_id in that round was refused store_refused instead, at record off). The worker
+-- and the replay read these rows as part of the log's decisions.
+CREATE TABLE IF NOT EXISTS store_refusals (
+    part      int    NOT NULL,
+    off       bigint NOT NULL,
+    intent_id uuid   NOT NULL,
+    round     int    NOT NULL DEFAULT 0,
+    PRIMARY KEY (part, intent_id, round)
+);
 
 -- Units per buyer and SKU, held + confirmed (the per-buyer limit counts these).
 CREATE TABLE IF NOT EXISTS buyers (
@@ -312,3 +329,6 @@ CREATE TABLE IF NOT EXISTS room_joins (
     CHECK ((admitted_ms IS NULL) = (decided_ms IS NULL) AND (admitted_ms IS NULL) = (decided_off IS NULL))
 );
 ALTER TABLE partitions ADD COLUMN IF NOT EXISTS n_joins bigint NOT NULL DEFAULT 0;
+-- The admitted buyer's token as the worker's admission result gave it (issue 47 item 1): a
+-- gateway or client that missed the result hands out this one, never a token of its own.
+ALTER TABLE room_joins ADD COLUMN IF NOT EXISTS token text;

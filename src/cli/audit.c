@@ -99,7 +99,8 @@ static const struct check checks[] = {
 	{"INV-1", "no hold is still held once its partition's clock reached its expiry",
 	 "SELECT r.intent_id, r.expires_at_ms, p.clock_ms FROM reservations r JOIN partitions p "
 	 "ON p.grp = $1 AND p.topic = $2 AND p.part = r.part WHERE r.status = 'held' AND "
-	 "r.expires_at_ms <= p.clock_ms LIMIT 20"},
+	 "r.expires_at_ms <= p.clock_ms AND NOT EXISTS (SELECT 1 FROM store_refusals x WHERE "
+	 "x.part = r.part AND x.intent_id = r.intent_id AND x.round = 0) LIMIT 20"},
 	{"INV-3", "every confirmed, cancelled or expired hold has the decision that ended it",
 	 "SELECT r.intent_id, r.status, r.late, d.outcome FROM reservations r LEFT JOIN decisions "
 	 "d ON d.intent_id = r.intent_id AND d.part = r.part AND d.kind = CASE r.status WHEN "

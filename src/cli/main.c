@@ -166,7 +166,9 @@ static const char usage_buy[] =
 	"Publishes one buy intent and prints its intent id. Re-running with the same --intent\n"
 	"and the same body is a retry: it is answered with the first decision, never twice.\n"
 	"--token: the buyer's admission token, for a sale behind a waiting room (`flashsale\n"
-	"queue` prints it once admitted); it is not part of the intent (a retry may refresh it).\n";
+	"queue` prints it once admitted); it is not part of the intent (a retry may refresh it).\n"
+	"A buy refused for its token (no_token, bad_token, token_expired, ...) does not use up\n"
+	"the --intent: the same one with a valid token is decided on its merits.\n";
 
 static int cmd_buy(flashsale_t *fs, int argc, char **argv)
 {
@@ -232,9 +234,9 @@ static const char usage_queue[] =
 	"\n"
 	"Where the buyer stands in the SKU's waiting room, as the worker last committed it:\n"
 	"`waiting` with the place in the queue once drawn (position, ahead, estimated wait), or\n"
-	"`admitted` with the token's life and, when this configuration names the key ring\n"
-	"(admission.keys), the token to buy with. --wait SECONDS: until admitted (exit 1 on\n"
-	"timeout). Exit 1 if the buyer has not joined.\n";
+	"`admitted` with the token's life and the token to buy with: the worker's, as its\n"
+	"admission result gave it (kept in the room's row; never one made here). --wait\n"
+	"SECONDS: until admitted (exit 1 on timeout). Exit 1 if the buyer has not joined.\n";
 
 static int cmd_queue(flashsale_t *fs, int argc, char **argv)
 {
@@ -884,6 +886,14 @@ static int cmd_summary(flashsale_t *fs, int argc, char **argv)
 	int64_t sold_out = COUNT("outcome = 'sold_out'");
 	int64_t rejected = COUNT("outcome NOT IN ('held', 'sold_out')");
 #undef COUNT
+	/* and the buys refused for their token (kind 11) whose id no decision took up since */
+	snprintf(q, sizeof q,
+		 "SELECT count(*) FROM decisions d WHERE kind = 11 AND %s AND NOT EXISTS (SELECT 1 "
+		 "FROM decisions e WHERE e.intent_id = d.intent_id AND e.part = d.part AND e.kind "
+		 "= 1)",
+		 any);
+	int64_t refused = scalar(pg, q, 1, p);
+	rejected = rejected < 0 || refused < 0 ? -1 : rejected + refused;
 	snprintf(q, sizeof q, "SELECT coalesce(sum(held + sold), 0) FROM skus WHERE %s", any);
 	int64_t won = scalar(pg, q, 1, p);
 	snprintf(q, sizeof q, "SELECT coalesce(sum(available), 0) FROM skus WHERE %s", any);

@@ -55,7 +55,11 @@ struct rp_part {
 	/* every intent id decided so far on this partition, for the repeats of later batches */
 	struct fs_seen seen;
 	struct rows dec, rej, sale, fwd, out;
-	int refused_next; /* a second cursor on rej: the records the store refused */
+	struct rows xr;	     /* store_refusals: records whose clock's expiries were refused */
+	const char **xr_ids; /* their holds' intent ids (borrowed from xr.r) */
+	struct rows xg;	     /* store_refusals: cart groups whose units were refused */
+	struct fs_group_ref *xg_groups; /* (cart ids borrowed from xg.r) */
+	int refused_next;		/* a second cursor on rej: the records the store refused */
 	struct fs_batch_counts counts;
 };
 
@@ -72,6 +76,18 @@ struct rp {
 	/* The waiting rooms' key ring (admission.keys, issue 33): buys' tokens verify as live. */
 	struct fs_keyring keys;
 	bool has_keys;
+	/* A decision the replay cannot reproduce for want of a key (issue 47 item 1): the first
+	 * buy whose token names a key this ring lacks while Postgres says the worker decided it
+	 * on its merits, or a sale behind a room opened without a ring here ("" for none). */
+	char missing_key[FS_KEY_ID_LEN_MAX + 1];
+	int missing_part;
+	int64_t missing_off;
+	bool missing_ring;
+	/* The reverse: the first buy the worker refused bad_token for a key it lacked, which
+	 * this ring holds (a rotation step that signed before every verifier knew the key). */
+	char extra_key[FS_KEY_ID_LEN_MAX + 1];
+	int extra_part;
+	int64_t extra_off;
 };
 
 static void diff(struct rp *rp, int part, int64_t off, const char *fmt, ...)
@@ -167,6 +183,56 @@ static void compare_reject(struct rp *rp, int part, struct rows *t, int64_t off,
 		t->next++;
 }
 
+/* True when the decision differs from Postgres's only because this replay lacks a key the
+ * worker held: a buy refused here for a token whose key id the ring lacks (bad_token) that
+ * Postgres says was decided otherwise, or an open refused no_key_ring that Postgres says was
+ * applied. The replay then names the key (or the missing ring) and refuses, rather than
+ * listing the differences that follow from it. */
+static bool lacks_key(struct rp *rp, const struct rp_part *p, const struct fs_item *it)
+{
+	const struct fs_decision *d = &it->dec;
+	const char *pg_outcome = col(&p->dec, 4), *pg_reason = col(&p->dec, 5);
+	char kid[FS_KEY_ID_LEN_MAX + 1];
+	if (it->rec.kind != FS_KIND_BUY || !fs_token_key_id(it->rec.u.token.text, kid))
+		return false;
+	bool pg_bad = strcmp(pg_outcome, "rejected") == 0 && strcmp(pg_reason, "bad_token") == 0;
+	bool bad = d->reason && strcmp(d->reason, "bad_token") == 0;
+	bool held_here = fs_keyring_has(rp->has_keys ? &rp->keys : NULL, kid);
+	if (pg_bad && !bad && held_here) {
+		rp->diffs++;
+		if (!rp->extra_key[0]) {
+			snprintf(rp->extra_key, sizeof rp->extra_key, "%s", kid);
+			rp->extra_part = it->rec.partition;
+			rp->extra_off = it->rec.offset;
+		}
+		return true;
+	}
+	if (!bad || held_here || pg_bad)
+		return false;
+	rp->diffs++;
+	if (!rp->missing_key[0]) {
+		snprintf(rp->missing_key, sizeof rp->missing_key, "%s", kid);
+		rp->missing_part = it->rec.partition;
+		rp->missing_off = it->rec.offset;
+	}
+	return true;
+}
+
+/* The sale record: an open refused here for want of a ring, applied by the worker. */
+static bool lacks_ring(struct rp *rp, const struct fs_item *it, const char *pg_outcome)
+{
+	if (rp->has_keys || !it->dec.reason || strcmp(it->dec.reason, "no_key_ring") != 0 ||
+	    strcmp(pg_outcome, "applied") != 0)
+		return false;
+	rp->diffs++;
+	if (!rp->missing_ring) {
+		rp->missing_ring = true;
+		rp->missing_part = it->rec.partition;
+		rp->missing_off = it->rec.offset;
+	}
+	return true;
+}
+
 /* decisions columns: off, intent_id, kind, body_hash, outcome, reason, qty, expires_at_ms,
  * decided_at_ms */
 static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item *it)
@@ -175,6 +241,10 @@ static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item 
 	int64_t off = it->rec.offset;
 	const struct fs_decision *d = &it->dec;
 	if (it->cls == FS_ITEM_NEW && seek_row(rp, part, &p->dec, "decisions", off)) {
+		if (lacks_key(rp, p, it)) {
+			p->dec.next++;
+			return;
+		}
 		check_text(rp, part, off, "intent id", col(&p->dec, 1), it->rec.intent_id);
 		check_int(rp, part, off, "kind", icol(&p->dec, 2), fs_item_key_kind(it));
 		check_int(rp, part, off, "body hash", icol(&p->dec, 3), it->rec.body_hash);
@@ -191,6 +261,10 @@ static void compare_item(struct rp *rp, struct rp_part *p, const struct fs_item 
 		check_int(rp, part, off, "forwarded to partition", icol(&p->fwd, 1), it->rec.route);
 		p->fwd.next++;
 	} else if (it->cls == FS_ITEM_SALE && seek_row(rp, part, &p->sale, "sale_log", off)) {
+		if (lacks_ring(rp, it, col(&p->sale, 1))) {
+			p->sale.next++;
+			return;
+		}
 		check_text(rp, part, off, "sale outcome", col(&p->sale, 1),
 			   fs_outcome_name(d->outcome));
 		check_text(rp, part, off, "sale reason", col(&p->sale, 2), d->reason);
@@ -211,6 +285,44 @@ static void mark_refused(struct rp_part *p, struct fs_item *it)
 	    strtoll(PQgetvalue(r, p->refused_next, 0), NULL, 10) == it->rec.offset &&
 	    strcmp(PQgetvalue(r, p->refused_next, 1), "store_refused") == 0)
 		fs_item_refuse(it);
+}
+
+/* A record whose clock brought expiries the live worker's store refused (store_refusals
+ * rows at its offset: issue 47, item 5): the replay refuses them too, as it cannot know the
+ * rule that refused them. */
+static void mark_refused_expiries(struct rp_part *p, struct fs_item *it)
+{
+	struct rows *t = &p->xr;
+	while (t->next < PQntuples(t->r) && icol(t, 0) < it->rec.offset)
+		t->next++;
+	it->refuse_due = t->next < PQntuples(t->r) && icol(t, 0) == it->rec.offset;
+}
+
+/* The holds whose expiry the live store refused, for fs_core_refuse_due: a hold named there is
+ * due at its row's record and at no refuse_due record before it (it would have expired or been
+ * refused there), so the partition's whole list can go with every such record. */
+static int refused_ids(struct rp_part *p)
+{
+	int n = PQntuples(p->xr.r);
+	p->xr_ids = calloc((size_t)n + 1, sizeof *p->xr_ids);
+	if (!p->xr_ids)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++)
+		p->xr_ids[i] = PQgetvalue(p->xr.r, i, 1);
+	p->batch.refuse_ids = p->xr_ids;
+	p->batch.refuse_ids_len = (uint32_t)n;
+	/* The waiting groups whose units it refused to take when woken: refused here too. */
+	n = PQntuples(p->xg.r);
+	p->xg_groups = calloc((size_t)n + 1, sizeof *p->xg_groups);
+	if (!p->xg_groups)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++)
+		p->xg_groups[i] =
+			(struct fs_group_ref){PQgetvalue(p->xg.r, i, 0),
+					      (int32_t)strtol(PQgetvalue(p->xg.r, i, 1), NULL, 10)};
+	p->batch.refuse_groups = p->xg_groups;
+	p->batch.refuse_groups_len = (uint32_t)n;
+	return 0;
 }
 
 /* The next outbox row (cart_out) against what the replay's step sent: a message or a result,
@@ -259,8 +371,10 @@ static void decide_batch(struct rp *rp, struct rp_part *p)
 	struct fs_batch *b = &p->batch;
 	if (b->len == 0)
 		return;
-	for (uint32_t i = 0; i < b->len; i++)
+	for (uint32_t i = 0; i < b->len; i++) {
 		mark_refused(p, &b->items[i]);
+		mark_refused_expiries(p, &b->items[i]);
+	}
 	fs_batch_reset_decisions(b);
 	fs_batch_add_seen(b, &p->seen);
 	if (fs_batch_decide(b, &p->core) < 0) {
@@ -451,16 +565,19 @@ static int load_rows(struct rp *rp, int part, struct rp_part *p)
 		"SELECT off, to_part FROM forwards WHERE part = $1::int ORDER BY off",
 		"SELECT off, to_topic, coalesce(to_part, -1), msg_key, payload FROM cart_out WHERE "
 		"part = $1::int ORDER BY off, seq",
+		"SELECT off, intent_id FROM store_refusals WHERE part = $1::int AND round = 0 "
+		"ORDER BY off",
+		"SELECT intent_id, round FROM store_refusals WHERE part = $1::int AND round > 0",
 	};
-	struct rows *t[] = {&p->dec, &p->rej, &p->sale, &p->fwd, &p->out};
-	for (int i = 0; i < 5; i++) {
+	struct rows *t[] = {&p->dec, &p->rej, &p->sale, &p->fwd, &p->out, &p->xr, &p->xg};
+	for (int i = 0; i < 7; i++) {
 		t[i]->r = PQexecParams(rp->pg, sql[i], 1, NULL, prm, NULL, NULL, 0);
 		if (PQresultStatus(t[i]->r) != PGRES_TUPLES_OK) {
 			cli_err("replay: postgres: %s", PQerrorMessage(rp->pg));
 			return -EIO;
 		}
 	}
-	return 0;
+	return refused_ids(p);
 }
 
 static int setup_parts(struct rp *rp, const int64_t *ends)
@@ -595,10 +712,44 @@ static void finish_part(struct rp *rp, int i)
 	PQclear(p->sale.r);
 	PQclear(p->fwd.r);
 	PQclear(p->out.r);
+	PQclear(p->xr.r);
+	free(p->xr_ids);
+	PQclear(p->xg.r);
+	free(p->xg_groups);
 	fs_core_free(&p->core);
 	fs_carts_free(&p->carts);
 	fs_batch_free(&p->batch);
 	fs_seen_free(&p->seen);
+}
+
+/* The replay's refusal when it lacked a key the worker held (issue 47 item 1): named, with
+ * what to do, whether quiet or not (the audit's check says it too). The differences after
+ * that record follow from it. */
+static void refuse_missing(const struct rp *rp, const char *path)
+{
+	if (rp->missing_ring)
+		cli_err("replay: refused: partition %d offset %" PRId64 " opens a sale behind a "
+			"waiting room, which the worker applied with its key ring; this replay has "
+			"none (admission.keys): configure the ring the workers had and replay "
+			"again",
+			rp->missing_part, rp->missing_off);
+	if (rp->missing_key[0])
+		cli_err("replay: refused: partition %d offset %" PRId64 " is a buy whose token "
+			"was signed with key %s, which the worker held and this replay's key ring "
+			"(admission.keys = %s) lacks: add key %s to it and replay again (a retired "
+			"key "
+			"stays in the ring while the log may be replayed)",
+			rp->missing_part, rp->missing_off, rp->missing_key, path[0] ? path : "none",
+			rp->missing_key);
+	if (rp->extra_key[0])
+		cli_err("replay: refused: partition %d offset %" PRId64 " is a buy whose token "
+			"was signed with key %s, which the worker that decided it lacked "
+			"(bad_token) "
+			"and this replay's key ring holds: a token was signed before every "
+			"verifier "
+			"knew its key (docs/reference/operations.md, \"The waiting room's keys\"); "
+			"replay with the ring that worker had to reproduce it",
+			rp->extra_part, rp->extra_off, rp->extra_key);
 }
 
 int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *diffs)
@@ -667,6 +818,7 @@ int cli_replay_check(flashsale_t *fs, bool quiet, int64_t *records, int64_t *dif
 	free(lo);
 	if (rp.diffs > DIFFS_SHOWN_MAX && !quiet)
 		printf("... %" PRId64 " differences in all\n", rp.diffs);
+	refuse_missing(&rp, cfg->admission_keys);
 	*records = rp.records;
 	*diffs = rp.diffs;
 	fs_keyring_wipe(&rp.keys);

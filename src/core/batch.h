@@ -9,11 +9,13 @@
 #define FS_BATCH_H
 
 #include "core/buf.h"
+#include "core/cart.h"
 #include "core/core.h"
 #include "core/map.h"
 #include "core/record.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* The dedupe key's kind of a confirm or cancel that found no hold (unknown_intent): its kind
  * plus this (12, 13 in the decisions table). Kept apart from the follow-up's own key, so that
@@ -66,6 +68,9 @@ struct fs_item {
 	uint32_t fwd_key_len, fwd_len;
 	/* A cart item's lines or message: an index into the batch's exts (fs_batch_keep_ext). */
 	uint32_t ext;
+	/* The store refused the expiries this record's clock brings (issue 47, item 5; the
+	 * live worker's isolation, or a replay's store_refusals rows): fs_core_refuse_due. */
+	bool refuse_due;
 };
 
 struct fs_batch_counts {
@@ -85,6 +90,13 @@ struct fs_batch {
 	struct fs_buf fwd;	    /* the bytes of misrouted records (fs_batch_keep) */
 	struct fs_record_ext *exts; /* cart items' lines and messages */
 	uint32_t exts_len, exts_cap;
+	/* Whose expiries a refuse_due item refuses (not owned; NULL: every hold due there). */
+	const char *const *refuse_ids;
+	uint32_t refuse_ids_len;
+	/* Waiting groups whose units the store refused to take when woken (not owned; given to
+	 * the carts as fs_carts.refuse_groups). */
+	const struct fs_group_ref *refuse_groups;
+	uint32_t refuse_groups_len;
 };
 
 int fs_batch_init(struct fs_batch *b, uint32_t cap);
@@ -123,13 +135,29 @@ static inline bool fs_kind_is_followup(int kind)
 {
 	return kind == FS_KIND_CONFIRM || kind == FS_KIND_CANCEL;
 }
+/* True for a kind whose answers that changed nothing have a key of their own (kind plus
+ * FS_KEY_UNMATCHED): a follow-up that found no hold, and a buy refused for its token (11,
+ * issue 47 item 1: a token refusal does not use up the id, so the same id with a valid token
+ * is decided on its merits). Looked up under both keys. */
+static inline bool fs_kind_has_unmatched(int kind)
+{
+	return fs_kind_is_followup(kind) || kind == FS_KIND_BUY;
+}
+/* A buy's refusal for its token (no_token, bad_token, token_expired, token_not_yet_valid,
+ * token_other_buyer: token.h's reasons, each with "token" in it and no other reason has). */
+static inline bool fs_dec_token_refused(const struct fs_decision *d)
+{
+	return d->outcome == FS_OUT_REJECTED && d->reason && strstr(d->reason, "token");
+}
 /* The kind its decision is keyed by: the record's kind, or that plus FS_KEY_UNMATCHED for a
- * new confirm or cancel answered unknown_intent. */
+ * new confirm or cancel answered unknown_intent or a new buy refused for its token. */
 static inline int fs_item_key_kind(const struct fs_item *it)
 {
 	int kind = (int)it->rec.kind;
-	if (fs_kind_is_followup(kind) && it->cls == FS_ITEM_NEW &&
-	    it->dec.outcome == FS_OUT_UNKNOWN_INTENT)
+	if (it->cls != FS_ITEM_NEW)
+		return kind;
+	if ((fs_kind_is_followup(kind) && it->dec.outcome == FS_OUT_UNKNOWN_INTENT) ||
+	    (kind == FS_KIND_BUY && fs_dec_token_refused(&it->dec)))
 		return kind + FS_KEY_UNMATCHED;
 	return kind;
 }
@@ -151,8 +179,10 @@ bool fs_item_extends_reject_run(const struct fs_item *prev, const struct fs_item
  * no hold of its SKU in the core: it may find none, and its answer then depends on whether
  * its own key was decided before, which only the store knows (the decisions insert cannot
  * tell: an unmatched key is another row). The caller looks the batch up first. Honest
- * follow-ups name their hold, so this costs a lookup only for rare or hostile ones. */
-bool fs_batch_needs_lookup(const struct fs_batch *b, const struct fs_core *core);
+ * follow-ups name their hold, so this costs a lookup only for rare or hostile ones. Likewise
+ * a new buy of a sale behind a room whose token would be refused (kind 11, issue 47 item 1):
+ * its token's verdict is kept in the record, so that the core does not verify it twice. */
+bool fs_batch_needs_lookup(struct fs_batch *b, const struct fs_core *core);
 
 /* Decides every item. Returns 0, or -ENOMEM (the core's state is then unusable: reload). */
 int fs_batch_decide(struct fs_batch *b, struct fs_core *core);

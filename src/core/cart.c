@@ -124,6 +124,7 @@ void fs_carts_free(struct fs_carts *cs)
 	free(cs->events);
 	free(cs->dirty_carts);
 	free(cs->dirty_groups);
+	free(cs->refused);
 	fs_map_free(&cs->cart_index);
 	fs_map_free(&cs->group_index);
 	memset(cs, 0, sizeof *cs);
@@ -159,6 +160,7 @@ void fs_carts_commit(struct fs_carts *cs)
 	cs->dirty_groups_len = 0;
 	cs->out_len = 0;
 	cs->events_len = 0;
+	cs->refused_len = 0;
 }
 
 /* Makes room for one more element of size `size` in *items (capacity *cap). */
@@ -524,6 +526,34 @@ static int answer(struct fs_carts *cs, const struct fs_group *g, bool held,
 	return send(cs, &m);
 }
 
+/* Whether the store refused to take g's units when it was woken (fs_carts.refuse_groups). */
+static bool group_refused(const struct fs_carts *cs, const struct fs_group *g)
+{
+	for (uint32_t i = 0; i < cs->refuse_groups_len; i++)
+		if (cs->refuse_groups[i].round == g->round &&
+		    strcmp(cs->refuse_groups[i].cart_id, g->cart_id) == 0)
+			return true;
+	return false;
+}
+
+uint32_t fs_carts_woken(const struct fs_carts *cs, int64_t offset, struct fs_group_ref *out,
+			uint32_t max)
+{
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < cs->dirty_groups_len; k++) {
+		const struct fs_group *g = &cs->groups[cs->dirty_groups[k]];
+		/* (also those that took units and went on, held by a local answer; one that was
+		 * not decided at this record is never refused by being named) */
+		if (g->offset >= offset || g->state == FS_GROUP_WAITING ||
+		    g->state == FS_GROUP_REFUSED)
+			continue;
+		if (n < max)
+			out[n] = (struct fs_group_ref){g->cart_id, g->round};
+		n++;
+	}
+	return n;
+}
+
 /* Decides a new or waiting group; a group that waits stays (or goes) on the waiting list. */
 static int decide_group(struct fs_carts *cs, struct fs_core *c, uint32_t gi, bool *waits)
 {
@@ -532,6 +562,20 @@ static int decide_group(struct fs_carts *cs, struct fs_core *c, uint32_t gi, boo
 	int32_t line;
 	int64_t hold_ms;
 	enum verdict v = judge(cs, c, g, &d, &line, &hold_ms);
+	/* Woken, it would take its units now: the store refused that (issue 47, item 5). */
+	if (v == V_HOLD && g->offset < cs->step_offset && group_refused(cs, g)) {
+		*waits = false;
+		int rc = grow((void **)&cs->refused, &cs->refused_cap, cs->refused_len,
+			      sizeof *cs->refused);
+		if (rc < 0)
+			return rc;
+		cs->refused[cs->refused_len].group = gi;
+		cs->refused[cs->refused_len++].offset = cs->step_offset;
+		g->state = FS_GROUP_REFUSED;
+		mark_group(cs, gi);
+		d = (struct fs_decision){.outcome = FS_OUT_REJECTED, .reason = "store_refused"};
+		return answer(cs, g, false, &d, g->nlines ? g->lines[0].line : -1, 0);
+	}
 	*waits = v == V_WAIT;
 	if (v == V_WAIT)
 		return 0;
@@ -610,13 +654,10 @@ static int wake(struct fs_carts *cs, struct fs_core *c, uint32_t gi)
 	return 0;
 }
 
-static int on_reserve(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
-		      int64_t offset)
+/* A reserve's group, new (not decided yet): its index in *gi. */
+static int add_group(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
+		     int64_t offset, uint32_t *gi_out)
 {
-	if (find_group(cs, m->cart_id, m->round) != FS_MAP_NONE) {
-		cs->counts.ignored++; /* a repeat: its answer was sent */
-		return 0;
-	}
 	int rc = grow_groups(cs);
 	if (rc == 0)
 		rc = grow_pending(cs, c->skus_len);
@@ -648,12 +689,27 @@ static int on_reserve(struct fs_carts *cs, struct fs_core *c, const struct fs_ca
 	if (rc < 0)
 		return rc;
 	cs->groups_len++;
+	*gi_out = gi;
+	return 0;
+}
+
+static int on_reserve(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
+		      int64_t offset)
+{
+	if (find_group(cs, m->cart_id, m->round) != FS_MAP_NONE) {
+		cs->counts.ignored++; /* a repeat: its answer was sent */
+		return 0;
+	}
+	uint32_t gi;
+	int rc = add_group(cs, c, m, offset, &gi);
+	if (rc < 0)
+		return rc;
 	bool waits;
 	rc = decide_group(cs, c, gi, &waits);
 	if (rc < 0)
 		return rc;
 	if (waits) {
-		g = &cs->groups[gi];
+		struct fs_group *g = &cs->groups[gi];
 		g->state = FS_GROUP_WAITING;
 		mark_group(cs, gi);
 		for (uint32_t i = 0; i < g->nlines; i++) {
@@ -1062,6 +1118,25 @@ int fs_cart_step_followup(struct fs_carts *cs, struct fs_core *c, const char *ca
 	return step_end(cs, c, rc, offset);
 }
 
+int fs_cart_refuse_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
+		       int64_t offset)
+{
+	if (m->kind != FS_CART_RESERVE || fs_cart_msg_to(m) != cs->partition ||
+	    find_group(cs, m->cart_id, m->round) != FS_MAP_NONE)
+		return 0;
+	cs->step_offset = offset; /* (the clock moved as the record was decided rejected) */
+	uint32_t gi;
+	int rc = add_group(cs, c, m, offset, &gi);
+	if (rc < 0)
+		return rc;
+	struct fs_group *g = &cs->groups[gi];
+	g->state = FS_GROUP_REFUSED;
+	mark_group(cs, gi);
+	struct fs_decision d = {.outcome = FS_OUT_REJECTED, .reason = "store_refused"};
+	rc = answer(cs, g, false, &d, g->nlines ? g->lines[0].line : -1, 0);
+	return step_end(cs, c, rc, offset); /* the answer may be this partition's own */
+}
+
 int fs_cart_step_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
 		     int64_t ts_ms, int64_t offset)
 {
@@ -1187,6 +1262,7 @@ static const char *const reasons[] = {
 	"not_open",
 	"rejected",
 	"admission_required", /* a line of a sale behind a waiting room (issue 33) */
+	"store_refused",      /* a reserve the store refused for good (issue 47, item 5) */
 };
 
 const char *fs_cart_reason_static(const char *reason)

@@ -140,6 +140,12 @@ struct fs_cart_counts {
 };
 
 /* The carts and groups of one partition. */
+/* A cart's group at this partition, by name (issue 47, item 5). */
+struct fs_group_ref {
+	const char *cart_id;
+	int32_t round;
+};
+
 struct fs_carts {
 	int32_t partition, partitions;
 	uint32_t lines_max; /* the lines a cart may have: FS_CART_LINES_MAX (tests may set less) */
@@ -181,6 +187,18 @@ struct fs_carts {
 
 	struct fs_cart_counts counts;
 	int64_t step_offset; /* the record of the step under way */
+	/* Waiting groups whose units the store refused to take when another record woke them
+	 * (issue 47, item 5): when decided, each is refused (rejected store_refused) instead,
+	 * answering its coordinator. Not owned: the batch's (fs_batch.refuse_groups). */
+	const struct fs_group_ref *refuse_groups;
+	uint32_t refuse_groups_len;
+	/* The groups refused so since the last commit, and the record that woke each (for the
+	 * batch's store_refusals rows). */
+	struct {
+		uint32_t group;
+		int64_t offset;
+	} * refused;
+	uint32_t refused_len, refused_cap;
 };
 
 int fs_carts_init(struct fs_carts *cs, int32_t partition, int32_t partitions, uint32_t lines_max);
@@ -206,6 +224,17 @@ int fs_cart_step_cart(struct fs_carts *cs, struct fs_core *c, const struct fs_ca
 /* A confirm (confirm = true) or cancel of a cart, at its coordinator. */
 int fs_cart_step_followup(struct fs_carts *cs, struct fs_core *c, const char *cart_id, bool confirm,
 			  int64_t ts_ms, int64_t offset);
+/* A protocol message of this partition's log that the store refused for good (its record
+ * rejected store_refused; issue 47, item 5): a reserve is answered refused (outcome
+ * rejected, reason store_refused), its group refused with no unit taken, so that its cart's
+ * round ends; any other message is left as refused. 0 or -ENOMEM. */
+int fs_cart_refuse_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
+		       int64_t offset);
+/* The groups of earlier records that a record at `offset` changed and that hold units now
+ * (those it woke and took units for among them), up to
+ * max of them into out (names borrowed from cs); returns how many there are in all. */
+uint32_t fs_carts_woken(const struct fs_carts *cs, int64_t offset, struct fs_group_ref *out,
+			uint32_t max);
 /* A protocol message that arrived on this partition's log. */
 int fs_cart_step_msg(struct fs_carts *cs, struct fs_core *c, const struct fs_cart_msg *m,
 		     int64_t ts_ms, int64_t offset);

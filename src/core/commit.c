@@ -1,5 +1,8 @@
 /* commit.c: a decided batch's transaction as data (see commit.h). */
 #include "core/commit.h"
+#include "core/token.h"
+
+#include <stdint.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -23,6 +26,7 @@ void fs_tx_free(struct fs_tx *t)
 	free(t->groups.v);
 	free(t->outs.v);
 	free(t->joins.v);
+	free(t->refusals.v);
 	fs_tx_init(t);
 }
 
@@ -171,6 +175,20 @@ static void add_sku(struct fs_tx *t, const struct fs_sku *v)
 	};
 }
 
+/* An admitted entry's token: the one its admission result carries (publisher.c mints the
+ * same bytes from the same ring and claims; the token's end as core.c's join_answer). */
+static void join_token(struct fs_tx_join *j, const struct fs_core *core, const struct fs_sku *s)
+{
+	const struct fs_room_entry *e = j->e;
+	j->token[0] = '\0';
+	if (e->admitted_ms < 0 || !core->keys)
+		return;
+	int64_t life = s->admission.token_ms;
+	int64_t exp = e->decided_ms > INT64_MAX - life ? INT64_MAX : e->decided_ms + life;
+	if (fs_token_mint(core->keys, s->sku, e->buyer_id, e->admitted_ms, exp, j->token) < 0)
+		j->token[0] = '\0';
+}
+
 /* The waiting rooms' new and changed entries (room_joins). */
 static int build_joins(struct fs_tx *t, const struct fs_core *core, bool careful)
 {
@@ -185,7 +203,9 @@ static int build_joins(struct fs_tx *t, const struct fs_core *core, bool careful
 			const struct fs_room_entry *e = &s->room->v[s->room->dirty[d]];
 			bool copy = !e->stored && !careful;
 			t->n_join_copies += copy;
-			t->joins.v[t->joins.len++] = (struct fs_tx_join){copy, s->sku, e};
+			struct fs_tx_join *j = &t->joins.v[t->joins.len++];
+			*j = (struct fs_tx_join){.copy = copy, .sku = s->sku, .e = e};
+			join_token(j, core, s);
 		}
 	}
 	return 0;
@@ -196,10 +216,25 @@ static int build_core(struct fs_tx *t, const struct fs_core *core, bool careful)
 {
 	if (RESERVE(t->holds, core->dirty_holds_len) < 0 ||
 	    RESERVE(t->skus, core->dirty_skus_len) < 0 ||
-	    RESERVE(t->buyers, core->dirty_buyers_len) < 0)
+	    RESERVE(t->buyers, core->dirty_buyers_len) < 0 ||
+	    RESERVE(t->refusals, core->refused_len + (core->carts ? core->carts->refused_len : 0)) <
+		    0)
 		return -ENOMEM;
 	for (uint32_t d = 0; d < core->dirty_holds_len; d++)
 		add_hold(t, core, &core->holds[core->dirty_holds[d]], careful);
+	for (uint32_t d = 0; d < core->refused_len; d++)
+		t->refusals.v[t->refusals.len++] = (struct fs_tx_refusal){
+			.offset = core->refused_offset[d],
+			.intent_id = core->holds[core->refused[d]].intent_id,
+		};
+	for (uint32_t d = 0; core->carts && d < core->carts->refused_len; d++) {
+		const struct fs_group *g = &core->carts->groups[core->carts->refused[d].group];
+		t->refusals.v[t->refusals.len++] = (struct fs_tx_refusal){
+			.offset = core->carts->refused[d].offset,
+			.intent_id = g->cart_id,
+			.round = g->round,
+		};
+	}
 	for (uint32_t d = 0; d < core->dirty_skus_len; d++)
 		add_sku(t, &core->skus[core->dirty_skus[d]]);
 	for (uint32_t d = 0; d < core->dirty_buyers_len; d++) {
@@ -262,7 +297,7 @@ int fs_tx_build(struct fs_tx *t, int32_t partition, int64_t expected, int64_t ne
 		bool careful)
 {
 	t->decisions.len = t->rejects.len = t->sales.len = t->forwards.len = 0;
-	t->holds.len = t->skus.len = t->buyers.len = 0;
+	t->holds.len = t->skus.len = t->buyers.len = t->refusals.len = 0;
 	t->carts.len = t->groups.len = t->outs.len = t->joins.len = 0;
 	t->n_join_copies = 0;
 	t->n_sku_inserts = t->n_sku_updates = t->n_hold_copies = t->n_buyer_copies = 0;

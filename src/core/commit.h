@@ -55,6 +55,14 @@ struct fs_tx_reject {
 	const char *reason;
 };
 
+/* store_refusals: a hold whose expiry the store refused, and the record it was due at; or a
+ * waiting cart group whose units it refused to take, and the record that woke it. */
+struct fs_tx_refusal {
+	int64_t offset;
+	const char *intent_id; /* the hold's, or the cart's */
+	int32_t round;	       /* 0: a hold's expiry; else the cart's group of that round */
+};
+
 /* sale_log: open, restock and close records. */
 struct fs_tx_sale {
 	int64_t offset;
@@ -103,6 +111,11 @@ struct fs_tx_join {
 	bool copy;
 	const char *sku;
 	const struct fs_room_entry *e;
+	/* An admitted entry's token as the worker's admission result gives it (the core's key
+	 * ring's signing key; "" when not admitted or no ring): kept in the row, so that a
+	 * gateway or client that missed the result hands out the worker's token, never one of
+	 * its own (issue 47 item 1). */
+	char token[FS_TOKEN_TEXT_MAX + 1];
 };
 
 /* buyers: units per (SKU, buyer). copy: new by the core's account, else an upsert; either is
@@ -145,6 +158,7 @@ struct fs_tx {
 	FS_TX_ARRAY(const struct fs_group *) groups;
 	FS_TX_ARRAY(struct fs_tx_cart_out) outs; /* all new: COPY rows */
 	FS_TX_ARRAY(struct fs_tx_join) joins;
+	FS_TX_ARRAY(struct fs_tx_refusal) refusals;
 	int64_t n_sku_inserts, n_sku_updates, n_hold_copies, n_buyer_copies;
 	uint32_t n_cart_copies, n_group_copies, n_join_copies;
 };

@@ -148,6 +148,8 @@ void fs_core_free(struct fs_core *c)
 	free(c->expired);
 	free(c->expired_at_ms);
 	free(c->expired_offset);
+	free(c->refused);
+	free(c->refused_offset);
 	fs_map_free(&c->sku_index);
 	fs_map_free(&c->buyer_index);
 	fs_map_free(&c->hold_index);
@@ -168,6 +170,7 @@ void fs_core_reset(struct fs_core *c)
 	c->heap_len = 0;
 	c->dirty_holds_len = 0;
 	c->expired_len = 0;
+	c->refused_len = 0;
 	fs_map_clear(&c->sku_index);
 	fs_map_clear(&c->buyer_index);
 	fs_map_clear(&c->hold_index);
@@ -339,15 +342,15 @@ static int grow_holds(struct fs_core *c)
 	if (!h)
 		return -ENOMEM;
 	c->holds = h;
-	uint32_t **lists[] = {&c->heap, &c->dirty_holds, &c->expired};
-	for (int i = 0; i < 3; i++) {
+	uint32_t **lists[] = {&c->heap, &c->dirty_holds, &c->expired, &c->refused};
+	for (int i = 0; i < 4; i++) {
 		uint32_t *n = realloc(*lists[i], (size_t)ncap * sizeof *n);
 		if (!n)
 			return -ENOMEM;
 		*lists[i] = n;
 	}
-	int64_t **times[] = {&c->expired_at_ms, &c->expired_offset};
-	for (int i = 0; i < 2; i++) {
+	int64_t **times[] = {&c->expired_at_ms, &c->expired_offset, &c->refused_offset};
+	for (int i = 0; i < 3; i++) {
 		int64_t *n = realloc(*times[i], (size_t)ncap * sizeof *n);
 		if (!n)
 			return -ENOMEM;
@@ -462,7 +465,7 @@ static int add_hold(struct fs_core *c, const struct fs_hold *h, uint32_t *index)
 	c->holds[i].heap_pos = FS_MAP_NONE;
 	c->holds[i].dirty = false;
 	c->holds_len++;
-	if (h->status == FS_HOLD_HELD)
+	if (h->status == FS_HOLD_HELD && !h->expiry_refused)
 		heap_push(c, i);
 	*index = i;
 	return 0;
@@ -513,7 +516,8 @@ static void end_hold(struct fs_core *c, uint32_t hi, int status, int64_t offset)
 	struct fs_hold *h = &c->holds[hi];
 	struct fs_sku *s = &c->skus[h->sku_index];
 	assert(h->status == FS_HOLD_HELD);
-	heap_remove(c, hi);
+	if (h->heap_pos != FS_MAP_NONE) /* (not when its expiry was refused) */
+		heap_remove(c, hi);
 	s->held -= h->qty;
 	if (status == FS_HOLD_CONFIRMED) {
 		s->sold += h->qty;
@@ -530,6 +534,62 @@ static void end_hold(struct fs_core *c, uint32_t hi, int status, int64_t offset)
 	assert(s->held >= 0 && s->available + s->held + s->sold == s->supply);
 }
 
+static bool listed(const char *id, const char *const *ids, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(ids[i], id) == 0)
+			return true;
+	return false;
+}
+
+uint32_t fs_core_due(const struct fs_core *c, int64_t ts_ms, const char **out, uint32_t max)
+{
+	int64_t clock = ts_ms > c->clock_ms ? ts_ms : c->clock_ms;
+	uint32_t n = 0, got = 0;
+	uint32_t last = FS_MAP_NONE; /* the last one put out: the next is the least after it */
+	for (;;) {
+		uint32_t next = FS_MAP_NONE;
+		for (uint32_t k = 0; k < c->heap_len; k++) {
+			uint32_t h = c->heap[k];
+			if (c->holds[h].expires_at_ms > clock ||
+			    (last != FS_MAP_NONE && !heap_less(c, last, h)))
+				continue;
+			if (next == FS_MAP_NONE || heap_less(c, h, next))
+				next = h;
+		}
+		if (next == FS_MAP_NONE || got == max)
+			break;
+		out[got++] = c->holds[next].intent_id;
+		last = next;
+	}
+	for (uint32_t k = 0; k < c->heap_len; k++)
+		n += c->holds[c->heap[k]].expires_at_ms <= clock;
+	return n;
+}
+
+void fs_core_refuse_due(struct fs_core *c, int64_t ts_ms, int64_t offset, const char *const *ids,
+			uint32_t n)
+{
+	int64_t clock = ts_ms > c->clock_ms ? ts_ms : c->clock_ms;
+	/* The holds the record's clock would expire, in expiry order: each listed one's refusal
+	 * is its own, so it leaves the heap for good and stays held (its units with it) until a
+	 * confirm or a cancel ends it. The others expire as the clock moves, after this. */
+	for (uint32_t k = 0; k < c->heap_len;) {
+		uint32_t hi = c->heap[k];
+		struct fs_hold *h = &c->holds[hi];
+		if (h->expires_at_ms > clock || (ids && !listed(h->intent_id, ids, n))) {
+			k++;
+			continue;
+		}
+		heap_remove(c, hi);
+		k = 0; /* the heap moved: look again from its top */
+		h->expiry_refused = true;
+		c->refused[c->refused_len] = hi;
+		c->refused_offset[c->refused_len] = offset;
+		c->refused_len++;
+	}
+}
+
 void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset)
 {
 	if (ts_ms > c->clock_ms)
@@ -543,8 +603,23 @@ void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset)
 		c->expired_offset[c->expired_len] = offset;
 		c->expired_len++;
 	}
-	/* The waiting rooms draw at their opening and admit the slots the clock reached; a
-	 * closed sale admits no one. */
+	/* The waiting rooms draw at their opening, at whatever record; they admit at ticks only
+	 * (admit_at_tick). */
+	for (uint32_t k = 0; k < c->room_skus_len; k++) {
+		const struct fs_sku *s = &c->skus[c->room_skus[k]];
+		if (!sku_closed(c, s))
+			fs_room_draw_at(s->room, c->clock_ms);
+	}
+}
+
+/* The waiting rooms admit the slots the clock reached at the worker's own tick records only
+ * (issue 47, item 4): a tick is appended by a worker that has read its partition to the end,
+ * so its stamp is close to when it is decided, and a token that ends at the tick's clock plus
+ * its life reaches its buyer with that life ahead. A buyer's record can be decided long after
+ * its stamp (a backlog after an outage): tokens admitted there were dead on arrival. A closed
+ * sale admits no one. */
+static void admit_at_tick(struct fs_core *c, int64_t offset)
+{
 	for (uint32_t k = 0; k < c->room_skus_len; k++) {
 		const struct fs_sku *s = &c->skus[c->room_skus[k]];
 		if (!sku_closed(c, s))
@@ -564,6 +639,7 @@ void fs_core_commit(struct fs_core *c)
 	}
 	c->dirty_holds_len = 0;
 	c->expired_len = 0;
+	c->refused_len = 0;
 	for (uint32_t k = 0; k < c->dirty_skus_len; k++) {
 		struct fs_sku *s = &c->skus[c->dirty_skus[k]];
 		s->dirty = false;
@@ -585,7 +661,7 @@ void fs_core_commit(struct fs_core *c)
 
 uint32_t fs_core_forget_ended(struct fs_core *c)
 {
-	if (c->dirty_holds_len || c->expired_len || c->heap_len == c->holds_len)
+	if (c->dirty_holds_len || c->expired_len || c->refused_len || c->heap_len == c->holds_len)
 		return 0;
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i < c->holds_len; i++)
@@ -601,7 +677,8 @@ uint32_t fs_core_forget_ended(struct fs_core *c)
 	for (uint32_t i = 0; i < kept; i++) {
 		/* Cannot fail: the index held more entries than this before it was cleared. */
 		(void)fs_map_put(&c->hold_index, hold_hash(c->holds[i].intent_id), i);
-		heap_push(c, i);
+		if (!c->holds[i].expiry_refused)
+			heap_push(c, i);
 	}
 	return dropped;
 }
@@ -685,17 +762,23 @@ static bool window_refuses(const struct fs_core *c, const struct fs_sku *s, stru
 	return false;
 }
 
+int fs_core_token_verdict(const struct fs_core *c, const struct fs_sku *s,
+			  const struct fs_record *r, int64_t clock_ms)
+{
+	if (r->u.token.verdict && r->u.token.verdict_clock == clock_ms)
+		return r->u.token.verdict - 1;
+	if (!r->u.token.present)
+		return FS_TOKEN_NONE;
+	if (r->u.token.too_long || !c->keys)
+		return FS_TOKEN_BAD;
+	return fs_token_verify(c->keys, r->u.token.text, s->sku, r->buyer_id, clock_ms);
+}
+
 /* A buy of a sale that needs admission: its token, verified on the log clock (issue 33). */
 static bool token_refuses(const struct fs_core *c, const struct fs_sku *s,
 			  const struct fs_record *r, struct fs_decision *d)
 {
-	enum fs_token_verdict v;
-	if (!r->u.token.present)
-		v = FS_TOKEN_NONE;
-	else if (r->u.token.too_long || !c->keys)
-		v = FS_TOKEN_BAD;
-	else
-		v = fs_token_verify(c->keys, r->u.token.text, s->sku, r->buyer_id, c->clock_ms);
+	enum fs_token_verdict v = fs_core_token_verdict(c, s, r, c->clock_ms);
 	if (v == FS_TOKEN_OK)
 		return false;
 	reject(d, FS_OUT_REJECTED, fs_token_reason(v));
@@ -907,8 +990,6 @@ static int decide_join(struct fs_core *c, const struct fs_record *r, struct fs_d
 	int i = fs_room_join(s->room, r->buyer_id, r->offset, c->clock_ms, &repeat);
 	if (i < 0)
 		return i;
-	if (!repeat)
-		fs_room_advance(s->room, c->clock_ms, r->offset); /* its own slot may be due */
 	join_answer(s, (uint32_t)i, d);
 	d->duplicate = repeat;
 	return 0;
@@ -1053,6 +1134,7 @@ int fs_core_decide(struct fs_core *c, const struct fs_record *r, struct fs_decis
 		decide_cancel(c, r, d);
 		return 0;
 	case FS_KIND_TICK:
+		admit_at_tick(c, r->offset);
 		d->outcome = FS_OUT_APPLIED;
 		return 0;
 	case FS_KIND_JOIN:

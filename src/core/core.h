@@ -104,7 +104,10 @@ struct fs_hold {
 	bool late;	      /* confirmed after it had expired */
 	int64_t ended_at_ms;  /* partition clock when it left `held` (0 while held) */
 	int64_t ended_offset; /* the record whose arrival ended it (-1 while held) */
-	uint32_t heap_pos;    /* position in the expiry heap, FS_MAP_NONE when not in it */
+	/* The store refused its expiry (issue 47, item 5): out of the heap for good, held until
+	 * a confirm or cancel ends it. */
+	bool expiry_refused;
+	uint32_t heap_pos; /* position in the expiry heap, FS_MAP_NONE when not in it */
 	bool dirty;
 	bool stored; /* its row exists in Postgres (loaded, or committed since) */
 };
@@ -157,6 +160,11 @@ struct fs_core {
 	 * overwrite the hold's ended_* fields before the expiry is published). */
 	int64_t *expired_at_ms;
 	int64_t *expired_offset;
+	/* Holds whose expiry the store refused since the last commit, and the record whose
+	 * clock they were due at (fs_core_refuse_due). */
+	uint32_t *refused;
+	uint32_t refused_len;
+	int64_t *refused_offset;
 
 	uint32_t *dirty_skus; /* indexes, in the order they first changed */
 	uint32_t dirty_skus_len;
@@ -194,6 +202,16 @@ int64_t fs_core_next_room_due(const struct fs_core *c);
  * every hold whose expiry the clock has reached; `offset` names the record that moved it.
  * Every record goes through here before it is decided (repeats included). */
 void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset);
+/* The store refused expiries record `offset` (at ts_ms) would bring (issue 47, item 5): the
+ * holds its clock would expire whose intent id is one of ids[0..n) (every one of them when
+ * ids is NULL) are taken out of the expiry heap for good instead, marked expiry_refused and
+ * listed in `refused` for the batch's transaction. Called before the record is decided, when
+ * the item says so (fs_item.refuse_due). */
+void fs_core_refuse_due(struct fs_core *c, int64_t ts_ms, int64_t offset, const char *const *ids,
+			uint32_t n);
+/* The holds the clock of a record at ts_ms would expire, in expiry order, at most max of them
+ * into out (their intent ids, borrowed); returns how many there are in all. */
+uint32_t fs_core_due(const struct fs_core *c, int64_t ts_ms, const char **out, uint32_t max);
 
 /* Decides one new record (not a repeat) and applies its effect to the state. The record may be
  * invalid (then the decision is `rejected` with its reason). Returns 0, or -ENOMEM if a new
@@ -213,6 +231,10 @@ void fs_core_commit(struct fs_core *c);
 
 /* The SKU's index, or FS_MAP_NONE when it is not on this partition. */
 uint32_t fs_core_sku_index(const struct fs_core *c, const char *sku);
+/* The verdict on a buy's token for SKU s at clock_ms (an enum fs_token_verdict: 0 valid), as
+ * the core decides it; the record's cached verdict when made at that clock. */
+int fs_core_token_verdict(const struct fs_core *c, const struct fs_sku *s,
+			  const struct fs_record *r, int64_t clock_ms);
 /* The buyer's units of the SKU (held + confirmed, cart lines included). */
 int64_t fs_core_buyer_units(const struct fs_core *c, uint32_t si, const char *buyer_id);
 /* Why a buy of qty units by a buyer who has `units` of the SKU would be refused now (closed,

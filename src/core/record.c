@@ -753,7 +753,8 @@ static int parse_cart_followup(const struct obj *o, const void *key, size_t key_
 /* The reasons an answer may carry (static strings for the decisions it makes): those of a
  * group's refusal (fs_core_refuses); a line of a sale behind a waiting room is
  * admission_required (issue 33). */
-static const char *const answer_reasons[] = {"qty_over_cap", "unknown_sku", "admission_required"};
+static const char *const answer_reasons[] = {"qty_over_cap", "unknown_sku", "admission_required",
+					     "store_refused"}; /* (issue 47, item 5) */
 
 static int parse_answer(const struct obj *o, struct fs_record *r, struct fs_cart_msg *m)
 {

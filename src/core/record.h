@@ -146,6 +146,10 @@ struct fs_record {
 		struct {
 			bool present, too_long;
 			char text[FS_TOKEN_TEXT_MAX + 1];
+			/* The verdict fs_batch_needs_lookup found at clock_ms (verdict 0: none
+			 * yet), which the core takes instead of verifying again at that clock. */
+			int8_t verdict;
+			int64_t verdict_clock;
 		} token;
 		/* open: the waiting room (admission.rate_per_s > 0: the sale needs admission) */
 		struct {
@@ -170,6 +174,9 @@ struct fs_record {
 	bool misrouted;
 
 	const char *reject_reason; /* static string, set iff kind == FS_KIND_INVALID */
+	/* The kind it had before the store refused it (fs_item_refuse): a refused cart_reserve
+	 * still answers its coordinator (issue 47, item 5). 0 otherwise. */
+	enum fs_kind refused_kind;
 };
 
 struct fs_record_limits {

@@ -9,7 +9,8 @@
 
 /* For the tests only: tests/meson.build builds this file again with FS_ROOM_MUTATE set, and
  * test_room must fail: 1 draws in join order whatever the sale asked (a draw that rewards the
- * fastest connection). */
+ * fastest connection); 2 has no catch-up bound (every slot a gap passed admitted at once, as
+ * before issue 47), which the simulator's check_room must catch too. */
 #ifndef FS_ROOM_MUTATE
 #define FS_ROOM_MUTATE 0
 #endif
@@ -161,7 +162,8 @@ static void draw(struct fs_room *r)
 	for (uint32_t i = 0; i < r->len; i++)
 		if (r->v[i].early)
 			d[n++] = (struct drawn){r->v[i].rank, r->v[i].offset, i};
-	if (r->adm.draw == FS_DRAW_RANDOM && FS_ROOM_MUTATE != 1)
+	/* n > 1: an empty room has no scratch yet, and qsort's base must not be NULL. */
+	if (r->adm.draw == FS_DRAW_RANDOM && FS_ROOM_MUTATE != 1 && n > 1)
 		qsort(d, n, sizeof *d, cmp_drawn);
 	r->order_len = 0;
 	for (uint32_t k = 0; k < n; k++)
@@ -181,15 +183,30 @@ static int64_t front_slot(const struct fs_room *r)
 	return r->credit_us > joined ? r->credit_us : joined;
 }
 
+/* The front's slot for an admission decided at the clock now_ms: never more than
+ * FS_ROOM_CATCHUP_MS behind it. After a gap in the clock (an outage, an idle room that filled
+ * again) the schedule moves forward instead of admitting every slot the gap passed at once:
+ * admissions resume at the rate. Slots still never come closer than step (INV-9). */
+static int64_t slot_at(const struct fs_room *r, int64_t now_ms)
+{
+	int64_t slot = front_slot(r), floor = (now_ms - FS_ROOM_CATCHUP_MS) * 1000;
+	return slot > floor || FS_ROOM_MUTATE == 2 ? slot : floor;
+}
+
+void fs_room_draw_at(struct fs_room *r, int64_t now_ms)
+{
+	if (!r->drawn && now_ms >= r->opens_at_ms)
+		draw(r);
+}
+
 int fs_room_advance(struct fs_room *r, int64_t now_ms, int64_t offset)
 {
 	if (now_ms < r->opens_at_ms)
 		return 0;
-	if (!r->drawn)
-		draw(r);
+	fs_room_draw_at(r, now_ms);
 	int n = 0;
 	while (r->next < r->order_len) {
-		int64_t slot = front_slot(r);
+		int64_t slot = slot_at(r, now_ms);
 		if (slot > now_ms * 1000 + 999)
 			break;
 		uint32_t i = r->order[r->next++];
@@ -285,8 +302,9 @@ int fs_room_load_done(struct fs_room *r, int64_t clock_ms)
 	r->next = 0;
 	r->credit_us = r->opens_at_ms * 1000;
 	while (r->next < r->order_len && r->v[r->order[r->next]].admitted_ms >= 0) {
-		int64_t slot = front_slot(r);
-		if (r->v[r->order[r->next]].admitted_ms != slot / 1000)
+		const struct fs_room_entry *e = &r->v[r->order[r->next]];
+		int64_t slot = slot_at(r, e->decided_ms);
+		if (e->admitted_ms != slot / 1000 || slot > e->decided_ms * 1000 + 999)
 			return -EINVAL;
 		r->credit_us = slot + step_us(r);
 		r->next++;

@@ -12,12 +12,13 @@
  * slots in log-clock microseconds: the first at opens_at, each next one step = ceil(10^6 /
  * rate) after the one before, and never before its buyer joined. A buyer is admitted once the
  * clock reaches its slot's millisecond, the admission stamped with the slot (the token's
- * not-before), not with the moment the clock got there: a clock that jumps (records are
- * sparse, ticks come every so often) admits the slots it passed at once, each at its own
- * time, and a queue that ran empty does not bank slots for a burst. So any two admissions
+ * not-before), not with the moment the clock got there: a clock that jumps (ticks come every
+ * so often) admits the slots it passed at once, each at its own time, and a queue that ran
+ * empty does not bank slots for a burst. A jump longer than FS_ROOM_CATCHUP_MS (an outage)
+ * moves the schedule up instead of admitting every slot it passed. So any two admissions
  * i < j (in order, at a_i <= a_j ms) keep (j - i) * step <= (a_j - a_i) * 1000 + 999: never
  * faster than the rate, give or take the clock's millisecond; and while buyers wait, never
- * slower than the clock allows.
+ * slower than the clock allows as long as it never jumps more than FS_ROOM_CATCHUP_MS.
  * Thread: one owner (the partition's). */
 #ifndef FS_ROOM_H
 #define FS_ROOM_H
@@ -79,9 +80,22 @@ void fs_room_free(struct fs_room *r);
 int fs_room_join(struct fs_room *r, const char *buyer_id, int64_t offset, int64_t now_ms,
 		 bool *repeat);
 
+/* How far a slot may lag the clock of the record that admits it (issue 47, item 4): after a
+ * gap in the clock longer than this, the schedule moves forward to the clock minus this bound,
+ * so that an outage (or an idle spell) does not admit every slot it passed at once. It exceeds
+ * the jumps of a live room's clock (the worker's ticks, admission.tick.ms = 100 apart), which
+ * would otherwise lose slots. */
+#define FS_ROOM_CATCHUP_MS 1000
+
+/* Draws once the log clock now_ms reaches opens_at (every record moves it: the draw is at the
+ * first record stamped at or after the opening, whatever it is). Never allocates. */
+void fs_room_draw_at(struct fs_room *r, int64_t now_ms);
+
 /* Moves the room to the log clock now_ms (moved there by the record at offset): draws once it
  * reaches opens_at, then admits every buyer whose slot it reached, each appended to
- * r->admitted. Returns the number admitted. Never allocates. */
+ * r->admitted; the front's slot is first moved up to now_ms - FS_ROOM_CATCHUP_MS if it lags
+ * more. The core calls it at the worker's tick records only (core.h). Returns the number
+ * admitted. Never allocates. */
 int fs_room_advance(struct fs_room *r, int64_t now_ms, int64_t offset);
 
 /* The buyer's entry index, or -1 when not joined. */

@@ -368,6 +368,24 @@ enum fs_token_verdict fs_token_verify(const struct fs_keyring *kr, const char *t
 	return FS_TOKEN_OK;
 }
 
+bool fs_token_key_id(const char *token, char *out)
+{
+	out[0] = '\0';
+	if (!token || strncmp(token, "v1.", 3) != 0)
+		return false;
+	const char *kid = token + 3, *dot = strchr(kid, '.');
+	if (!dot || !key_id_ok(kid, (size_t)(dot - kid)))
+		return false;
+	memcpy(out, kid, (size_t)(dot - kid));
+	out[dot - kid] = '\0';
+	return true;
+}
+
+bool fs_keyring_has(const struct fs_keyring *kr, const char *id)
+{
+	return kr && find_key(kr, id, strlen(id)) >= 0;
+}
+
 uint64_t fs_draw_rank(const char *seed, const char *buyer_id)
 {
 	unsigned char mac[SHA256_DIGEST_LENGTH];
@@ -376,4 +394,10 @@ uint64_t fs_draw_rank(const char *seed, const char *buyer_id)
 	for (int i = 0; i < 8; i++)
 		r = r << 8 | mac[i];
 	return r;
+}
+
+void fs_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t n,
+		    unsigned char out[32])
+{
+	hmac_sha256(key, key_len, msg, n, out);
 }

@@ -77,8 +77,21 @@ const char *fs_token_reason(enum fs_token_verdict v); /* NULL for FS_TOKEN_OK */
 enum fs_token_verdict fs_token_verify(const struct fs_keyring *kr, const char *token,
 				      const char *sku, const char *buyer_id, int64_t now_ms);
 
+/* The key id a token names (its KID field, when the token starts "v1." and the id is well
+ * formed) into out (FS_KEY_ID_LEN_MAX + 1 bytes): true, or false (no key named). The key a
+ * buy's verification checked is on the log with the buy (issue 47 item 1): a replay whose
+ * ring lacks it can say so by name. */
+bool fs_token_key_id(const char *token, char *out);
+/* True if the ring (NULL: none) holds the key id. */
+bool fs_keyring_has(const struct fs_keyring *kr, const char *id);
+
 /* The draw's rank of a buyer (issue 33): the first 8 bytes of HMAC-SHA256(seed, buyer id),
  * big-endian. Random to the buyers, a pure function of the seed for a replay. */
 uint64_t fs_draw_rank(const char *seed, const char *buyer_id);
+
+/* HMAC-SHA256(key, msg) into out (32 bytes), on this thread's keyed contexts as the tokens'
+ * own: the gateway's check of the payment provider's signatures (issue 48, item 3). */
+void fs_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t n,
+		    unsigned char out[32]);
 
 #endif

@@ -110,10 +110,80 @@ static enum gw_route cart_route(const char *method, const char *rest, struct gw_
 	return followup_route(method, tail, GW_CART_CONFIRM, allow);
 }
 
-enum gw_route gw_route(const char *method, const char *url, struct gw_path *out, const char **allow)
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char)(c | 0x20);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+bool gw_path_ok(const char *path, size_t n)
+{
+	if (n == 0 || path[0] != '/')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)path[i];
+		if (c <= 0x20 || c >= 0x7f)
+			return false;
+		if (c != '%')
+			continue;
+		if (i + 2 >= n)
+			return false;
+		int hi = hex_digit(path[i + 1]), lo = hex_digit(path[i + 2]);
+		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+			return false;
+		i += 2;
+	}
+	return true;
+}
+
+size_t gw_pct_decode(char *s)
+{
+	size_t o = 0;
+	for (size_t i = 0; s[i]; i++) {
+		int hi = s[i] == '%' ? hex_digit(s[i + 1]) : -1;
+		int lo = hi >= 0 ? hex_digit(s[i + 2]) : -1;
+		if (lo >= 0 && (hi | lo) != 0) {
+			s[o++] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			s[o++] = s[i];
+		}
+	}
+	s[o] = '\0';
+	return o;
+}
+
+/* The queue's buyer, raw in [s, s + n): percent-decoded into out->param2 (cut and flagged when
+ * longer than any buyer id). */
+static void take_buyer(struct gw_path *out, const char *s, size_t n)
+{
+	char raw[GW_PATH_MAX];
+	memcpy(raw, s, n);
+	raw[n] = '\0';
+	n = gw_pct_decode(raw);
+	if (n >= sizeof out->param2) {
+		out->too_long = true;
+		n = sizeof out->param2 - 1;
+	}
+	memcpy(out->param2, raw, n);
+	out->param2[n] = '\0';
+}
+
+enum gw_route gw_route(const char *method, const char *raw, struct gw_path *out, const char **allow)
 {
 	memset(out, 0, sizeof *out);
 	*allow = NULL;
+	/* The path as sent, up to its query: routed byte for byte (issue 48, item 5). */
+	size_t n = strcspn(raw, "?");
+	if (n >= GW_PATH_MAX)
+		return GW_NOT_FOUND;
+	if (!gw_path_ok(raw, n))
+		return GW_BAD_PATH;
+	char url[GW_PATH_MAX];
+	memcpy(url, raw, n);
+	url[n] = '\0';
 	if (strcmp(url, "/healthz") == 0)
 		return pick(method, "GET", GW_HEALTHZ, "GET, HEAD", allow);
 	if (strcmp(url, "/readyz") == 0)
@@ -155,26 +225,51 @@ enum gw_route gw_route(const char *method, const char *url, struct gw_path *out,
 		if (strcmp(tail, "queue") == 0)
 			return pick(method, "POST", GW_QUEUE_POST, "POST", allow);
 		if (strncmp(tail, "queue/", 6) == 0) {
-			/* The buyer may hold a '/' (it is percent-decoded here): a path ending in
-			 * "/events" after a buyer is that buyer's stream. */
-			size_t n = strlen(tail + 6), ev = sizeof "/events" - 1;
-			bool events = n > ev && strcmp(tail + 6 + n - ev, "/events") == 0;
+			/* The buyer is percent-encoded (it may hold a '/', sent as %2F or as is): a
+			 * path ending in "/events" as sent after a buyer is that buyer's stream,
+			 * and the buyer alone is decoded (never the route). */
+			size_t bn = strlen(tail + 6), ev = sizeof "/events" - 1;
+			bool events = bn > ev && strcmp(tail + 6 + bn - ev, "/events") == 0;
 			if (events)
-				n -= ev;
-			if (n == 0)
+				bn -= ev;
+			if (bn == 0)
 				return GW_NOT_FOUND;
-			if (n >= sizeof out->param2) {
-				out->too_long = true;
-				n = sizeof out->param2 - 1;
-			}
-			memcpy(out->param2, tail + 6, n);
-			out->param2[n] = '\0';
+			take_buyer(out, tail + 6, bn);
 			return pick(method, "GET", events ? GW_QUEUE_EVENTS : GW_QUEUE, "GET, HEAD",
 				    allow);
 		}
 		return GW_NOT_FOUND;
 	}
 	return followup_route(method, tail, GW_CONFIRM, allow);
+}
+
+/* A Content-Length value: digits only (one number, not a list), at most 18 of them. */
+static bool length_value(const char *v, unsigned long long *out)
+{
+	size_t n = strspn(v, "0123456789");
+	if (n == 0 || n > 18 || v[n] != '\0')
+		return false;
+	*out = strtoull(v, NULL, 10);
+	return true;
+}
+
+const char *gw_framing_check(const char *const *cl, size_t n_cl, const char *const *te, size_t n_te)
+{
+	if (n_te > 1)
+		return "more than one Transfer-Encoding header";
+	if (n_te == 1 && n_cl > 0)
+		return "Content-Length together with Transfer-Encoding";
+	if (n_te == 1 && strcasecmp(te[0], "chunked") != 0)
+		return "a Transfer-Encoding other than chunked";
+	unsigned long long first = 0, v;
+	for (size_t i = 0; i < n_cl; i++) {
+		if (i >= GW_FRAMING_SEEN || !length_value(cl[i], &v))
+			return "a Content-Length that is not one number";
+		if (i > 0 && v != first)
+			return "two different Content-Lengths";
+		first = v;
+	}
+	return NULL;
 }
 
 enum gw_route_label gw_route_label(enum gw_route r)

@@ -42,6 +42,9 @@ enum gw_route {
 	GW_QUEUE_POST,	 /* POST /v1/skus/{sku}/queue: join */
 	GW_QUEUE,	 /* GET /v1/skus/{sku}/queue/{buyer_id}: where the buyer stands */
 	GW_QUEUE_EVENTS, /* GET /v1/skus/{sku}/queue/{buyer_id}/events: its stream */
+	/* a path that is not one as sent (issue 48, item 5): a byte outside printable ASCII, a
+	 * '%' not followed by two hex digits, or %00: 400 bad_path */
+	GW_BAD_PATH,
 };
 
 /* The metrics' route label of a route (flashsale_gateway_requests_total{route}): a fixed,
@@ -76,10 +79,31 @@ struct gw_path {
 	char param2[80];
 };
 
-/* Routes method + path (no query string). For GW_BAD_METHOD, *allow is the Allow header's
- * value (static). */
-enum gw_route gw_route(const char *method, const char *url, struct gw_path *out,
+/* Routes method + the request target as sent (before any percent-decoding; a query after '?'
+ * is left out). Routes match the path byte for byte: "/%63onfirm" is not "/confirm", and
+ * nothing is cut at a %00 (GW_BAD_PATH); only the queue's buyer id is percent-decoded, into
+ * param2. A path of GW_PATH_MAX bytes or more is GW_NOT_FOUND. For GW_BAD_METHOD, *allow is
+ * the Allow header's value (static). */
+enum { GW_PATH_MAX = 1024 };
+enum gw_route gw_route(const char *method, const char *raw, struct gw_path *out,
 		       const char **allow);
+/* The first n bytes of a raw path are one: it starts with '/', every byte is printable ASCII
+ * other than space, and every '%' starts an escape of two hex digits other than %00. */
+bool gw_path_ok(const char *path, size_t n);
+/* Percent-decodes s in place (a '%' without two hex digits after it, or %00, stays as is);
+ * the new length. */
+size_t gw_pct_decode(char *s);
+
+/* A request's framing headers (the values of every Content-Length and Transfer-Encoding it
+ * carries, in order): NULL when they agree, else why not (static text). Refused: two
+ * Transfer-Encodings; Content-Length with Transfer-Encoding; a Transfer-Encoding other than
+ * `chunked`; a Content-Length that is not one number; two different Content-Lengths (two
+ * equal ones are one, as RFC 9112 allows). Request smuggling behind a proxy is made of
+ * these: libmicrohttpd accepts them (issue 48, item 5). At most GW_FRAMING_SEEN of each
+ * are looked at (more Content-Lengths are refused). */
+enum { GW_FRAMING_SEEN = 4 };
+const char *gw_framing_check(const char *const *cl, size_t n_cl, const char *const *te,
+			     size_t n_te);
 
 /* True if a request's route carries a JSON body (POST). */
 bool gw_route_has_body(enum gw_route r);

@@ -12,6 +12,8 @@
 #include "core/buf.h"
 #include "gateway/api.h"
 #include "gateway/cache.h"
+#include "gateway/clients.h"
+#include "gateway/payment.h"
 #include "core/token.h"
 #include "io/config.h"
 #include "io/metrics.h"
@@ -35,10 +37,27 @@ enum gw_phase {
 	GW_PH_DONE,
 };
 
-/* One HTTP request (libmicrohttpd's per-request pointer). */
+/* One connection (libmicrohttpd's socket context), on the gateway's list of them while open:
+ * the timer closes it when its request is not in by due_ms (issue 48, item 5). */
+struct gw_conn {
+	struct gw_conn *prev, *next; /* under g->conns_mu */
+	int fd;
+	atomic_llong due_ms; /* 0: a request of it is in (being answered), no deadline */
+};
+
+/* One HTTP request (libmicrohttpd's per-request pointer, made when its request line is in). */
 struct gw_req {
 	struct gw *g;
 	struct MHD_Connection *conn;
+	/* The request target as sent (before libmicrohttpd's percent-decoding), until routed. */
+	char *raw;
+	bool started;	/* the access handler has seen it */
+	bool complete;	/* its headers and body are in */
+	bool peer_gone; /* waiting, suspended, and its client closed the connection */
+	int fd;
+	struct gw_conn *gconn;
+	uint8_t ckey[GW_CLIENT_KEY];
+	struct gw_client *client; /* holding one of its client's wait slots */
 	enum gw_route route;
 	struct gw_path path;
 	const char *allow;
@@ -112,10 +131,17 @@ struct gw_stats {
 	/* edge_answers by outcome, each its own counter (a difference of two could go down). */
 	atomic_llong edge_sold_out, edge_closed;
 	atomic_llong edge_token; /* buys of a sale behind a waiting room refused at the edge */
+	/* Issue 48, item 5: requests refused for their framing or path, connections cut at the
+	 * request deadline, requests over a client's rate or wait cap, and waiting requests
+	 * ended because their client closed. */
+	atomic_llong refused_framing, refused_path, refused_deadline, refused_rate, refused_waits,
+		peers_gone;
+	/* confirms refused, by enum gw_pay_verdict (issue 48, item 3; [GW_PAY_OK] unused) */
+	atomic_llong pay_refused[GW_PAY_VERDICTS];
 };
 
 /* The status codes the requests counter names; any other is counted as "other". */
-enum { GW_CODES = 15 };
+enum { GW_CODES = 16 };
 
 /* What the metrics endpoint serves besides gw_stats (metrics.c): requests by route and status,
  * and their durations. Guarded by its own mutex (taken after g->lock, never before). */
@@ -154,6 +180,13 @@ struct gw {
 	pthread_t timer_thread;
 	struct gw_stats stats;
 
+	/* Open connections (their deadlines), and the per-address bounds (under g->lock; on
+	 * when per_client). */
+	pthread_mutex_t conns_mu;
+	struct gw_conn conns;
+	struct gw_clients clients;
+	bool per_client;
+
 	/* The metrics endpoint (metrics.listen; metrics.c). */
 	struct gw_requests reqs;
 	struct fs_metrics *metrics;
@@ -163,6 +196,16 @@ struct gw {
 	 * checked at the edge, and an admitted buyer's GET .../queue/{buyer} carries it. */
 	struct fs_keyring keys;
 	bool has_keys;
+
+	/* The payment provider's key ring (payment.secret.file, issue 48 item 3), when
+	 * has_pay_keys: a confirm is accepted only when signed with one of its keys; without
+	 * it, none is. */
+	struct fs_keyring pay_keys;
+	bool has_pay_keys;
+	/* The sale page with payment.checkout.url written into it (malloc'd; NULL: the
+	 * embedded page as it is). */
+	char *page;
+	size_t page_len;
 };
 
 /* Requests to resume, collected under the lock and resumed after it. */
@@ -213,12 +256,44 @@ void gw_metrics_stop(struct gw *g);
 /* A request of route was answered with status (its headers queued now). */
 void gw_metrics_answered(struct gw *g, enum gw_route route, unsigned status, int64_t start_us);
 
+/* edge.c: the bounds at the door (issue 48, item 5). */
+/* Sets up the open connections' list and the per-address bounds (from the configuration):
+ * 0 or -ENOMEM. */
+int gw_edge_init(struct gw *g);
+void gw_edge_free(struct gw *g);
+/* libmicrohttpd's URI log callback: the request, made with its target as sent. */
+void *gw_edge_uri(void *cls, const char *uri, struct MHD_Connection *conn);
+/* libmicrohttpd's connection notifier: counts the connections, keeps the list of them. */
+void gw_edge_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+			enum MHD_ConnectionNotificationCode code);
+/* Why r's framing headers are refused (static text), or NULL (gw_framing_check). */
+const char *gw_edge_framing(struct gw_req *r);
+/* r's headers and body are in: its connection has no deadline until it is answered. */
+void gw_edge_request_in(struct gw_req *r);
+/* r ended (its answer sent, or its connection closed): its wait slot back, and its
+ * connection's next request due within the deadline. Under the lock. */
+void gw_edge_request_done(struct gw *g, struct gw_req *r);
+/* The client's rate: 0 to go on, else the seconds for Retry-After. Under the lock. */
+int64_t gw_edge_rate(struct gw *g, struct gw_req *r);
+/* A long-poll or stream of r's client begins: false when its client is at the cap. Under the
+ * lock. */
+bool gw_edge_wait(struct gw *g, struct gw_req *r);
+/* The timer's part, every GW_EDGE_SWEEP_MS: connections past their deadline are shut down
+ * (not under the lock), suspended waiting requests whose client left are collected in w to
+ * end (under the lock), and clients that hold nothing forgotten (under the lock). */
+enum { GW_EDGE_SWEEP_MS = 500 };
+void gw_edge_deadlines(struct gw *g, int64_t now_ms);
+void gw_edge_gone(struct gw *g, struct gw_wakes *w, int64_t now_ms);
+
 /* http.c */
 /* Frees a request (its body, buffers, answers). Not under the lock. */
 void gw_req_free(struct gw_req *r);
 /* What /readyz says: the producer reaches a broker, the results are followed, the stock topic
  * was read to its end, and the gateway is not stopping. */
 bool gw_ready(struct gw *g);
+/* The sale page with url (payment.checkout.url) in its data-checkout attribute, into g->page.
+ * 0, or -ENOMEM / -EINVAL (the page has no such attribute). */
+int gw_page_checkout(struct gw *g, const char *url);
 int gw_http_start(struct gw *g, char *err, size_t err_len);
 void gw_http_stop(struct gw *g);
 void *gw_timer_main(void *arg);

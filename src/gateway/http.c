@@ -321,9 +321,13 @@ static enum MHD_Result intent_events(struct gw *g, struct gw_req *r)
 /* A follow-up (confirm or cancel, of a buy or a cart) is published again when retried while
  * its answer is unknown_intent, which does not use up its id at the worker, or with another
  * SKU than the one queued (the buy's partition is the SKU's: the first may have gone to the
- * wrong one). Issue 47, item 2. */
+ * wrong one). Issue 47, item 2. So is a buy refused for its token (item 1). */
 static bool publish_again(const struct gw_req *r, const struct gw_entry *e)
 {
+	/* A buy refused for its token did not use up its id either (issue 47 item 1): its retry
+	 * (with a valid token, say) is published again and waits for its own decision. */
+	if (r->kind == GW_K_BUY)
+		return e->state == GW_S_DECIDED && e->provisional;
 	bool followup = r->kind == GW_K_CONFIRM || r->kind == GW_K_CANCEL ||
 			r->kind == GW_K_CART_CONFIRM || r->kind == GW_K_CART_CANCEL;
 	if (!followup)
@@ -349,9 +353,10 @@ static enum MHD_Result publish_intent(struct gw *g, struct gw_req *r, const char
 				  NULL);
 	/* Decided through another door, with no fingerprint known: a buy's POST was checked
 	 * against what the decision's record says (post_buy), and gets it without stamping the
-	 * entry with its own body (issue 47, item 6); a follow-up's body is its type alone. */
+	 * entry with its own body (issue 47, item 6), unless that decision was a token refusal,
+	 * which did not use up the id (item 1); a follow-up's body is its type alone. */
 	if (e && e->state == GW_S_DECIDED && e->fp == 0) {
-		if (r->kind == GW_K_BUY)
+		if (r->kind == GW_K_BUY && !e->provisional)
 			return send_entry(r, e);
 		e->fp = fp;
 	}
@@ -824,8 +829,10 @@ static enum MHD_Result get_page(struct gw_req *r)
 	const struct gw_asset *a = gw_asset_find(r->route == GW_PAGE ? "sale.html" : r->path.param);
 	if (!a)
 		return send_error(r, MHD_HTTP_NOT_FOUND, "not_found", "no such file", NULL, NULL);
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+	bool page = r->route == GW_PAGE && r->g->page; /* with payment.checkout.url in it */
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		page ? r->g->page_len : a->len, page ? (void *)r->g->page : (void *)a->data,
+		MHD_RESPMEM_PERSISTENT);
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, "Content-Type", a->type);
@@ -842,6 +849,25 @@ static enum MHD_Result get_page(struct gw_req *r)
 	r->phase = GW_PH_DONE;
 	gw_metrics_answered(r->g, r->route, MHD_HTTP_OK, r->start_us);
 	return rc;
+}
+
+int gw_page_checkout(struct gw *g, const char *url)
+{
+	static const char attr[] = "data-checkout=\"\"";
+	const struct gw_asset *a = gw_asset_find("sale.html");
+	const char *at = a ? memmem(a->data, a->len, attr, sizeof attr - 1) : NULL;
+	if (!at)
+		return -EINVAL;
+	/* The URL was checked (config.c): nothing in it needs escaping in an attribute. */
+	size_t head = (size_t)(at - (const char *)a->data) + sizeof attr - 2, n = strlen(url);
+	g->page_len = a->len + n;
+	g->page = malloc(g->page_len);
+	if (!g->page)
+		return -ENOMEM;
+	memcpy(g->page, a->data, head);
+	memcpy(g->page + head, url, n);
+	memcpy(g->page + head + n, a->data + head, a->len - head);
+	return 0;
 }
 
 /* The path's parameter, checked: the SKU, or the intent id into r->id. */
@@ -909,6 +935,74 @@ static bool param_ok(struct gw_req *r)
 	}
 }
 
+/* Issue 48, item 5: a path that is not one as sent (400 bad_path), and the client's rate (429
+ * rate_limited with Retry-After, nothing done). True to go on; false when answered (*rc). */
+static bool edge_checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
+{
+	if (r->route == GW_BAD_PATH) {
+		atomic_fetch_add(&g->stats.refused_path, 1);
+		*rc = send_error(r, MHD_HTTP_BAD_REQUEST, "bad_path",
+				 "the path has a byte outside printable ASCII, a bad escape or %00",
+				 NULL, NULL);
+		return false;
+	}
+	int64_t retry = gw_edge_rate(g, r);
+	if (retry > 0) {
+		char s[24];
+		snprintf(s, sizeof s, "%lld", (long long)retry);
+		*rc = send_error(r, MHD_HTTP_TOO_MANY_REQUESTS, "rate_limited",
+				 "too many requests from this address (http.client.rate)",
+				 "Retry-After", s);
+		return false;
+	}
+	return true;
+}
+
+/* A request that may wait (an event stream, a long-poll with a wait) takes one of its client's
+ * wait slots for its life (429 too_many_waits past http.client.waits.max). */
+static bool wait_checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
+{
+	bool stream = r->route == GW_INTENT_EVENTS || r->route == GW_CART_EVENTS ||
+		      r->route == GW_SKU_EVENTS || r->route == GW_QUEUE_EVENTS;
+	if (!stream && r->wait_ms <= 0)
+		return true;
+	if (gw_edge_wait(g, r))
+		return true;
+	*rc = send_error(r, MHD_HTTP_TOO_MANY_REQUESTS, "too_many_waits",
+			 "too many long-polls and event streams open from this address "
+			 "(http.client.waits.max)",
+			 "Retry-After", "5");
+	return false;
+}
+
+/* A confirm is the payment provider's call (issue 48, item 3): signed with a key of the
+ * payment key ring over the raw body as received, recently, for this intent or cart. True to
+ * go on; false when it was refused (*rc), nothing published. Checked once, at the first look:
+ * a confirm that waits for a lookup was checked before it. */
+static bool payment_ok(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
+{
+	enum gw_pay_verdict v = GW_PAY_DISABLED;
+	if (g->has_pay_keys) {
+		struct timespec ts; /* the wall clock: t is the provider's UNIX time */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v = gw_pay_verify(&g->pay_keys, header(r, "Flashsale-Signature"), r->body,
+				  r->body_len, (int64_t)ts.tv_sec);
+		if (v == GW_PAY_OK)
+			v = gw_pay_names(r->body, r->body_len,
+					 r->route == GW_CONFIRM ? "intent_id" : "cart_id", r->id);
+	}
+	if (v == GW_PAY_OK)
+		return true;
+	atomic_fetch_add(&g->stats.pay_refused[v], 1);
+	if (v == GW_PAY_DISABLED)
+		*rc = send_error(r, MHD_HTTP_FORBIDDEN, gw_pay_reason(v), gw_pay_message(v), NULL,
+				 NULL);
+	else
+		*rc = send_error(r, MHD_HTTP_UNAUTHORIZED, gw_pay_reason(v), gw_pay_message(v),
+				 "WWW-Authenticate", "Flashsale-Signature");
+	return false;
+}
+
 /* The first look at a request whose body is in: the checks every route shares. True to go
  * on; false when it was answered (*rc). */
 static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
@@ -926,6 +1020,8 @@ static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 		*rc = send_unavailable(r, "shutting_down", "the gateway is stopping");
 		return false;
 	}
+	if (!edge_checked(g, r, rc))
+		return false;
 	if (r->route == GW_NOT_FOUND) {
 		*rc = send_error(r, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint", NULL,
 				 NULL);
@@ -954,6 +1050,8 @@ static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 		*rc = bad_param(r);
 		return false;
 	}
+	if ((r->route == GW_CONFIRM || r->route == GW_CART_CONFIRM) && !payment_ok(g, r, rc))
+		return false;
 	if (r->route == GW_QUEUE &&
 	    gw_wait_ms(MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait"),
 		       header(r, "Prefer"), g->cfg.http_wait_max_ms, &r->wait_ms) < 0) {
@@ -977,7 +1075,7 @@ static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 			  : r->route == GW_CART_CONFIRM_GET ? GW_K_CART_CONFIRM
 							    : GW_K_CART_CANCEL;
 	}
-	return true;
+	return wait_checked(g, r, rc);
 }
 
 static enum MHD_Result step(struct gw *g, struct gw_req *r)
@@ -1039,30 +1137,42 @@ static enum MHD_Result step(struct gw *g, struct gw_req *r)
 	}
 }
 
+/* The access handler's first call (the headers are in): routed on the target as sent, and
+ * refused at once, before its body is read, when its framing headers disagree (answered on
+ * this first call, libmicrohttpd closes the connection after the answer: nothing after the
+ * headers is read as a request). */
+static enum MHD_Result request_begins(struct gw *g, struct gw_req *r, const char *method)
+{
+	r->started = true;
+	r->route = gw_route(method, r->raw, &r->path, &r->allow);
+	free(r->raw);
+	r->raw = NULL;
+	r->start_us = gw_now_us();
+	atomic_fetch_add(&g->stats.requests, 1);
+	const char *why = gw_edge_framing(r);
+	if (!why)
+		return MHD_YES;
+	atomic_fetch_add(&g->stats.refused_framing, 1);
+	return send_error(r, MHD_HTTP_BAD_REQUEST, "bad_framing", why, "Connection", "close");
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
 {
 	(void)version;
+	(void)conn;
+	(void)url; /* percent-decoded: routes match the target as sent (r->raw) */
 	struct gw *g = cls;
 	struct gw_req *r = *con_cls;
-	if (!r) {
-		r = calloc(1, sizeof *r);
-		if (!r)
-			return MHD_NO;
-		r->g = g;
-		r->conn = conn;
-		r->last_part = -1;
-		r->route = gw_route(method, url, &r->path, &r->allow);
-		r->start_us = gw_now_us();
-		*con_cls = r;
-		atomic_fetch_add(&g->stats.requests, 1);
-		return MHD_YES;
-	}
+	if (!r) /* gw_edge_uri had no memory */
+		return MHD_NO;
+	if (!r->started)
+		return request_begins(g, r, method);
 	if (*upload_size) {
 		size_t n = *upload_size;
 		*upload_size = 0;
-		if (r->too_large || !gw_route_has_body(r->route))
+		if (r->too_large || !gw_route_has_body(r->route) || r->phase == GW_PH_DONE)
 			return MHD_YES;
 		if (r->body_len + n > (size_t)g->cfg.http_body_max) {
 			r->too_large = true;
@@ -1082,8 +1192,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (r->phase == GW_PH_DONE || r->phase == GW_PH_STREAM)
 		return MHD_YES;
+	gw_edge_request_in(r);
 	pthread_mutex_lock(&g->lock);
-	enum MHD_Result rc = step(g, r);
+	/* A waiting request whose client left (gw_edge_gone): its connection closes now. */
+	enum MHD_Result rc = r->peer_gone ? MHD_NO : step(g, r);
 	pthread_mutex_unlock(&g->lock);
 	return rc;
 }
@@ -1101,6 +1213,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	gw_waiter_remove(&r->w);
 	gw_waiter_remove(&r->tw);
 	pin(r, NULL);
+	gw_edge_request_done(g, r);
 	/* A queue stream whose place is being read: the lookup thread frees it when done. */
 	bool orphan = r->in_lookup;
 	r->orphan = orphan;
@@ -1113,22 +1226,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 void gw_req_free(struct gw_req *r)
 {
 	fs_buf_free(&r->out);
+	free(r->raw);
 	free(r->body);
 	free(r->answer);
 	free(r->sent_place);
 	free(r);
-}
-
-static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
-			  enum MHD_ConnectionNotificationCode code)
-{
-	(void)conn;
-	(void)socket_ctx;
-	struct gw *g = cls;
-	if (code == MHD_CONNECTION_NOTIFY_STARTED)
-		atomic_fetch_add(&g->connections, 1);
-	else
-		atomic_fetch_sub(&g->connections, 1);
 }
 
 /* ---- event streams -----------------------------------------------------------------------------
@@ -1192,6 +1294,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	struct gw_req *r = cls;
 	struct gw *g = r->g;
 	pthread_mutex_lock(&g->lock);
+	if (r->peer_gone) { /* its client left (gw_edge_gone): the connection closes now */
+		pthread_mutex_unlock(&g->lock);
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	}
 	if (r->out_pos == r->out.len) {
 		fs_buf_clear(&r->out);
 		r->out_pos = 0;
@@ -1247,12 +1353,20 @@ static enum MHD_Result start_stream(struct gw *g, struct gw_req *r)
 void *gw_timer_main(void *arg)
 {
 	struct gw *g = arg;
+	int64_t swept_ms = 0;
 	while (!atomic_load(&g->stopping)) {
 		usleep(TIMER_MS * 1000);
 		int64_t now = gw_now_ms();
 		struct gw_wakes w;
 		gw_wakes_init(&w);
+		bool sweep = now - swept_ms >= GW_EDGE_SWEEP_MS;
+		if (sweep) {
+			swept_ms = now;
+			gw_edge_deadlines(g, now);
+		}
 		pthread_mutex_lock(&g->lock);
+		if (sweep)
+			gw_edge_gone(g, &w, now);
 		for (struct gw_waiter *x = g->polls.next; x != &g->polls; x = x->next) {
 			struct gw_req *r = x->owner;
 			if (r->deadline_ms <= now) {
@@ -1305,7 +1419,8 @@ int gw_http_start(struct gw *g, char *err, size_t err_len)
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)g->cfg.http_timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)g->cfg.http_connection_memory,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, g, MHD_OPTION_NOTIFY_CONNECTION,
-		on_connection, g, MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096U,
+		gw_edge_connection, g, MHD_OPTION_URI_LOG_CALLBACK, gw_edge_uri, g,
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096U,
 		/* One thread: no pool (libmicrohttpd warns about a pool of one). */
 		g->cfg.http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
 		(unsigned)g->cfg.http_threads, MHD_OPTION_END);

@@ -244,6 +244,29 @@ static struct room_slot *room_of(PGconn *c, const struct gw *g, const char *sku,
 	return slot;
 }
 
+/* The admitted buyer's token as the worker's admission result gave it (room_joins.token):
+ * the gateway never mints one of its own (issue 47 item 1: a gateway signing with a key a
+ * worker does not know yet had its buyers refused). 0, or -ENOENT (none kept: the row was
+ * written before the column, or by a worker without a ring; the buyer has the result's). */
+static int stored_token(PGconn *c, const char *sku, const char *buyer, char *tok)
+{
+	const char *p[] = {sku, buyer};
+	PGresult *r = PQexecParams(c,
+				   "SELECT token FROM room_joins WHERE sku = $1 AND buyer_id = $2 "
+				   "AND token IS NOT NULL",
+				   2, NULL, p, NULL, NULL, 0);
+	int rc = -ENOENT;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+	    strlen(PQgetvalue(r, 0, 0)) <= FS_TOKEN_TEXT_MAX) {
+		snprintf(tok, FS_TOKEN_TEXT_MAX + 1, "%s", PQgetvalue(r, 0, 0));
+		rc = 0;
+	} else if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fs_warn("lookup: room token: %s", PQerrorMessage(c));
+	}
+	PQclear(r);
+	return rc;
+}
+
 /* Where buyer stands in sku's room, as JSON into *answer with its HTTP status; -EIO when
  * Postgres did not answer. */
 static int query_queue(PGconn *c, const struct gw *g, const char *sku, const char *buyer,
@@ -289,8 +312,7 @@ static int query_queue(PGconn *c, const struct gw *g, const char *sku, const cha
 				      (json_int_t)pl.position, "not_before",
 				      (json_int_t)pl.admitted_ms, "expires_at", (json_int_t)exp);
 			char tok[FS_TOKEN_TEXT_MAX + 1];
-			if (o && g->has_keys &&
-			    fs_token_mint(&g->keys, sku, buyer, pl.admitted_ms, exp, tok) == 0)
+			if (o && stored_token(c, sku, buyer, tok) == 0)
 				json_object_set_new(o, "token", json_string(tok));
 		}
 	}

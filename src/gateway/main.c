@@ -109,6 +109,37 @@ static void raise_fd_limit(const struct fs_config *cfg)
 			(uintmax_t)rl.rlim_cur);
 }
 
+/* The payment provider's key ring (payment.secret.file, issue 48 item 3), and the sale page's
+ * Pay (payment.checkout.url). Without a key ring the gateway starts, and refuses every confirm
+ * (payments_disabled): a confirm is accepted only signed, and nothing can be signed. 0, or 2
+ * (a refused file: the gateway does not start). */
+static int payment_start(struct gw *g)
+{
+	char err[FS_CONF_STR_MAX + 256];
+	if (g->cfg.payment_checkout_url[0] &&
+	    gw_page_checkout(g, g->cfg.payment_checkout_url) < 0) {
+		fs_error("payment.checkout.url: the sale page has no place for it");
+		return 2;
+	}
+	if (!g->cfg.payment_secret_file[0]) {
+		fs_warn("payment.secret.file is not set: payments are off, every confirm is "
+			"refused (403 payments_disabled)");
+		return 0;
+	}
+	int rc = fs_keyring_load_named("payment.secret.file", g->cfg.payment_secret_file,
+				       &g->pay_keys, err, sizeof err);
+	if (rc < 0) {
+		fs_keyring_wipe(&g->pay_keys);
+		fs_error("%s", err);
+		return 2;
+	}
+	g->has_pay_keys = true;
+	fs_info("payment.secret.file: %" PRIu32 " key(s): a confirm needs the provider's "
+		"signature",
+		g->pay_keys.n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct gw g;
@@ -137,6 +168,16 @@ int main(int argc, char **argv)
 		fs_error("out of memory");
 		return 1;
 	}
+	if (gw_edge_init(&g) < 0) {
+		fs_error("out of memory");
+		return 1;
+	}
+	if (!g.per_client && strncmp(g.cfg.listen, "127.", 4) != 0 &&
+	    strncmp(g.cfg.listen, "[::1]", 5) != 0)
+		fs_warn("listen %s is not loopback and http.client.rate and http.client.waits.max "
+			"are 0: no per-client bound here (set them, or put a proxy that bounds "
+			"clients in front)",
+			g.cfg.listen);
 	char err[512];
 	if (g.cfg.admission_keys[0]) {
 		if (fs_keyring_load(g.cfg.admission_keys, &g.keys, err, sizeof err) < 0) {
@@ -146,6 +187,8 @@ int main(int argc, char **argv)
 		g.has_keys = true;
 		fs_info("admission.keys: %" PRIu32 " key(s): tokens checked at the edge", g.keys.n);
 	}
+	if (payment_start(&g) != 0)
+		return 2;
 	int rc = gw_kafka_start(&g, err, sizeof err);
 	if (rc == -EINVAL) {
 		fprintf(stderr, "flashsale-gateway: %s\n", err);
@@ -189,6 +232,9 @@ int main(int argc, char **argv)
 		(long long)g.stats.results, (long long)g.stats.stock_records,
 		(long long)g.stats.lookups, (long long)g.stats.overloaded);
 	gw_cache_free(&g.cache);
+	gw_edge_free(&g);
 	fs_keyring_wipe(&g.keys);
+	fs_keyring_wipe(&g.pay_keys);
+	free(g.page);
 	return rc == 0 && !gw_kafka_auth_failed() ? 0 : 1;
 }

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-static const unsigned codes[GW_CODES - 1] = {200, 202, 400, 401, 403, 404, 405,
-					     409, 413, 415, 422, 431, 500, 503};
+static const unsigned codes[GW_CODES - 1] = {200, 202, 400, 401, 403, 404, 405, 409,
+					     413, 415, 422, 429, 431, 500, 503};
 
 static int code_index(unsigned status)
 {
@@ -67,6 +67,33 @@ static void requests_text(struct gw *g, struct fs_buf *b)
 	}
 }
 
+/* Issue 48, item 5: the bounds at the door. */
+static void edge_text(struct gw *g, struct fs_buf *b)
+{
+	const struct gw_stats *s = &g->stats;
+	fs_prom_family(b, "flashsale_gateway_refused_total", "counter",
+		       "Requests and connections refused at the door, by reason: bad_framing "
+		       "(conflicting Content-Length / Transfer-Encoding, 400), bad_path (400), "
+		       "request_deadline (connections cut at http.request.deadline.s), "
+		       "rate_limited and too_many_waits (429, per client address).");
+	struct {
+		const char *reason;
+		const atomic_llong *v;
+	} rows[] = {{"bad_framing", &s->refused_framing},
+		    {"bad_path", &s->refused_path},
+		    {"request_deadline", &s->refused_deadline},
+		    {"rate_limited", &s->refused_rate},
+		    {"too_many_waits", &s->refused_waits}};
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		struct fs_prom_label lab[] = {{"reason", rows[i].reason}};
+		fs_prom_int(b, "flashsale_gateway_refused_total", lab, 1, atomic_load(rows[i].v));
+	}
+	fs_prom_one(b, "flashsale_gateway_clients_gone_total", "counter",
+		    "Long-polls and event streams ended because their client closed the "
+		    "connection while they waited (its slot freed within a second).",
+		    atomic_load(&s->peers_gone));
+}
+
 static void counters_text(struct gw *g, struct fs_buf *b)
 {
 	const struct gw_stats *s = &g->stats;
@@ -90,6 +117,15 @@ static void counters_text(struct gw *g, struct fs_buf *b)
 		    "Decisions looked up in Postgres (not in memory).", atomic_load(&s->lookups));
 	fs_prom_one(b, "flashsale_gateway_overloaded_total", "counter",
 		    "Requests refused 503 for too many connections.", atomic_load(&s->overloaded));
+	edge_text(g, b);
+	fs_prom_family(b, "flashsale_gateway_payment_refusals_total", "counter",
+		       "Confirms refused for their payment signature (nothing published), by "
+		       "reason.");
+	for (int v = GW_PAY_MISSING; v < GW_PAY_VERDICTS; v++) {
+		struct fs_prom_label why[] = {{"reason", gw_pay_reason((enum gw_pay_verdict)v)}};
+		fs_prom_int(b, "flashsale_gateway_payment_refusals_total", why, 1,
+			    atomic_load(&s->pay_refused[v]));
+	}
 }
 
 static bool render(void *ctx, struct fs_buf *b)
@@ -97,6 +133,7 @@ static bool render(void *ctx, struct fs_buf *b)
 	struct gw *g = ctx;
 	pthread_mutex_lock(&g->lock);
 	int64_t polls = gw_waiter_count(&g->polls), streams = gw_waiter_count(&g->streams);
+	int64_t clients = (int64_t)g->clients.len;
 	pthread_mutex_unlock(&g->lock);
 	fs_prom_family(b, "flashsale_gateway_info", "gauge",
 		       "1; the intents topic the gateway publishes to.");
@@ -115,6 +152,10 @@ static bool render(void *ctx, struct fs_buf *b)
 	struct fs_prom_label lp[] = {{"kind", "long_poll"}}, st[] = {{"kind", "stream"}};
 	fs_prom_int(b, "flashsale_gateway_waiting_requests", lp, 1, polls);
 	fs_prom_int(b, "flashsale_gateway_waiting_requests", st, 1, streams);
+	fs_prom_one(b, "flashsale_gateway_clients", "gauge",
+		    "Client addresses the per-address bounds track (http.client.rate, "
+		    "http.client.waits.max; 0 when both are off).",
+		    clients);
 	counters_text(g, b);
 	requests_text(g, b);
 	return true;

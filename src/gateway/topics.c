@@ -204,7 +204,12 @@ static void on_result(struct gw *g, const rd_kafka_message_t *m)
 		 * unreadable record only when this gateway waits for that id. */
 		e = buy ? gw_cache_put(&g->cache, id, GW_K_BUY)
 			: gw_cache_get(&g->cache, id, GW_K_BUY);
-		if (e && gw_entry_decide(e, text, sku, part, off, false))
+		/* A buy refused for its token did not use up its id (issue 47 item 1): a later
+		 * decision of it, with a valid token, replaces this one. */
+		const char *why = str_member(o, "reason");
+		bool token_refused =
+			buy && strcmp(outcome, "rejected") == 0 && strstr(why, "token");
+		if (e && gw_entry_decide(e, text, sku, part, off, token_refused))
 			gw_entry_event(e, "decided", part, off, text);
 	} else if (strcmp(type, "confirm") == 0 || strcmp(type, "cancel") == 0) {
 		bool unknown = strcmp(outcome, "unknown_intent") == 0;

@@ -89,10 +89,12 @@ static const struct key keys[] = {
 	    "batch's time goes). Empty: off. For measuring (scripts/bench's S13), not for "
 	    "production: the file grows without bound."),
 	INT(admission_tick_ms, 10, 600000, "100",
-	    "How long a partition whose waiting room has a buyer's slot (or its draw) due may "
-	    "stay idle before the worker appends a tick record to it (issue 33): the bound on "
-	    "how late an admission is published after its slot, at the cost of up to 1000 / "
-	    "this tick records a second on an admitting partition with no other traffic."),
+	    "How often the worker appends a tick record to a partition whose waiting room has "
+	    "a buyer's slot (or its draw) due, busy or idle, once it has read the partition to "
+	    "its end (issue 33; issue 47: a room admits at ticks only): the bound on how late an "
+	    "admission is published after its slot, at the cost of up to 1000 / this tick "
+	    "records a second on an admitting partition. Above 1000 a room admits slower than "
+	    "its rate (the schedule catches up by at most 1 s after a gap)."),
 	STR(admission_keys, "",
 	    "The waiting room's key ring (issue 33): a file of `KID SECRET` lines (SECRET 64 to "
 	    "128 hex digits) and an optional `sign KID` line, mode 0600; the worker signs "
@@ -148,12 +150,45 @@ static const struct key keys[] = {
 	INT(http_heartbeat_ms, 100, 600000, "15000",
 	    "(gateway) How often an idle event stream gets a comment line, so that proxies keep "
 	    "it open."),
+	INT(http_request_deadline_s, 1, 3600, "30",
+	    "(gateway) A request's line, headers and body must all be in within this many "
+	    "seconds of its connection's accept or of the end of the previous answer on it, "
+	    "else the connection is closed: a client trickling its request (one header line "
+	    "every 20 s) is cut, where http.timeout.s, which every byte restarts, never would. "
+	    "A long-poll or an event stream is not bounded by it once its request is in. An "
+	    "idle keep-alive connection is closed after the shorter of the two."),
+	INT(http_client_waits_max, 0, 1000000, "0",
+	    "(gateway) Long-polls (?wait) and event streams one client address may hold open at "
+	    "once; past it such a request is answered 429 with Retry-After (an IPv6 client is "
+	    "its /64). 0: no cap. Behind a proxy every client has the proxy's address: leave it "
+	    "0 there and cap clients at the proxy (config/nginx), or set it above what the whole "
+	    "proxy holds."),
+	INT(http_client_rate, 0, 1000000, "0",
+	    "(gateway) Requests a second one client address may make, sustained (a token "
+	    "bucket of http.client.burst); past it a request is answered 429 with Retry-After "
+	    "and nothing done. /healthz and /readyz are not counted. 0: no limit. Behind a proxy "
+	    "it limits the proxy as a whole: leave it 0 there and limit clients at the proxy."),
+	INT(http_client_burst, 1, 1000000, "100",
+	    "(gateway) Requests one client address may make at once above http.client.rate "
+	    "(the token bucket's size)."),
 	INT(results_cache_max, 1000, 10000000, "500000",
 	    "(gateway) Results kept in memory (about 600 bytes each); older ones are read from "
 	    "Postgres when asked for."),
 	INT(publish_timeout_ms, 100, 600000, "5000",
 	    "(gateway) How long a request waits for its record to be on the log (acks=all) "
 	    "before it is answered 503: nothing is answered 202 that is not on the log."),
+	STR(payment_secret_file, "",
+	    "(gateway) The payment provider's secret(s), a file of the key ring's format (`KID "
+	    "SECRET` lines, SECRET 64 to 128 hex digits), mode 0600 (refused at start otherwise): "
+	    "a confirm (of a buy or a cart) is accepted only with a Flashsale-Signature made with "
+	    "one of its keys over the raw body (docs/reference/http.md: Signed payments). Two "
+	    "keys during a rotation. Empty: payments are off, every confirm is answered 403 "
+	    "payments_disabled."),
+	STR(payment_checkout_url, "",
+	    "(gateway) Where the sale page's Pay sends the buyer: the payment provider's "
+	    "checkout page, http(s)://HOST[:PORT][/PATH] (no query; the page adds ?intent=ID&"
+	    "sku=SKU&return=PATH). The demo's is scripts/payment-stub. Empty: the page says "
+	    "payments are not set up."),
 	STR(top_metrics, "",
 	    "(flashsale top) The metrics endpoints `flashsale top` scrapes when --metrics is not "
 	    "given: URLs separated by commas, at most 16 (a URL without a scheme gets http://, "
@@ -169,6 +204,23 @@ static void file_name(const struct key *k, char *out, size_t n)
 	for (char *p = out; *p; p++)
 		if (*p == '_')
 			*p = '.';
+}
+
+/* Empty, or http(s)://HOST... of characters that need no escaping in a URL's path nor in an
+ * HTML attribute (the gateway writes it into the sale page). */
+static bool checkout_url_ok(const char *v)
+{
+	if (!*v)
+		return true;
+	const char *rest = strncmp(v, "https://", 8) == 0  ? v + 8
+			   : strncmp(v, "http://", 7) == 0 ? v + 7
+							   : NULL;
+	if (!rest || !*rest || *rest == '/' || *rest == ':')
+		return false;
+	for (const char *p = rest; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("._~:/-", *p))
+			return false;
+	return true;
 }
 
 static int set_key(struct fs_config *c, const struct key *k, const char *value, const char *source,
@@ -196,6 +248,13 @@ static int set_key(struct fs_config *c, const struct key *k, const char *value, 
 			snprintf(err, FS_CONF_ERR_MAX,
 				 "%s: misrouted: '%s' is not one of forward, reject", source,
 				 value);
+			return -EINVAL;
+		}
+		if (strcmp(k->name, "payment_checkout_url") == 0 && !checkout_url_ok(value)) {
+			snprintf(err, FS_CONF_ERR_MAX,
+				 "%s: payment.checkout.url: not http(s)://HOST[:PORT][/PATH] of "
+				 "A-Z a-z 0-9 . _ ~ : / -",
+				 source);
 			return -EINVAL;
 		}
 		strcpy(field, value);

@@ -59,8 +59,16 @@ struct fs_config {
 	int64_t http_timeout_s;
 	int64_t http_wait_max_ms;
 	int64_t http_heartbeat_ms;
+	int64_t http_request_deadline_s;
+	int64_t http_client_waits_max;
+	int64_t http_client_rate;
+	int64_t http_client_burst;
 	int64_t results_cache_max;
 	int64_t publish_timeout_ms;
+	/* Signed payments (issue 48, item 3): the payment key ring's file; the page Pay sends a
+	 * buyer to (a demo's payment provider stub) */
+	char payment_secret_file[FS_CONF_STR_MAX];
+	char payment_checkout_url[256];
 
 	/* flashsale top only (src/cli/top.c) */
 	char top_metrics[FS_CONF_STR_MAX];

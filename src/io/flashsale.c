@@ -741,11 +741,15 @@ int flashsale_decision_wait(flashsale_t *fs, const char *intent_id, const char *
 	if (!fs_uuid_canon(intent_id, id))
 		return fail(fs, -EINVAL, "invalid intent id '%s' (a UUID)", intent_id);
 	int rc = flashsale_decision_get(fs, id, type, out);
-	/* A confirm or cancel answered unknown_intent does not use up its id: a later one may
-	 * take effect. If this handle has just published one, the stored answer is its answer
-	 * only once the worker has decided past it. */
-	if (rc == 0 && timeout_ms != 0 && strcmp(type, "buy") != 0 && fs->last_off >= 0 &&
-	    strcmp(out->outcome, "unknown_intent") == 0) {
+	/* A confirm or cancel answered unknown_intent, or a buy refused for its token (issue 47
+	 * item 1), does not use up its id: a later one may take effect. If this handle has just
+	 * published one, the stored answer is its answer only once the worker has decided past
+	 * it. */
+	bool provisional =
+		rc == 0 && (strcmp(type, "buy") != 0 ? strcmp(out->outcome, "unknown_intent") == 0
+						     : strcmp(out->outcome, "rejected") == 0 &&
+							       strstr(out->reason, "token"));
+	if (timeout_ms != 0 && fs->last_off >= 0 && provisional) {
 		if (wait_decided_past(fs, timeout_ms) < 0)
 			return fail(fs, -ETIMEDOUT, "no result for %s yet", id);
 		return flashsale_decision_get(fs, id, type, out);
@@ -841,15 +845,16 @@ int flashsale_queue_get(flashsale_t *fs, const char *sku, const char *buyer_id,
 	snprintf(out->status, sizeof out->status, "admitted");
 	out->not_before = pl.admitted_ms;
 	out->expires_at = decided_ms + rr.token_ms; /* the token's end (room.c) */
-	if (fs->cfg.admission_keys[0]) {
-		struct fs_keyring kr;
-		if (fs_keyring_load(fs->cfg.admission_keys, &kr, err, sizeof err) < 0)
-			return fail(fs, -EIO, "%s", err);
-		char tok[FS_TOKEN_TEXT_MAX + 1];
-		if (fs_token_mint(&kr, sku, buyer_id, out->not_before, out->expires_at, tok) == 0)
-			snprintf(out->token, sizeof out->token, "%s", tok);
-		fs_keyring_wipe(&kr);
-	}
+	/* The worker's token, kept in the row (never one minted here: issue 47 item 1). */
+	const char *p[] = {sku, buyer_id};
+	PGresult *r = query_row(fs, c,
+				"SELECT token FROM room_joins WHERE sku = $1 AND buyer_id = $2 AND "
+				"token IS NOT NULL",
+				2, p, &rc);
+	if (!r)
+		return rc == -ENOENT ? 0 : rc;
+	snprintf(out->token, sizeof out->token, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
 	return 0;
 }
 

@@ -16,25 +16,31 @@ enum { RING_BYTES_MAX = 65536 };
 
 int fs_keyring_load(const char *path, struct fs_keyring *kr, char *err, size_t err_len)
 {
+	return fs_keyring_load_named("admission.keys", path, kr, err, err_len);
+}
+
+int fs_keyring_load_named(const char *what, const char *path, struct fs_keyring *kr, char *err,
+			  size_t err_len)
+{
 	memset(kr, 0, sizeof *kr);
 	kr->sign = -1;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		int e = errno;
-		snprintf(err, err_len, "admission.keys %s: %s", path, strerror(e));
+		snprintf(err, err_len, "%s %s: %s", what, path, strerror(e));
 		return -e;
 	}
 	struct stat st;
 	int rc = 0;
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
-		snprintf(err, err_len, "admission.keys %s: %s", path, strerror(-rc));
+		snprintf(err, err_len, "%s %s: %s", what, path, strerror(-rc));
 	} else {
-		rc = fs_secret_stat_check(&st, "admission.keys", path, err, err_len);
+		rc = fs_secret_stat_check(&st, what, path, err, err_len);
 	}
 	if (rc == 0 && st.st_size > RING_BYTES_MAX) {
 		rc = -EINVAL;
-		snprintf(err, err_len, "admission.keys %s: larger than 64 KiB", path);
+		snprintf(err, err_len, "%s %s: larger than 64 KiB", what, path);
 	}
 	if (rc < 0) {
 		close(fd);
@@ -48,7 +54,7 @@ int fs_keyring_load(const char *path, struct fs_keyring *kr, char *err, size_t e
 			continue;
 		if (n < 0) {
 			rc = -errno;
-			snprintf(err, err_len, "admission.keys %s: %s", path, strerror(-rc));
+			snprintf(err, err_len, "%s %s: %s", what, path, strerror(-rc));
 			break;
 		}
 		len += (size_t)n;
@@ -57,13 +63,13 @@ int fs_keyring_load(const char *path, struct fs_keyring *kr, char *err, size_t e
 	text[len] = '\0';
 	if (rc == 0 && strlen(text) != len) {
 		rc = -EINVAL;
-		snprintf(err, err_len, "admission.keys %s: a NUL byte in the file", path);
+		snprintf(err, err_len, "%s %s: a NUL byte in the file", what, path);
 	}
 	if (rc == 0) {
 		char why[160];
 		rc = fs_keyring_parse(text, kr, why, sizeof why);
 		if (rc < 0)
-			snprintf(err, err_len, "admission.keys %s: %s", path, why);
+			snprintf(err, err_len, "%s %s: %s", what, path, why);
 	}
 	OPENSSL_cleanse(text, sizeof text);
 	return rc;

@@ -12,5 +12,9 @@
  * the machine's other users is no secret. 0, or -EINVAL / -errno with a message in err that names
  * the file and the line, never a secret. */
 int fs_keyring_load(const char *path, struct fs_keyring *kr, char *err, size_t err_len);
+/* The same for any key ring (the payment provider's secrets, payment.secret.file: issue 48),
+ * its messages starting with what (the configuration key) instead of admission.keys. */
+int fs_keyring_load_named(const char *what, const char *path, struct fs_keyring *kr, char *err,
+			  size_t err_len);
 
 #endif

@@ -142,7 +142,10 @@ void fs_mhd_log(void *cls, const char *fmt, va_list ap)
 	size_t n = strlen(msg);
 	while (n > 0 && msg[n - 1] == '\n')
 		msg[--n] = '\0';
-	if (strncmp(msg, "Failed to send", 14) == 0 || strstr(msg, "closed by remote"))
+	/* A client gone, or cut at the gateway's request deadline (issue 48: an attacker's
+	 * connections must not flood the log). */
+	if (strncmp(msg, "Failed to send", 14) == 0 || strstr(msg, "closed by remote") ||
+	    strstr(msg, "closed when reading request"))
 		fs_debug("%s: %s", prefix, msg);
 	else
 		fs_warn("%s: %s", prefix, msg);

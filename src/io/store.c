@@ -22,11 +22,11 @@
 
 enum {
 	ERR_LEN_MAX = 512,
-	STEPS_MAX = 17,
+	STEPS_MAX = 18,
 	STALE_WAIT_STEPS = 200, /* 200 x 50 ms: how long to wait for a dead connection's backend */
 	STALE_WAIT_STEP_US = 50000,
 	/* Columns of the array-literal parameters of the batch statements. */
-	BUF_COUNT = 66, /* every array parameter of one batch has its own buffer */
+	BUF_COUNT = 69, /* every array parameter of one batch has its own buffer */
 };
 
 struct step {
@@ -332,7 +332,8 @@ static int load_buyers(struct fs_store *s, const char *part, struct fs_core *cor
 
 #define HOLD_COLUMNS                                                                               \
 	"intent_id, sku, buyer_id, qty, expires_at_ms, off, status, late, coalesce(ended_at_ms, "  \
-	"0), coalesce(ended_off, -1)"
+	"0), coalesce(ended_off, -1), EXISTS (SELECT 1 FROM store_refusals x WHERE x.part = "      \
+	"reservations.part AND x.intent_id = reservations.intent_id AND x.round = 0)"
 
 /* Loads the holds of rows r (HOLD_COLUMNS) into the core. */
 static int load_hold_rows(struct fs_store *s, PGresult *r, struct fs_core *core);
@@ -366,6 +367,7 @@ static int load_hold_rows(struct fs_store *s, PGresult *r, struct fs_core *core)
 		h.late = PQgetvalue(r, i, 7)[0] == 't';
 		h.ended_at_ms = get_i64(r, i, 8);
 		h.ended_offset = get_i64(r, i, 9);
+		h.expiry_refused = PQgetvalue(r, i, 10)[0] == 't';
 		if (rc == 0)
 			rc = fs_core_load_hold(core, &h, PQgetvalue(r, i, 1), PQgetvalue(r, i, 2));
 	}
@@ -677,7 +679,7 @@ int fs_store_lookup(struct fs_store *s, struct fs_batch *b)
 		fs_arr_text(ids, b->items[i].rec.intent_id);
 		fs_arr_int(kinds, kind);
 		n++;
-		if (fs_kind_is_followup(kind)) { /* and its unmatched key (batch.h) */
+		if (fs_kind_has_unmatched(kind)) { /* and its unmatched key (batch.h) */
 			fs_arr_text(ids, b->items[i].rec.intent_id);
 			fs_arr_int(kinds, kind + FS_KEY_UNMATCHED);
 		}
@@ -835,6 +837,32 @@ static void add_rejects(struct fs_store *s, const struct fs_tx *t, struct step *
 		 "FROM unnest($2::int8[], $3::uuid[], $4::text[], $5::int8[])";
 	x->nparams = 5;
 	for (int i = 0; i < 4; i++)
+		x->params[i + 1] = fs_buf_cstr(all[i]);
+}
+
+/* store_refusals: what the store refused that was no record's own (issue 47, item 5). */
+static void add_refusals(struct fs_store *s, const struct fs_tx *t, struct step *st, int *k)
+{
+	/* cleared first, as add_forwards */
+	struct fs_buf *off = buf(s, 66), *id = buf(s, 67), *round = buf(s, 68);
+	if (t->refusals.len == 0)
+		return;
+	struct fs_buf *all[] = {off, id, round};
+	for (size_t i = 0; i < 3; i++)
+		fs_arr_begin(all[i]);
+	for (uint32_t i = 0; i < t->refusals.len; i++) {
+		fs_arr_int(off, t->refusals.v[i].offset);
+		fs_arr_text(id, t->refusals.v[i].intent_id);
+		fs_arr_int(round, t->refusals.v[i].round);
+	}
+	for (size_t i = 0; i < 3; i++)
+		fs_arr_end(all[i]);
+	struct step *x = &st[(*k)++];
+	x->what = "store_refusals";
+	x->sql = "INSERT INTO store_refusals (part, off, intent_id, round) SELECT $1::int, * FROM "
+		 "unnest($2::int8[], $3::uuid[], $4::int4[])";
+	x->nparams = 4;
+	for (int i = 0; i < 3; i++)
 		x->params[i + 1] = fs_buf_cstr(all[i]);
 }
 
@@ -1117,8 +1145,9 @@ static void add_joins(struct fs_store *s, const struct fs_tx *t, struct step *st
 	struct fs_buf *copy = buf(s, 7);
 	fs_copy_begin(copy);
 	struct fs_buf *sku = buf(s, 8), *buyer = buf(s, 9), *nums = buf(s, 10), *early = buf(s, 11);
-	struct fs_buf *all[] = {sku, buyer, nums, early};
-	for (size_t i = 0; i < 4; i++)
+	struct fs_buf *tok = buf(s, 65);
+	struct fs_buf *all[] = {sku, buyer, nums, early, tok};
+	for (size_t i = 0; i < 5; i++)
 		fs_arr_begin(all[i]);
 	for (uint32_t i = 0; i < t->joins.len; i++) {
 		const struct fs_tx_join *j = &t->joins.v[i];
@@ -1128,6 +1157,7 @@ static void add_joins(struct fs_store *s, const struct fs_tx *t, struct step *st
 			fs_arr_text(sku, j->sku);
 			fs_arr_text(buyer, e->buyer_id);
 			fs_arr_text(early, e->early ? "t" : "f");
+			fs_arr_text(tok, j->token);
 			/* 5 numbers a row (a flat array: -1 for none) */
 			int64_t v[] = {e->offset, e->joined_ms, e->admitted_ms, e->decided_ms,
 				       e->decided_off};
@@ -1135,7 +1165,7 @@ static void add_joins(struct fs_store *s, const struct fs_tx *t, struct step *st
 				fs_arr_int(nums, v[n]);
 			continue;
 		}
-		fs_copy_row(copy, 9);
+		fs_copy_row(copy, 10);
 		fs_copy_text(copy, j->sku);
 		fs_copy_text(copy, e->buyer_id);
 		fs_copy_int4(copy, t->cas.partition);
@@ -1149,26 +1179,29 @@ static void add_joins(struct fs_store *s, const struct fs_tx *t, struct step *st
 			else
 				fs_copy_null(copy);
 		}
+		if (j->token[0])
+			fs_copy_text(copy, j->token);
+		else
+			fs_copy_null(copy);
 	}
 	fs_copy_end(copy);
 	if (t->n_join_copies == t->joins.len)
 		return;
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < 5; i++)
 		fs_arr_end(all[i]);
 	struct step *x = &st[(*k)++];
 	x->what = "room_joins";
-	x->sql =
-		"INSERT INTO room_joins (sku, buyer_id, part, off, joined_ms, early, admitted_ms, "
-		"decided_ms, decided_off) SELECT u.sku, u.buyer, $1::int, n.v[1], n.v[2], u.early, "
-		"nullif(n.v[3], -1), nullif(n.v[4], -1), nullif(n.v[5], -1) FROM "
-		"unnest($2::text[], "
-		"$3::text[], $5::bool[]) WITH ORDINALITY AS u(sku, buyer, early, i) JOIN LATERAL "
-		"(SELECT ($4::int8[])[(u.i - 1) * 5 + 1 : u.i * 5] AS v) n ON true JOIN skus k ON "
-		"k.sku = u.sku AND k.part = $1::int ON CONFLICT (sku, buyer_id) DO UPDATE SET "
-		"admitted_ms = EXCLUDED.admitted_ms, decided_ms = EXCLUDED.decided_ms, "
-		"decided_off = EXCLUDED.decided_off";
-	x->nparams = 5;
-	for (size_t i = 0; i < 4; i++)
+	x->sql = "INSERT INTO room_joins (sku, buyer_id, part, off, joined_ms, early, admitted_ms, "
+		 "decided_ms, decided_off, token) SELECT u.sku, u.buyer, $1::int, n.v[1], n.v[2], "
+		 "u.early, nullif(n.v[3], -1), nullif(n.v[4], -1), nullif(n.v[5], -1), "
+		 "nullif(u.token, '') FROM unnest($2::text[], $3::text[], $5::bool[], $6::text[]) "
+		 "WITH ORDINALITY AS u(sku, buyer, early, token, i) JOIN LATERAL "
+		 "(SELECT ($4::int8[])[(u.i - 1) * 5 + 1 : u.i * 5] AS v) n ON true JOIN skus k ON "
+		 "k.sku = u.sku AND k.part = $1::int ON CONFLICT (sku, buyer_id) DO UPDATE SET "
+		 "admitted_ms = EXCLUDED.admitted_ms, decided_ms = EXCLUDED.decided_ms, "
+		 "decided_off = EXCLUDED.decided_off, token = EXCLUDED.token";
+	x->nparams = 6;
+	for (size_t i = 0; i < 5; i++)
 		x->params[i + 1] = fs_buf_cstr(all[i]);
 }
 
@@ -1385,6 +1418,7 @@ int fs_store_commit_prepare(struct fs_store *s, const char *grp, const char *top
 	add_cas(s, grp, topic, t, &st[k++]);
 	decisions_copy(buf(s, 1), t);
 	add_rejects(s, t, st, &k);
+	add_refusals(s, t, st, &k);
 	add_forwards(s, t, st, &k);
 	add_sale_log(s, t, st, &k);
 	add_reservations(s, t, st, &k, buf(s, 2));
@@ -1436,7 +1470,7 @@ static int send_copies(struct fs_store *s, bool begin, bool commit, char sqlstat
 		FS_TX_GROUPS_COPY,
 		FS_TX_OUTS_COPY,
 		"COPY room_joins (sku, buyer_id, part, off, joined_ms, early, admitted_ms, "
-		"decided_ms, decided_off) FROM STDIN (FORMAT binary)",
+		"decided_ms, decided_off, token) FROM STDIN (FORMAT binary)",
 	};
 	const int64_t rows[TABLES] = {s->tx.decisions.len,  s->tx.n_hold_copies,
 				      s->tx.n_buyer_copies, s->tx.n_cart_copies,

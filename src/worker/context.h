@@ -167,8 +167,9 @@ struct counters {
 	/* the partitioning rule: records forwarded to their partition (and the copies sent,
 	 * again after a restart included), records rejected wrong_partition */
 	int64_t forwarded, forwards_sent, wrong_partition;
-	int64_t refused;	 /* records the store refused for good, rejected store_refused */
-	int64_t joins, admitted; /* the waiting rooms' (issue 33): joins read, admissions made */
+	int64_t refused;	  /* records the store refused for good, rejected store_refused */
+	int64_t expiries_refused; /* holds whose expiry the store refused: held, off the clock */
+	int64_t joins, admitted;  /* the waiting rooms' (issue 33): joins read, admissions made */
 	/* The metrics' failed batch transactions: each attempt that did not commit, once, by the
 	 * cause its outcome names (count_attempt). */
 	int64_t tx_failed[TX_CAUSES];

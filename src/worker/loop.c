@@ -117,7 +117,8 @@ void log_stats(struct worker *w, const char *when)
 		" ms_commit=%" PRId64 " ms_commit_max=%" PRId64 " ms_publish=%" PRId64
 		" lookups_forced=%" PRId64 " batches_behind=%" PRId64 " stacked=%" PRId64
 		" stacked_redone=%" PRId64 " forwarded=%" PRId64 " forwards_sent=%" PRId64
-		" wrong_partition=%" PRId64 " refused=%" PRId64 " holds_forgotten=%" PRId64,
+		" wrong_partition=%" PRId64 " refused=%" PRId64 " expiries_refused=%" PRId64
+		" holds_forgotten=%" PRId64,
 		when, w->n.records, w->n.fresh, w->n.repeats, w->n.conflicts, w->n.invalid,
 		w->n.sale, w->n.expired, w->n.ticks, w->n.batches, w->n.fenced, w->n.redo,
 		w->n.retries, w->n.unknown, w->n.unknown_committed, w->n.answered_again,
@@ -126,7 +127,7 @@ void log_stats(struct worker *w, const char *when)
 		w->n.us_commit / 1000, w->n.us_commit_max / 1000, w->n.us_publish / 1000,
 		w->n.lookups_forced, w->n.batches_behind, w->n.stacked, w->n.stacked_redone,
 		w->n.forwarded, w->n.forwards_sent, w->n.wrong_partition, w->n.refused,
-		w->n.holds_forgotten);
+		w->n.expiries_refused, w->n.holds_forgotten);
 }
 
 /* One line a minute at most while records arrive on the wrong partition: how many, and the

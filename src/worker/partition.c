@@ -230,22 +230,48 @@ void save_replied(struct worker *w, struct part *p)
  * same way, after admission.tick.ms of idleness instead: an admitted buyer learns it within
  * about that much of the slot, where tick.interval.ms (a bound on how late an expiry is)
  * would hold every admission of a second back until the second's end. */
+/* Whether the worker has read p's log to its end (as its last fetch saw it): a tick appended
+ * now is decided right after the records already read. While it reads a backlog (a restart
+ * after an outage) it is not. */
+static bool part_caught_up(const struct worker *w, const struct part *p)
+{
+	int64_t end = wio_log_end(w->io, p->id);
+	if (end < 0)
+		return false;
+	int64_t read = p->n_fly ? p->ahead.next_offset : p->meta.next_offset;
+	if (p->batch.len)
+		read = batch_end(&p->batch);
+	/* A transaction's marker after the last record leaves read short of the end: the
+	 * consumer's position says it is read. */
+	return read >= end || wio_position(w->io, p->id) >= end;
+}
+
+/* Waiting rooms admit at ticks only (core.c, admit_at_tick), busy partition or idle: a room
+ * with someone due gets a tick every admission.tick.ms once the worker has caught up (or the
+ * partition has been idle that long), so that every admission is decided at a record stamped
+ * moments before, never at an old record of a backlog. */
+static bool room_tick_due(const struct worker *w, const struct part *p, int64_t now)
+{
+	int64_t every = w->cfg.admission_tick_ms;
+	if (now - p->last_tick_ms < every)
+		return false;
+	return part_caught_up(w, p) ||
+	       (!p->batch.len && !p->n_fly && now - p->last_record_ms >= every);
+}
+
 bool part_tick_due(const struct worker *w, const struct part *p, int64_t now, int64_t wall)
 {
 	int64_t due = fs_core_next_expiry(&p->core);
 	int64_t cart_due = p->core.carts ? fs_carts_next_expiry(p->core.carts) : -1;
 	if (cart_due >= 0 && (due < 0 || cart_due < due))
 		due = cart_due;
-	int64_t idle = w->cfg.tick_interval_ms;
-	int64_t room_due = fs_core_next_room_due(&p->core); /* a draw, or a waiting buyer's slot */
-	if (room_due >= 0 && (due < 0 || room_due <= due)) {
-		due = room_due;
-		idle = w->cfg.admission_tick_ms;
-	}
 	/* One tick in flight at a time (until it is read back, or ten intervals if it got lost). */
 	bool in_flight = p->tick_pending && now - p->last_tick_ms < 10 * w->cfg.tick_interval_ms;
+	int64_t room_due = fs_core_next_room_due(&p->core); /* a draw, or a waiting buyer's slot */
+	if (room_due >= 0 && room_due <= wall && !in_flight && room_tick_due(w, p, now))
+		return true;
 	return !(due < 0 || p->batch.len || p->n_fly || in_flight ||
-		 now - p->last_record_ms < idle || wall < due);
+		 now - p->last_record_ms < w->cfg.tick_interval_ms || wall < due);
 }
 
 void maybe_tick(struct worker *w, struct part *p, int64_t now)

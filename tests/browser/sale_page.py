@@ -17,7 +17,9 @@ open and untouched. What it does, asserting each step in the pages themselves:
      are on the log before the crowd);
   3. the crowd (tests/clients/gateway_load.py, --crowd buyers) starts, and pages 2.. click
      while it buys: each ends held or sold out; every counter reaches 0, sold out;
-  4. page0 pays (Paid), page1 cancels (Cancelled): every counter shows 1 again, open;
+  4. page0 pays through the payment provider's page (the gateway's payment.checkout.url,
+     scripts/payment-stub: Pay there, back to the sale page, Paid), page1 cancels
+     (Cancelled): every counter shows 1 again, open;
   5. a page that was told sold out clicks again (a new click-through, a new id) and holds;
      every counter 0 again; page0 and that page reloaded show what they showed, same ids;
   6. another page opens EXPIRY-SKU (one unit, a hold of 1 s), holds, and sees it expire;
@@ -297,10 +299,27 @@ def run(a, pages):
     check(len(won) <= 1 and len(won) + len(lost) == len(racers),
           "at most one racing page holds (one unit was left), the others show sold out")
 
-    # 4. Pay, cancel; the cancelled unit comes back on every counter.
+    # 4. Pay, cancel; the cancelled unit comes back on every counter. Pay goes through the
+    # payment provider's page (scripts/payment-stub: it confirms the hold with the gateway,
+    # signed, and sends the buyer back); the page cannot confirm by itself (issue 48).
     p0.button("pay").click()
+    try:
+        WebDriverWait(p0.driver, STEP_S, poll_frequency=0.05).until(
+            lambda d: "/checkout?intent=" in d.current_url)
+    except TimeoutException:
+        raise Fail("page0: Pay did not lead to the payment provider's page (at %s)"
+                   % p0.driver.current_url)
+    check(p0.attempts[-1]["id"] in p0.driver.current_url,
+          "page0's Pay leads to the payment provider's page, for its intent")
+    p0.driver.find_element("id", "pay").click()
+    try:
+        WebDriverWait(p0.driver, STEP_S, poll_frequency=0.05).until(
+            lambda d: d.current_url == p0.url)
+    except TimeoutException:
+        raise Fail("page0: the provider did not send it back (at %s: %s)"
+                   % (p0.driver.current_url, p0.driver.find_element("tag name", "body").text))
     p0.record(p0.outcome("confirmed"))
-    check(p0.state()["text"] == "Paid", "page0 paid: \"Paid\"")
+    check(p0.state()["text"] == "Paid", "page0 paid, back on the sale page: \"Paid\"")
     p1.button("cancel").click()
     p1.record(p1.outcome("cancelled"))
     check(p1.state()["text"] == "Cancelled", "page1 cancelled: \"Cancelled\"")

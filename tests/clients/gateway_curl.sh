@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The README's curl examples ("The HTTP front door"), run as they are by
-# tests/integration/66-gateway.sh against a gateway at $GW with the admin token $TOKEN; the
-# test checks what they print. The part between the markers is the README's block
-# (tests/clients/check-snippets.py compares them).
+# tests/integration/66-gateway.sh, from the repository's root, against a gateway at $GW with
+# the admin token $TOKEN and the payment key ring $PAYMENT_KEYS; the test checks what they
+# print. The part between the markers is the README's block (tests/clients/check-snippets.py
+# compares them).
 set -euo pipefail
 : "${GW:?GW=http://127.0.0.1:PORT}" "${TOKEN:?TOKEN=the admin token of the gateway}"
+: "${PAYMENT_KEYS:?PAYMENT_KEYS=the payment.secret.file of the gateway}"
 # snippet:begin
 # Open a sale (the admin endpoints need the gateway's admin token; curl reads the header from
 # a pipe, so that the token is on no command line):
@@ -19,8 +21,12 @@ curl -s -X POST "$GW/v1/skus/PHONE/buys" -H "Idempotency-Key: $KEY" \
 curl -s "$GW/v1/intents/$KEY?wait=10"
 # Or as Server-Sent Events: decided, then what becomes of the hold.
 curl -s -N --max-time 2 "$GW/v1/intents/$KEY/events" || true
-# The payment provider confirms; its decision:
-curl -s -X POST "$GW/v1/intents/$KEY/confirm"
+# The payment provider confirms, signing the body (which names the intent) with the secret it
+# shares with the gateway (payment.secret.file); scripts/payment-stub signs as one would:
+BODY="{\"intent_id\": \"$KEY\", \"sku\": \"PHONE\"}"
+SIG=$(scripts/payment-stub sign --keys "$PAYMENT_KEYS" -- "$BODY")
+curl -s -X POST "$GW/v1/intents/$KEY/confirm" -H "Flashsale-Signature: $SIG" \
+  -H 'Content-Type: application/json' -d "$BODY"
 curl -s "$GW/v1/intents/$KEY/confirm?wait=10"
 # The sale page's counter:
 curl -s "$GW/v1/skus/PHONE"

@@ -40,7 +40,7 @@ sku_stream=$!
 # ---- a buy, its retries, its decision ----
 K1=$(python3 -c 'import uuid; print(uuid.uuid4())')
 B1='{"buyer_id":"alice","qty":1}'
-assert_eq 202 "$(req POST /v1/skus/HOT/buys -H "$J" -H "Idempotency-Key: $K1" -d "$B1")" "buy"
+assert_posted "$(req POST /v1/skus/HOT/buys -H "$J" -H "Idempotency-Key: $K1" -d "$B1")" "buy"
 assert_eq "/v1/intents/$K1" "$(header_value Location)" "its Location"
 assert_eq "$K1 queued" "$(body_field intent_id) $(body_field status)" "its body"
 st=$(req POST /v1/skus/HOT/buys -H "$J" -H "Idempotency-Key: $K1" -d "$B1")
@@ -55,7 +55,7 @@ assert_eq held "$(sql "SELECT outcome FROM decisions WHERE intent_id = '$K1'")" 
 # Prefer: wait=N (RFC 7240) and a plain GET.
 assert_eq 200 "$(req GET "/v1/intents/$K1" -H 'Prefer: wait=5')" "GET with Prefer: wait"
 # A buy without a key: the gateway mints a version-7 id.
-assert_eq 202 "$(req POST /v1/skus/HOT/buys -H "$J" -d '{"buyer_id":"bob","qty":1}')" "a buy without Idempotency-Key"
+assert_posted "$(req POST /v1/skus/HOT/buys -H "$J" -d '{"buyer_id":"bob","qty":1}')" "a buy without Idempotency-Key"
 K2=$(body_field intent_id)
 assert_eq 7 "${K2:14:1}" "the minted id's version"
 # A pending intent answers 202 with Retry-After (the GET right after the POST may also find
@@ -105,14 +105,14 @@ fs wait --timeout 60 --quiet || die "records not decided"
 assert_eq "$before" "$(decided)" "records decided after the edge answer (nothing published)"
 
 # ---- cancel: the unit returns, the flag flips back ----
-assert_eq 202 "$(req POST "/v1/intents/$K1/cancel")" "cancel alice's hold (the SKU from memory)"
+assert_posted "$(req POST "/v1/intents/$K1/cancel")" "cancel alice's hold (the SKU from memory)"
 assert_eq "/v1/intents/$K1/cancel" "$(header_value Location)" "the cancel's Location"
 t0=$(date +%s%3N)
 assert_eq 200 "$(req GET "/v1/intents/$K1/cancel?wait=20")" "the cancel's decision"
 assert_eq cancelled "$(body_field outcome)" "the cancel's outcome"
 wait_until 30 "the edge to see HOT open again" "[ \$(req GET /v1/skus/HOT) = 200 ] && [ \$(body_field status) = open ]"
 say "ok: the flag flipped back $(($(date +%s%3N) - t0)) ms after the cancel's answer"
-assert_eq 202 "$(req POST /v1/skus/HOT/buys -H "$J" -d '{"buyer_id":"carol","qty":1}')" "a buy is published again"
+assert_posted "$(req POST /v1/skus/HOT/buys -H "$J" -d '{"buyer_id":"carol","qty":1}')" "a buy is published again"
 K3=$(body_field intent_id)
 assert_eq 200 "$(req GET "/v1/intents/$K3?wait=20")" "carol's decision"
 assert_eq held "$(body_field outcome)" "carol won the returned unit"
@@ -120,7 +120,8 @@ assert_eq 200 "$(req GET "/v1/intents/$K1")" "alice's buy after the cancel"
 assert_eq cancelled "$(body_field hold)" "its hold"
 
 # ---- confirm: by the payment provider ----
-assert_eq 202 "$(req POST "/v1/intents/$K3/confirm" -H "$J" -d '{"sku":"HOT"}')" "confirm carol's hold"
+b3="{\"intent_id\":\"$K3\",\"sku\":\"HOT\"}" # signed, as the provider does (issue 48)
+assert_posted "$(req POST "/v1/intents/$K3/confirm" -H "$J" -H "$(sign_confirm "$b3")" -d "$b3")" "confirm carol's hold"
 assert_eq 200 "$(req GET "/v1/intents/$K3/confirm?wait=20")" "the confirm's decision"
 assert_eq confirmed "$(body_field outcome)" "the confirm's outcome"
 assert_eq confirmed "$(sql "SELECT status FROM reservations WHERE intent_id = '$K3'")" "Postgres: carol's hold"
@@ -137,7 +138,7 @@ K4=$(python3 -c 'import uuid; print(uuid.uuid4())')
 curl -s -N --max-time 20 "$GW/v1/intents/$K4/events" >"$IT_DIR/ev4" &
 ev4=$!
 wait_until 10 "the stream to open" "grep -q ': open' '$IT_DIR/ev4'"
-assert_eq 202 "$(req POST /v1/skus/COLD/buys -H "$J" -H "Idempotency-Key: $K4" -d '{"buyer_id":"dave","qty":1}')" "dave's buy"
+assert_posted "$(req POST /v1/skus/COLD/buys -H "$J" -H "Idempotency-Key: $K4" -d '{"buyer_id":"dave","qty":1}')" "dave's buy"
 wait_until 20 "dave's decision on his stream" "grep -q '^event: decided' '$IT_DIR/ev4'"
 kill "$ev4" 2>/dev/null || true
 # The SKU's stream saw the sell-out and the return.
@@ -147,7 +148,7 @@ grep -q '"status":"sold_out"' "$IT_DIR/sku-events" && grep -q '"status":"open"' 
 	fail "SKU stream: $(head -c 600 "$IT_DIR/sku-events")"
 
 # ---- the README's curl examples, as they are ----
-GW=$GW TOKEN=$TOKEN bash "$IT_ROOT/tests/clients/gateway_curl.sh" >"$IT_DIR/readme.out" 2>&1 || fail "the README's examples failed: $(cat "$IT_DIR/readme.out")"
+(cd "$IT_ROOT" && GW=$GW TOKEN=$TOKEN PAYMENT_KEYS=$IT_PAY_KEYS bash tests/clients/gateway_curl.sh) >"$IT_DIR/readme.out" 2>&1 || fail "the README's examples failed: $(cat "$IT_DIR/readme.out")"
 for want in '"status":"queued"' '"outcome":"held"' 'event: decided' '"outcome":"confirmed"' '"sku":"PHONE"'; do
 	grep -qF "$want" "$IT_DIR/readme.out" && say "ok: the README's examples print $want" || fail "the README's examples: no $want in $(cat "$IT_DIR/readme.out")"
 done
@@ -176,7 +177,9 @@ assert_eq POST "$(header_value Allow)" "Allow"
 chk 400 bad_intent_id "a bad intent id" GET /v1/intents/not-a-uuid
 chk 400 bad_wait "a bad wait" GET "/v1/intents/$K1?wait=soon"
 chk 404 unknown_intent "an intent nobody sent" GET "/v1/intents/$(python3 -c 'import uuid; print(uuid.uuid4())')"
-chk 404 unknown_intent "a confirm for a buy nobody sent, without its SKU" POST "/v1/intents/$(python3 -c 'import uuid; print(uuid.uuid4())')/confirm"
+K0=$(python3 -c 'import uuid; print(uuid.uuid4())')
+b0="{\"intent_id\":\"$K0\"}"
+chk 404 unknown_intent "a confirm for a buy nobody sent, without its SKU" POST "/v1/intents/$K0/confirm" -H "$J" -H "$(sign_confirm "$b0")" -d "$b0"
 # Nothing the checks refused reached the log.
 fs wait --timeout 60 --quiet || die "records not decided"
 assert_eq "0 0" "$(sql "SELECT count(*) FROM decisions WHERE outcome = 'rejected'") $(sql "SELECT count(*) FROM rejects")" "rejected records (decisions, rejects)"

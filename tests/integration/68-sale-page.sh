@@ -5,7 +5,8 @@
 # while a crowd of 8,000 buyers POSTs through tests/clients/gateway_load.py: a double click
 # and a reload during the buy each buy once; the pages show held or sold out; one pays, one
 # cancels, and a page told sold out wins the returned unit with a new click-through; the
-# live counters reach 0, 1 and 0; a hold of 1 s expires on a page; a sale not open yet and a
+# live counters reach 0, 1 and 0 (Pay through the payment provider's page: scripts/payment-stub
+# signs the confirm, issue 48); a hold of 1 s expires on a page; a sale not open yet and a
 # closed one say so. Then Postgres: every
 # outcome a page showed is the decision recorded for its intent id (an edge answer has
 # none), the holds ended as the pages said, one buy per click-through per buyer; and the
@@ -18,7 +19,16 @@ done
 it_setup 2
 start_worker w1
 it_admin_token
-start_gateway gw --set admin.token.file="$IT_DIR/admin-token" --set metrics.listen=127.0.0.1:0
+# The payment provider (scripts/payment-stub, a demo part): the page's Pay goes to its checkout
+# page, which confirms the hold with the gateway, signed with the test's payment key ring.
+PAY_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PAY=http://127.0.0.1:$PAY_PORT
+start_gateway gw --set admin.token.file="$IT_DIR/admin-token" --set metrics.listen=127.0.0.1:0 \
+	--set payment.checkout.url="$PAY/checkout"
+python3 "$IT_ROOT/scripts/payment-stub" serve --gateway "$GW" --keys "$IT_PAY_KEYS" \
+	--listen "127.0.0.1:$PAY_PORT" >>"$IT_DIR/payment-stub.log" 2>&1 &
+IT_PIDS+=($!)
+wait_until 30 "the payment stub" "curl -sf '$PAY/healthz' >/dev/null"
 GWM=http://127.0.0.1:$(metrics_port gw)
 J='Content-Type: application/json'
 A="Authorization: Bearer $TOKEN"
@@ -31,6 +41,7 @@ assert_eq nosniff "$(header_value X-Content-Type-Options)" "X-Content-Type-Optio
 csp=$(header_value Content-Security-Policy)
 case $csp in "default-src 'self';"*) say "ok: Content-Security-Policy: $csp" ;; *) fail "Content-Security-Policy: '$csp'" ;; esac
 grep -q '<script src="/assets/sale.js"' "$IT_DIR/body" && say "ok: the page loads /assets/sale.js" || fail "the page: $(head -c 300 "$IT_DIR/body")"
+grep -qF "data-checkout=\"$PAY/checkout\"" "$IT_DIR/body" && say "ok: the page's Pay goes to $PAY/checkout" || fail "the page's data-checkout: $(grep -o 'data-checkout="[^"]*"' "$IT_DIR/body")"
 html_len=$(wc -c <"$IT_DIR/body")
 assert_eq 200 "$(req HEAD /sale/PAGE -I)" "HEAD /sale/PAGE"
 assert_eq "$html_len" "$(header_value Content-Length | tr -d ' ')" "HEAD's Content-Length"

@@ -105,7 +105,8 @@ assert_eq 200 "$(req GET "/v1/carts/$key2?wait=20")" "the second cart's long-pol
 assert_eq held "$(body_field outcome)" "the second cart's answer"
 curl -s -N --max-time 15 "$GW/v1/carts/$key2/events" >"$IT_DIR/stream" &
 stream_pid=$!
-code=$(req POST "/v1/carts/$key2/confirm" -H "$J")
+b2="{\"cart_id\":\"$key2\"}" # signed, as the payment provider does (issue 48)
+code=$(req POST "/v1/carts/$key2/confirm" -H "$J" -H "$(sign_confirm "$b2")" -d "$b2")
 case "$code" in 200 | 202) ;; *) fail "confirm: $code $(cat "$IT_DIR/body")" ;; esac
 assert_eq 200 "$(req GET "/v1/carts/$key2/confirm?wait=20")" "the confirm's long-poll"
 assert_eq confirmed "$(body_field outcome)" "the confirm's answer"

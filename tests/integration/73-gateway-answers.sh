@@ -2,8 +2,8 @@
 # The gateway's cache of answers tells every buyer the true answer (issue 47, items 2, 6, 7 and
 # 10), on the real services, with two SKUs on two partitions and the CLI as "another door":
 #   2  a follow-up answered unknown_intent is published again when retried (a cancel that
-#      overtook its buy; a confirm sent first with the wrong SKU, then with the right one or no
-#      body), and a decision made through another door replaces the provisional answer;
+#      overtook its buy; a confirm sent first with the wrong SKU, then with the right one or
+#      none: its body names the intent alone; each confirm signed, issue 48), and a decision made through another door replaces the provisional answer;
 #   6  a decision learned from the results topic or Postgres is checked against a POST's body
 #      with its own record (SKU, buyer, qty), not stamped with the first POST's;
 #   7  one intent id on buys of two SKUs on two partitions: the buyer sees her own buy's
@@ -13,8 +13,8 @@
 . "$(dirname "$0")/lib.sh"
 it_setup 2
 start_worker w1
-TOKEN=admin-$RANDOM$RANDOM
-start_gateway gw --set admin.token="$TOKEN"
+it_admin_token
+start_gateway gw --set admin.token.file="$IT_DIR/admin-token"
 GW1=$GW
 J='Content-Type: application/json'
 A="Authorization: Bearer $TOKEN"
@@ -39,14 +39,14 @@ Y=$(sql "SELECT sku FROM skus WHERE part = 1 ORDER BY sku LIMIT 1")
 [ -n "$X" ] && [ -n "$Y" ] || die "no SKU on one of the partitions"
 say "X=$X (partition 0), Y=$Y (partition 1)"
 buy() { # buy SKU KEY BUYER: through the gateway, until held
-	assert_eq 202 "$(req POST "/v1/skus/$1/buys" -H "$J" -H "Idempotency-Key: $2" -d "{\"buyer_id\":\"$3\",\"qty\":1}")" "buy $2 of $1"
+	assert_posted "$(req POST "/v1/skus/$1/buys" -H "$J" -H "Idempotency-Key: $2" -d "{\"buyer_id\":\"$3\",\"qty\":1}")" "buy $2 of $1"
 	assert_eq 200 "$(req GET "/v1/intents/$2?wait=10")" "its decision"
 	assert_eq held "$(body_field outcome)" "held"
 }
 
 # ---- item 2: a cancel that overtook its buy ----
 K=$(uuid)
-assert_eq 202 "$(req POST "/v1/intents/$K/cancel" -H "$J" -d "{\"sku\":\"$X\"}")" "2a: a cancel before its buy"
+assert_posted "$(req POST "/v1/intents/$K/cancel" -H "$J" -d "{\"sku\":\"$X\"}")" "2a: a cancel before its buy"
 assert_eq 200 "$(req GET "/v1/intents/$K/cancel?wait=10")" "2a: its answer"
 assert_eq unknown_intent "$(body_field outcome)" "2a: no hold yet"
 buy "$X" "$K" alice
@@ -57,17 +57,24 @@ poll 10 "[ \$(req GET '/v1/intents/$K/cancel?wait=2') = 200 ] && [ \$(body_field
 	fail "2a: the retried cancel: $(cat "$IT_DIR/body")"
 assert_eq cancelled "$(sql "SELECT status FROM reservations WHERE intent_id = '$K'")" "2a: the hold in Postgres"
 
-# ---- item 2: a confirm sent with the wrong SKU, then the right one, or no body ----
+# signed_confirm ID [SKU]: the payment provider's confirm (signed, issue 48), its body naming
+# the intent and, if given, the SKU; prints the status.
+signed_confirm() {
+	local b="{\"intent_id\":\"$1\"${2:+,\"sku\":\"$2\"}}"
+	req POST "/v1/intents/$1/confirm" -H "$J" -H "$(sign_confirm "$b")" -d "$b"
+}
+
+# ---- item 2: a confirm sent with the wrong SKU, then the right one, or none ----
 for how in right nobody; do
 	K=$(uuid)
 	buy "$X" "$K" "bea-$how"
-	assert_eq 202 "$(req POST "/v1/intents/$K/confirm" -H "$J" -d "{\"sku\":\"$Y\"}")" "2b ($how): a confirm with the wrong SKU"
+	assert_eq 202 "$(signed_confirm "$K" "$Y")" "2b ($how): a confirm with the wrong SKU"
 	assert_eq 200 "$(req GET "/v1/intents/$K/confirm?wait=10")" "2b ($how): its answer"
 	assert_eq unknown_intent "$(body_field outcome)" "2b ($how): no hold on that SKU's partition"
 	if [ "$how" = right ]; then
-		st=$(req POST "/v1/intents/$K/confirm" -H "$J" -d "{\"sku\":\"$X\"}")
+		st=$(signed_confirm "$K" "$X")
 	else
-		st=$(req POST "/v1/intents/$K/confirm")
+		st=$(signed_confirm "$K")
 	fi
 	case $st in 200 | 202) say "ok: 2b ($how): the confirm again: $st" ;; *) fail "2b ($how): the confirm again: $st $(cat "$IT_DIR/body")" ;; esac
 	poll 10 "[ \$(req GET '/v1/intents/$K/confirm?wait=2') = 200 ] && [ \$(body_field outcome) = confirmed ]" &&
@@ -78,7 +85,7 @@ done
 # ---- item 2: the right confirm decided through another door ----
 K=$(uuid)
 buy "$X" "$K" cleo
-assert_eq 202 "$(req POST "/v1/intents/$K/confirm" -H "$J" -d "{\"sku\":\"$Y\"}")" "2c: a confirm with the wrong SKU"
+assert_eq 202 "$(signed_confirm "$K" "$Y")" "2c: a confirm with the wrong SKU"
 assert_eq 200 "$(req GET "/v1/intents/$K/confirm?wait=10")" "2c: its answer"
 assert_eq unknown_intent "$(body_field outcome)" "2c: unknown_intent"
 fs confirm "$K" --sku "$X" --wait 10 >"$IT_DIR/cli-confirm" || fail "2c: the CLI's confirm: $(cat "$IT_DIR/cli-confirm")"
@@ -123,7 +130,7 @@ assert_eq 200 "$(req GET "/v1/intents/$K")" "7: alice's intent"
 assert_eq "held $X " "$(body_field outcome) $(body_field sku) $(body_field hold)" "7: her buy, no hold ended"
 assert_eq 404 "$(req GET "/v1/intents/$K/cancel")" "7: alice has no cancel"
 # Her own cancel then is hers.
-assert_eq 202 "$(req POST "/v1/intents/$K/cancel")" "7: alice cancels"
+assert_posted "$(req POST "/v1/intents/$K/cancel")" "7: alice cancels"
 assert_eq 200 "$(req GET "/v1/intents/$K/cancel?wait=10")" "7: her cancel's answer"
 assert_eq "cancelled $X" "$(body_field outcome) $(body_field sku)" "7: her cancel"
 
@@ -132,14 +139,14 @@ fs --set topic.results="it.$IT_ID.results2" topics create --partitions 2 >/dev/n
 start_gateway gwm --set topic.results="it.$IT_ID.results2"
 wait_until 30 "gwm ready" "[ \$(req GET /readyz) = 200 ]"
 K=$(uuid)
-assert_eq 202 "$(req POST "/v1/skus/$X/buys" -H "$J" -H "Idempotency-Key: $K" -d '{"buyer_id":"erin","qty":1}')" "10: a buy"
+assert_posted "$(req POST "/v1/skus/$X/buys" -H "$J" -H "Idempotency-Key: $K" -d '{"buyer_id":"erin","qty":1}')" "10: a buy"
 wait_until 10 "erin's decision in Postgres" "[ \"\$(sql \"SELECT outcome FROM decisions WHERE intent_id = '$K'\")\" = held ]"
 t0=$SECONDS
 assert_eq 200 "$(req GET "/v1/intents/$K?wait=8")" "10: the long-poll on a queued buy"
 assert_eq "held postgres" "$(body_field outcome) $(body_field source)" "10: answered from Postgres"
 [ $((SECONDS - t0)) -le 5 ] && say "ok: 10: within $((SECONDS - t0)) s" || fail "10: after $((SECONDS - t0)) s"
 K=$(uuid)
-assert_eq 202 "$(req POST "/v1/skus/$X/buys" -H "$J" -H "Idempotency-Key: $K" -d '{"buyer_id":"fred","qty":1}')" "10: another buy"
+assert_posted "$(req POST "/v1/skus/$X/buys" -H "$J" -H "Idempotency-Key: $K" -d '{"buyer_id":"fred","qty":1}')" "10: another buy"
 poll 8 "[ \$(req GET '/v1/intents/$K') = 200 ]" && say "ok: 10: a plain GET gets it from Postgres" ||
 	fail "10: plain GETs: still $(cat "$IT_DIR/body")"
 assert_eq held "$(body_field outcome)" "10: fred's decision"

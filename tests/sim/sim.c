@@ -28,7 +28,10 @@
  *   key, bad fields, oversized payloads), and in the seeds with bad input one buy in 64 by a
  *   buyer whose decision the store refuses for good (as a trigger's check_violation would:
  *   the worker must isolate it, reject it store_refused and decide the rest; issue 28, item
- *   1). Keyed records go to the partition the partitioning
+ *   1), one in 64 by a buyer whose holds the store refuses to expire, and one cart in 8 by
+ *   the refused buyer, whose groups' units the store refuses to take (issue 47, item 5: each
+ *   refusal recorded against what caused it, no partition stopped, no cart left reserving).
+ *   Keyed records go to the partition the partitioning
  *   rule names (murmur2 of the key), except a share per seed that a web tier with another
  *   partitioner puts elsewhere: the workers forward those (or, in one seed in four, reject them
  *   wrong_partition), and a forward's delivery appends the same bytes to its partition's log.
@@ -391,9 +394,11 @@ static void gen_buy(struct sim_world *W, struct gen *G)
 	/* One buy in 64 of the seeds with bad input is by the buyer the store refuses (no draw
 	 * of its own: the other seeds keep their schedules). */
 	bool refused = W->f.bad_input && b->id[0] == 'f' && b->id[1] < '4';
+	/* As many by the buyer whose holds the store refuses to expire (issue 47, item 5). */
+	bool stuck = W->f.bad_input && b->id[0] == 'e' && b->id[1] < '4';
 	buy_json(buf, sizeof buf, b->id, G->sku[b->sku],
-		 refused ? SIM_REFUSED_BUYER : buyer_names[b->buyer], b->qty,
-		 rng_chance(r, 200) ? (int)rng_below(r, 3) : -1);
+		 refused ? SIM_REFUSED_BUYER : (stuck ? SIM_STUCK_BUYER : buyer_names[b->buyer]),
+		 b->qty, rng_chance(r, 200) ? (int)rng_below(r, 3) : -1);
 	const char *key = G->sku[b->sku];
 	if (rng_chance(r, 30))
 		key = G->sku[rng_below(r, (uint32_t)G->n_skus)]; /* maybe the wrong one */
@@ -469,6 +474,15 @@ static void gen_followup(struct sim_world *W, struct gen *G, const char *type)
 
 /* A cart of 1-3 lines (issue 31), keyed by its cart id: its coordinator is that partition,
  * its lines' SKUs anywhere; one in five is a line the limits refuse (qty 3). */
+/* One cart in 8 of the seeds with bad input is the refused buyer's: the store refuses its
+ * groups' units at each participant, whose cart_reserve must still answer, or when another
+ * record wakes a waiting one (issue 47, item 5; rarer: a group waits, then a release wakes
+ * it). No draw of its own: the other seeds keep their schedules. */
+static const char *cart_buyer(const struct sim_world *W, const char *id, const char *name)
+{
+	return W->f.bad_input && id[0] >= 'e' ? SIM_REFUSED_BUYER : name;
+}
+
 static void gen_cart(struct sim_world *W, struct gen *G)
 {
 	struct rng *r = &W->rng;
@@ -478,7 +492,8 @@ static void gen_cart(struct sim_world *W, struct gen *G)
 	int n = snprintf(buf, sizeof buf,
 			 "{\"v\":1,\"type\":\"cart\",\"cart_id\":\"%s\",\"buyer_id\":\"%s\","
 			 "\"lines\":[",
-			 c->id, buyer_names[rng_below(r, (uint32_t)G->n_buyers)]);
+			 c->id,
+			 cart_buyer(W, c->id, buyer_names[rng_below(r, (uint32_t)G->n_buyers)]));
 	int lines = 1 + (int)rng_below(r, 3), picked[3], got = 0;
 	for (int i = 0; i < lines; i++) {
 		int s = (int)rng_below(r, (uint32_t)G->n_skus);
@@ -703,6 +718,31 @@ static void gen_join(struct sim_world *W, struct gen *G, int s, int b)
 	*VEC_PUSH(G->joins) = ((int64_t)part << 32) | (int64_t)(W->log[part].recs.len - 1);
 }
 
+/* A client's retry (issue 47 item 1): an earlier buy of SKU s by the buyer of `seen`, sent
+ * again under its intent id, with the same body and that buyer's token (live or not by now).
+ * A buy refused for its token did not use up its id: the retry is decided on its merits; one
+ * decided on its merits is answered as before. False when there is no such buy (or by
+ * chance, to keep most buys fresh). */
+static bool retry_with_token(struct sim_world *W, struct gen *G, int s,
+			     const struct gen_token *seen)
+{
+	if (!rng_chance(&W->rrng, 250))
+		return false;
+	for (size_t i = G->buys.len - 1; i-- > 0;) {
+		const struct gen_buy *b = &G->buys.v[i];
+		if (b->sku != s || b->buyer != seen->buyer)
+			continue;
+		char buf[480];
+		snprintf(buf, sizeof buf,
+			 "{\"v\":1,\"type\":\"buy\",\"intent_id\":\"%s\",\"sku\":\"%s\","
+			 "\"buyer_id\":\"%s\",\"qty\":%" PRId64 ",\"token\":\"%s\"}",
+			 b->id, G->sku[s], buyer_names[b->buyer], b->qty, seen->text);
+		append_str(W, G, G->sku[s], buf);
+		return true;
+	}
+	return false;
+}
+
 /* A buy of a sale behind a room, with a token of some kind: the buyer's own from the results
  * (as a client would), none, garbage, another buyer's, another SKU's, one not valid yet, one
  * expired, one of a key the workers do not know, one altered. Those the web tier mints are
@@ -722,6 +762,10 @@ static void gen_room_buy(struct sim_world *W, struct gen *G, int s)
 	const struct gen_token *seen = seen_token(G, s, x < 45 ? b->buyer : -1, now);
 	if (x < 45 && (!seen || !rng_chance(r, 300)))
 		seen = seen_token(G, s, -1, now);
+	if (x < 45 && seen && retry_with_token(W, G, s, seen)) {
+		G->buys.len--;
+		return;
+	}
 	if (x < 45 && !seen) {
 		/* no one has a token yet: the client joins first */
 		G->buys.len--;
@@ -1374,21 +1418,29 @@ static void print_stats(const struct sim_stats *s, double secs)
 	       "/%" PRId64 " (%" PRId64
 	       " answered by a worker signing with the other key), %" PRId64
 	       " starts signing with the other key; %" PRId64
-	       " answers let pass (known bug join-again-unknown-sku)\n",
+	       " answers let pass (known bug join-again-unknown-sku); %" PRId64
+	       " ids refused for their token, then held on a retry with a valid one\n",
 	       s->room_seeds, s->room_draws[0], s->room_draws[1], s->joins, s->admissions,
 	       s->admissions_again, s->room_loads, s->verdicts[FS_TOKEN_OK],
 	       s->verdicts[FS_TOKEN_NONE], s->verdicts[FS_TOKEN_BAD], s->verdicts[FS_TOKEN_EXPIRED],
 	       s->verdicts[FS_TOKEN_NOT_YET], s->verdicts[FS_TOKEN_OTHER_BUYER], s->held_by_key[0],
-	       s->held_by_key[1], s->held_other_key, s->signers_rotated, s->known_bug_stepped);
+	       s->held_by_key[1], s->held_other_key, s->signers_rotated, s->known_bug_stepped,
+	       s->token_retries_held);
+	printf("sim: waiting rooms: %" PRId64 " admissions at a slot moved up after a gap in the "
+	       "clock\n",
+	       s->room_catchups);
 	printf("sim: partitioning: %" PRId64 " records appended to a wrong partition, %" PRId64
 	       " forwards queued (%" PRId64 " of them again after a restart), %" PRId64
 	       " landed; %" PRId64 " seeds in reject mode\n",
 	       s->misrouted_appended, s->forwards_queued, s->forwards_again, s->forwards_landed,
 	       s->reject_mode_seeds);
 	printf("sim: lookups: %" PRId64 " stored rows of a batch's intent ids left out (another "
-	       "kind); %" PRId64 " records the store refused for good; %" PRId64
+	       "kind); %" PRId64 " records the store refused for good (%" PRId64
+	       " cart_reserves); %" PRId64 " hold expiries and %" PRId64
+	       " woken cart groups the store refused; %" PRId64
 	       " ended holds looked up for a follow-up (not in memory)\n",
-	       s->lookup_kinds_left, s->refused, s->holds_looked_up);
+	       s->lookup_kinds_left, s->refused, s->reserves_refused, s->expiries_refused,
+	       s->groups_refused, s->holds_looked_up);
 	printf("sim: crashes at:");
 	for (int i = 0; sim_points[i]; i++)
 		printf(" %s=%" PRId64, sim_points[i], s->crash_at[i]);
@@ -1413,14 +1465,17 @@ static bool coverage_ok(const struct sim_stats *s)
 		  s->forwards_again && s->reject_mode_seeds && s->inhand_after_fence &&
 		  s->overlap_seeds[0] && s->overlap_seeds[1] && s->overlap_seeds[2] && s->stacked &&
 		  s->stacked_redone && s->unknown_committed && s->stacked_same_range &&
-		  s->refused && s->holds_looked_up && s->cart_messages && s->cart_results &&
+		  s->refused && s->reserves_refused && s->expiries_refused && s->groups_refused &&
+		  s->holds_looked_up && s->cart_messages && s->cart_results &&
 		  s->cart_cancels_in_round && s->room_draws[0] && s->room_draws[1] && s->joins &&
 		  s->admissions && s->admissions_again && s->room_loads && s->held_by_key[0] &&
-		  s->held_by_key[1] && s->signers_rotated && s->held_other_key;
+		  s->held_by_key[1] && s->signers_rotated && s->held_other_key &&
+		  s->token_retries_held;
 	for (int v = FS_TOKEN_OK; v <= FS_TOKEN_OTHER_BUYER; v++)
 		ok = ok && s->verdicts[v];
 	for (size_t i = 0; i < sizeof must_crash_at / sizeof *must_crash_at; i++)
 		ok = ok && s->crash_at[sim_point(must_crash_at[i])];
+	ok = ok && s->room_catchups;
 	return ok;
 }
 

@@ -142,6 +142,10 @@ struct sim_stats {
 	int64_t misrouted_appended, forwards_queued, forwards_landed, forwards_again;
 	int64_t reject_mode_seeds;
 	int64_t refused; /* records the store refused for good, rejected store_refused */
+	/* issue 47, item 5: cart_reserves among them (each answered refused), holds whose
+	 * expiry the store refused (recorded against the hold), and waiting cart groups whose
+	 * units it refused to take when another record woke them (the group refused) */
+	int64_t reserves_refused, expiries_refused, groups_refused;
 	/* The waiting room (issue 33). */
 	int64_t room_seeds, room_draws[2]; /* seeds with rooms; rooms drawn random, fifo */
 	int64_t joins, admissions, admissions_again, room_loads; /* results; entries loaded */
@@ -150,6 +154,11 @@ struct sim_stats {
 	int64_t signers_rotated;   /* worker starts that sign with the other key than before */
 	int64_t held_other_key;	   /* held buys answered by a worker signing with the other key */
 	int64_t known_bug_stepped; /* answers the checker let pass (known bug, meson.build) */
+	/* Admissions whose slot moved up to the tick's clock after a gap (issue 47, item 4). */
+	int64_t room_catchups;
+	/* buys refused for their token (kind 11) whose id a retry with a valid token then held
+	 * (issue 47 item 1) */
+	int64_t token_retries_held;
 };
 
 /* ---- the world of one seed ------------------------------------------------------------------ */

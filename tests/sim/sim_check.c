@@ -4,6 +4,7 @@
  * reply by reply with what the faulty run left behind. */
 #include "core/buf.h"
 #include "core/result.h"
+#include "core/room.h"
 #include "sim.h"
 #include "sim_store.h"
 
@@ -159,6 +160,11 @@ static void dump(const struct sim_store *s, int n_parts, struct lines *l)
 			line(l, "rejects %d off=%06" PRId64 " id=%s reason=%s", (int)r->part, off,
 			     opt(r->has_id, r->intent_id), r->reason);
 	}
+	for (size_t i = 0; i < s->refusals.len; i++) {
+		const struct ss_refusal *f = &s->refusals.v[i];
+		line(l, "store_refusals %d off=%06" PRId64 " id=%s round=%d", (int)f->part, f->off,
+		     f->intent_id, (int)f->round);
+	}
 	for (size_t i = 0; i < s->forwards.len; i++) {
 		const struct ss_forward *f = &s->forwards.v[i];
 		line(l, "forwards %d off=%06" PRId64 " to=%d id=%s kind=%d", (int)f->part, f->off,
@@ -229,12 +235,70 @@ struct oracle {
 	struct fs_carts carts[SIM_PARTS_MAX];
 	struct fs_record_ext ext;
 	struct fs_batch batch[SIM_PARTS_MAX];
-	VEC(int64_t) clock[SIM_PARTS_MAX]; /* the partition clock after each record */
+	VEC(int64_t) clock[SIM_PARTS_MAX];	    /* the partition clock after each record */
+	const char **refuse_ids[SIM_PARTS_MAX];	    /* store_refusals' holds (borrowed) */
+	struct fs_group_ref *groups[SIM_PARTS_MAX]; /* groups the store refused (borrowed) */
 };
+
+/* Whether the cart of that id is the refused buyer's (a late confirm takes units again). */
+static bool refused_cart(const struct sim_store *s, const char *cart_id)
+{
+	for (size_t i = 0; i < s->carts.len; i++)
+		if (strcmp(s->carts.v[i].k.cart_id, cart_id) == 0)
+			return strcmp(s->carts.v[i].k.buyer_id, SIM_REFUSED_BUYER) == 0;
+	return false;
+}
+
+/* Whether the record's bytes contain text (a field of a record the parse does not keep). */
+static bool rec_has(const struct sim_rec *r, const char *text)
+{
+	size_t n = strlen(text);
+	for (size_t i = 0; r->val && i + n <= r->val_len; i++)
+		if (memcmp(r->val + i, text, n) == 0)
+			return true;
+	return false;
+}
+
+/* The holds whose expiry the live store refused (store_refusals) are refused here too, at
+ * their records, as flashsale replay does (issue 47, item 5). */
+static bool oracle_refuse_expiries(struct sim_world *W, struct oracle *o, int p)
+{
+	const struct sim_store *s = W->store;
+	uint32_t n = 0;
+	o->refuse_ids[p] = calloc(s->refusals.len + 1, sizeof *o->refuse_ids[p]);
+	if (!o->refuse_ids[p])
+		return sim_fail(W, "sim", "oracle: out of memory");
+	for (size_t k = 0; k < s->refusals.len; k++) {
+		const struct ss_refusal *f = &s->refusals.v[k];
+		if (f->part != p || f->round > 0 || f->off >= (int64_t)o->batch[p].len)
+			continue;
+		o->batch[p].items[f->off].refuse_due = true;
+		o->refuse_ids[p][n++] = f->intent_id;
+		W->stats->expiries_refused++;
+	}
+	o->batch[p].refuse_ids = o->refuse_ids[p];
+	o->batch[p].refuse_ids_len = n;
+	/* And the waiting groups whose units it refused to take when woken. */
+	n = 0;
+	o->groups[p] = calloc(s->refusals.len + 1, sizeof *o->groups[p]);
+	if (!o->groups[p])
+		return sim_fail(W, "sim", "oracle: out of memory");
+	for (size_t k = 0; k < s->refusals.len; k++) {
+		const struct ss_refusal *f = &s->refusals.v[k];
+		if (f->part == p && f->round > 0) {
+			o->groups[p][n++] = (struct fs_group_ref){f->intent_id, f->round};
+			W->stats->groups_refused++;
+		}
+	}
+	o->batch[p].refuse_groups = o->groups[p];
+	o->batch[p].refuse_groups_len = n;
+	return true;
+}
 
 static bool oracle_run(struct sim_world *W, struct oracle *o)
 {
 	ss_init(&o->store, MUT_NONE);
+	o->store.no_rules = true;
 	for (int p = 0; p < W->n_parts; p++) {
 		const struct sim_log *log = &W->log[p];
 		fs_core_init(&o->core[p], p);
@@ -274,8 +338,12 @@ static bool oracle_run(struct sim_world *W, struct oracle *o)
 			    j->off < (int64_t)o->batch[p].len) {
 				fs_item_refuse(&o->batch[p].items[j->off]);
 				W->stats->refused++;
+				if (o->batch[p].items[j->off].rec.refused_kind == FS_KIND_CART_MSG)
+					W->stats->reserves_refused++;
 			}
 		}
+		if (!oracle_refuse_expiries(W, o, p))
+			return false;
 		if (fs_batch_decide(&o->batch[p], &o->core[p]) < 0)
 			return sim_fail(W, "sim", "oracle: out of memory");
 		int64_t before;
@@ -297,6 +365,8 @@ static void oracle_free(struct sim_world *W, struct oracle *o)
 		fs_core_free(&o->core[p]);
 		fs_carts_free(&o->carts[p]);
 		fs_batch_free(&o->batch[p]);
+		free(o->refuse_ids[p]);
+		free(o->groups[p]);
 		free(o->clock[p].v);
 	}
 	ss_free(&o->store);
@@ -564,8 +634,18 @@ static bool check_rows(struct sim_world *W)
 		const struct sim_rec *r = rec_at(W, j->part, j->off);
 		for (int64_t off = j->off; r && off <= j->off_end; off++) {
 			r = rec_at(W, j->part, off);
-			bool refused = r && r->parsed.kind == FS_KIND_BUY &&
-				       strcmp(r->parsed.buyer_id, SIM_REFUSED_BUYER) == 0 &&
+			/* The refused buyer's buys, the cart_reserves whose group takes its
+			 * units, and its carts whose first group is their coordinator's own (a
+			 * cart's buyer is in the bytes, not in the parsed record). */
+			bool refused = r &&
+				       ((r->parsed.kind == FS_KIND_BUY &&
+					 strcmp(r->parsed.buyer_id, SIM_REFUSED_BUYER) == 0) ||
+					((r->parsed.kind == FS_KIND_CART_MSG ||
+					  r->parsed.kind == FS_KIND_CART) &&
+					 rec_has(r, "\"buyer_id\":\"" SIM_REFUSED_BUYER "\"")) ||
+					((r->parsed.kind == FS_KIND_CART_CONFIRM ||
+					  r->parsed.kind == FS_KIND_CART_CANCEL) &&
+					 refused_cart(s, r->parsed.intent_id))) &&
 				       strcmp(j->reason, "store_refused") == 0;
 			if (r && !refused &&
 			    (r->parsed.kind != FS_KIND_INVALID ||
@@ -920,9 +1000,10 @@ static const struct ss_join *join_row(const struct sim_store *s, const char *sku
  * stamped before opens_at; the queue: the early ones by HMAC-SHA256(seed, buyer) (ties by
  * offset) or in log order for fifo, then the late ones in log order; slots opens_at, then each
  * step = ceil(10^6 / rate) us after the one before (or the join, if later); a buyer admitted
- * at the first record at or after its join, and after the one before it, whose clock reaches
- * its slot while the sale is not closed. The store's rows must be exactly that (INV-9: the
- * draw, the rate, the admissions, after every crash). */
+ * at the first tick record after its join, and at or after the one before it, whose clock
+ * reaches its slot while the sale is not closed, the slot then moved up to the tick's clock
+ * minus FS_ROOM_CATCHUP_MS if it lags more (issue 47, item 4). The store's rows must be exactly
+ * that (INV-9: the draw, the rate, the admissions, after every crash). */
 static bool check_room(struct sim_world *W, const struct ss_sku *k)
 {
 	const struct sim_store *s = W->store;
@@ -963,10 +1044,16 @@ static bool check_room(struct sim_world *W, const struct ss_sku *k)
 		int64_t slot = credit > x->joined_ms * 1000 ? credit : x->joined_ms * 1000;
 		size_t j = at > (size_t)x->off ? at : (size_t)x->off;
 		while (j < log->recs.len &&
-		       !(log->recs.v[j].ts * 1000 + 999 >= slot && !CLOSED_AT(j)))
+		       !(log->recs.v[j].parsed.kind == FS_KIND_TICK &&
+			 log->recs.v[j].ts * 1000 + 999 >= slot && !CLOSED_AT(j)))
 			j++;
 		if (j == log->recs.len)
 			break;
+		/* Never more than the catch-up bound behind the tick's clock (issue 47). */
+		if (slot < (log->recs.v[j].ts - FS_ROOM_CATCHUP_MS) * 1000) {
+			slot = (log->recs.v[j].ts - FS_ROOM_CATCHUP_MS) * 1000;
+			W->stats->room_catchups++;
+		}
 		x->admitted = true;
 		x->admitted_ms = slot / 1000;
 		x->decided_ms = log->recs.v[j].ts;
@@ -1052,6 +1139,18 @@ static bool token_reason(const char *reason, enum fs_token_verdict *v)
 	return false;
 }
 
+/* 1 if the held buy d's id had been refused for its token before (a kind-11 row). */
+static int refused_before(const struct sim_store *s, const struct ss_decision *d)
+{
+	for (size_t i = 0; i < s->decisions.len; i++) {
+		const struct ss_decision *e = &s->decisions.v[i];
+		if (e->kind == FS_KIND_BUY + FS_KEY_UNMATCHED && e->part == d->part &&
+		    e->off < d->off && strcmp(e->intent_id, d->intent_id) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* Every buy of a sale behind a room: its token's verdict a function of the log (the token,
  * the buyer, the SKU, the buy's timestamp) and the ring; a buy won only with a token that is
  * live and of an admission of its buyer (INV-9, as flashsale audit: the row's slot at or
@@ -1065,8 +1164,9 @@ static bool check_buys(struct sim_world *W)
 		for (size_t q = 0; q < s->skus.len && !k; q++)
 			if (strcmp(s->skus.v[q].sku, d->sku) == 0)
 				k = &s->skus.v[q];
-		if (d->kind != FS_KIND_BUY || !k || k->admit_rate == 0 || k->part != d->part ||
-		    strcmp(d->outcome, "closed") == 0 || strcmp(d->outcome, "not_open") == 0 ||
+		if (d->kind % FS_KEY_UNMATCHED != FS_KIND_BUY || !k || k->admit_rate == 0 ||
+		    k->part != d->part || strcmp(d->outcome, "closed") == 0 ||
+		    strcmp(d->outcome, "not_open") == 0 ||
 		    (d->has_reason && strcmp(d->reason, "unknown_sku") == 0))
 			continue;
 		const struct sim_rec *x = rec_at(W, d->part, d->off);
@@ -1083,8 +1183,17 @@ static bool check_buys(struct sim_world *W)
 					d->intent_id, d->sku, d->buyer, x->ts, d->outcome,
 					opt(d->has_reason, d->reason),
 					want ? fs_token_reason(want) : "valid");
+		/* A token refusal is keyed apart (kind 11): it does not use up the id, and any
+		 * other decision of a buy does (issue 47 item 1). */
+		if ((got != FS_TOKEN_OK) != (d->kind == FS_KIND_BUY + FS_KEY_UNMATCHED))
+			return sim_fail(W, "INV-3",
+					"buy %s of %s by %s: %s %s kept as kind %d (a token "
+					"refusal is kind 11 and uses up no id, any other kind 1)",
+					d->intent_id, d->sku, d->buyer, d->outcome,
+					opt(d->has_reason, d->reason), d->kind);
 		if (strcmp(d->outcome, "held") != 0)
 			continue;
+		W->stats->token_retries_held += refused_before(s, d);
 		W->stats->held_by_key[kid > 0]++;
 		const struct ss_join *j = join_row(s, d->sku, d->buyer);
 		if (!j || !j->has_adm || d->decided_at < j->admitted_ms ||
@@ -1238,6 +1347,21 @@ static bool copy_landed(const struct sim_world *W, int p, int64_t off)
 	return off < (int64_t)W->landed[p].len && W->landed[p].v[off];
 }
 
+/* A reply that refuses a buy for its token: it had no effect and did not use up its id
+ * (issue 47 item 1), so a later reply for the id may differ. */
+static bool token_refusal(const char *json)
+{
+	static const char *const reasons[] = {"no_token", "bad_token", "token_expired",
+					      "token_not_yet_valid", "token_other_buyer"};
+	char want[48];
+	for (size_t i = 0; i < sizeof reasons / sizeof *reasons; i++) {
+		snprintf(want, sizeof want, "\"reason\":\"%s\"", reasons[i]);
+		if (strstr(json, want))
+			return true;
+	}
+	return false;
+}
+
 static bool check_replies(struct sim_world *W, const struct oracle *o)
 {
 	struct fs_buf buf = {0};
@@ -1370,7 +1494,7 @@ static bool check_replies(struct sim_world *W, const struct oracle *o)
 		/* A buy the store refused for good had no effect and did not take its id (a
 		 * resend is decided fresh, docs/reference/records.md): not its decision. */
 		if (r->expire || r->cart || r->room || rec->kind != FS_KIND_BUY ||
-		    strstr(r->json, "\"reason\":\"store_refused\""))
+		    strstr(r->json, "\"reason\":\"store_refused\"") || token_refusal(r->json))
 			continue;
 		br[nbr].id = rec->intent_id;
 		br[nbr].part = r->part;

@@ -33,6 +33,7 @@ void ss_free(struct sim_store *s)
 	free(s->groups.v);
 	free(s->outs.v);
 	free(s->joins.v);
+	free(s->refusals.v);
 	free(s->undo.v);
 	memset(s, 0, sizeof *s);
 }
@@ -198,6 +199,16 @@ static int load_buyers(const struct sim_store *s, int32_t part, struct fs_core *
 	return rc;
 }
 
+/* EXISTS (SELECT 1 FROM store_refusals ...): the row (part, id, round) exists. */
+static bool refusal_exists(const struct sim_store *s, int32_t part, const char *id, int32_t round)
+{
+	for (size_t i = 0; i < s->refusals.len; i++)
+		if (s->refusals.v[i].part == part && s->refusals.v[i].round == round &&
+		    strcmp(s->refusals.v[i].intent_id, id) == 0)
+			return true;
+	return false;
+}
+
 /* The holds of rows idx[0..n-1] into the core (fs_core_load_hold). */
 static int load_hold_rows(const struct sim_store *s, const size_t *idx, size_t n,
 			  struct fs_core *core)
@@ -215,6 +226,7 @@ static int load_hold_rows(const struct sim_store *s, const size_t *idx, size_t n
 		h.late = r->late;
 		h.ended_at_ms = r->has_ended ? r->ended_at_ms : 0;
 		h.ended_offset = r->has_ended ? r->ended_off : -1;
+		h.expiry_refused = refusal_exists(s, r->part, r->intent_id, 0);
 		if (rc == 0)
 			rc = fs_core_load_hold(core, &h, r->sku, r->buyer);
 	}
@@ -471,7 +483,7 @@ int ss_lookup(struct sim_store *s, struct fs_batch *b)
 				continue;
 			same_id = true;
 			wanted = (int)it->rec.kind == d->kind ||
-				 (fs_kind_is_followup((int)it->rec.kind) &&
+				 (fs_kind_has_unmatched((int)it->rec.kind) &&
 				  (int)it->rec.kind + FS_KEY_UNMATCHED == d->kind);
 		}
 		if (!wanted) {
@@ -515,6 +527,7 @@ void ss_tx_free(struct ss_tx *t)
 	free(t->groups.v);
 	free(t->outs.v);
 	free(t->joins.v);
+	free(t->refusals.v);
 	fs_tx_free(&t->built);
 	memset(t, 0, sizeof *t);
 }
@@ -523,7 +536,7 @@ static void tx_clear(struct ss_tx *t)
 {
 	t->offsets.len = t->decisions.len = t->rejects.len = t->sales.len = 0;
 	t->forwards.len = t->resv.len = t->skus.len = t->buyers.len = 0;
-	t->carts.len = t->groups.len = t->outs.len = t->joins.len = 0;
+	t->carts.len = t->groups.len = t->outs.len = t->joins.len = t->refusals.len = 0;
 }
 
 /* The carts' rows, copied; an outbox row's payload rendered as store.c renders it
@@ -674,6 +687,13 @@ static void copy_core_rows(struct ss_tx *t, const struct fs_tx *x)
 		k->base_held = v->base_held;
 		k->base_sold = v->base_sold;
 	}
+	for (uint32_t i = 0; i < x->refusals.len; i++) {
+		struct ss_refusal *f = VEC_PUSH(t->refusals);
+		f->part = x->cas.partition;
+		f->off = x->refusals.v[i].offset;
+		copy_text(f->intent_id, sizeof f->intent_id, x->refusals.v[i].intent_id);
+		f->round = x->refusals.v[i].round;
+	}
 	for (uint32_t i = 0; i < x->buyers.len; i++) {
 		const struct fs_tx_buyer *v = &x->buyers.v[i];
 		struct ss_buyer *r = VEC_PUSH(t->buyers);
@@ -751,6 +771,7 @@ static void save_undo(struct sim_store *s, int table, size_t index)
 
 struct lens {
 	size_t decisions, rejects, sales, resv, skus, buyers, forwards, carts, groups, outs, joins;
+	size_t refusals;
 };
 
 static void rollback(struct sim_store *s, const struct lens *l)
@@ -785,6 +806,7 @@ static void rollback(struct sim_store *s, const struct lens *l)
 	s->groups.len = l->groups;
 	s->outs.len = l->outs;
 	s->joins.len = l->joins;
+	s->refusals.len = l->refusals;
 	s->decisions.len = l->decisions;
 	s->rejects.len = l->rejects;
 	s->sales.len = l->sales;
@@ -916,6 +938,11 @@ static int stmt_reservations(struct sim_store *s, const struct ss_tx *t)
 		const struct ss_resv *h = &t->resv.v[i];
 		if (!check(s, h->qty >= 1, "reservations: CHECK (qty >= 1)"))
 			return 2;
+		if (!s->no_rules && strcmp(h->buyer, SIM_STUCK_BUYER) == 0 &&
+		    strcmp(h->status, "expired") == 0) {
+			s->refused = true; /* a trigger's invalid_parameter_value: 22023 */
+			return 2;
+		}
 		struct ss_resv *r = find_resv(s, h->part, h->intent_id);
 		if (r && t->built.holds.v[i].copy)
 			return 2; /* COPY of a row taken for new: unique violation */
@@ -980,6 +1007,11 @@ static int stmt_buyers(struct sim_store *s, const struct ss_tx *t)
 		if (!check(s, v->units >= 0, "buyers: CHECK (units >= 0)"))
 			return 2;
 		struct ss_buyer *r = find_buyer(s, v->sku, v->buyer);
+		if (!s->no_rules && strcmp(v->buyer, SIM_REFUSED_BUYER) == 0 &&
+		    v->units > (r ? r->units : 0)) {
+			s->refused = true; /* a trigger's check_violation: SQLSTATE 23514 */
+			return 2;
+		}
 		if (r && t->built.buyers.v[i].copy)
 			return 2; /* COPY of a row taken for new: unique violation */
 		if (r) {
@@ -988,6 +1020,19 @@ static int stmt_buyers(struct sim_store *s, const struct ss_tx *t)
 		} else {
 			*VEC_PUSH(s->buyers) = *v;
 		}
+	}
+	return 0;
+}
+
+/* INSERT INTO store_refusals: primary key (part, intent_id). */
+static int stmt_refusals(struct sim_store *s, const struct ss_tx *t)
+{
+	for (size_t i = 0; i < t->refusals.len; i++) {
+		const struct ss_refusal *f = &t->refusals.v[i];
+		if (!check(s, !refusal_exists(s, f->part, f->intent_id, f->round),
+			   "store_refusals: primary key (part, intent_id, round)"))
+			return 2;
+		*VEC_PUSH(s->refusals) = *f;
 	}
 	return 0;
 }
@@ -1091,7 +1136,7 @@ int ss_tx_apply(struct sim_store *s, const struct ss_tx *t, uint64_t token, enum
 	int32_t part = t->built.cas.partition;
 	struct lens l = {s->decisions.len, s->rejects.len, s->sales.len,    s->resv.len,
 			 s->skus.len,	   s->buyers.len,  s->forwards.len, s->carts.len,
-			 s->groups.len,	   s->outs.len,	   s->joins.len};
+			 s->groups.len,	   s->outs.len,	   s->joins.len,    s->refusals.len};
 	s->undo.len = 0;
 	s->refused = false;
 	*before = s->parts[part].exists ? s->parts[part].next_offset : -2;
@@ -1102,6 +1147,8 @@ int ss_tx_apply(struct sim_store *s, const struct ss_tx *t, uint64_t token, enum
 		rc = stmt_decisions(s, t);
 	if (rc == 0 && (s->failed_stmt = "rejects, sale_log"))
 		rc = stmt_rejects_sales(s, t);
+	if (rc == 0 && (s->failed_stmt = "store_refusals"))
+		rc = stmt_refusals(s, t);
 	if (rc == 0 && (s->failed_stmt = "forwards"))
 		rc = stmt_forwards(s, t);
 	if (rc == 0 && (s->failed_stmt = "reservations"))

@@ -169,6 +169,22 @@ struct ss_undo {
  * check_violation would (issue 28, item 1): the worker must reject such a buy store_refused
  * and decide the rest of its batch. */
 #define SIM_REFUSED_BUYER "refused"
+/* The store refuses rows of the refused buyer beyond its decisions (issue 47, item 5): its
+ * buyers rows whose units go up (a cart's group takes its units at a participant: that
+ * cart_reserve is refused, and must still answer its coordinator; at the coordinator, the
+ * cart record itself is refused). A
+ * buyer whose holds the store refuses to expire (its reservations rows may not become
+ * 'expired'): the expiry is no record's own, it is refused at whatever record moves the
+ * clock, and must be recorded against the hold. */
+#define SIM_STUCK_BUYER "stuck"
+
+/* store_refusals: a hold whose expiry the store refused, and the record it was due at. */
+struct ss_refusal {
+	int32_t part;
+	int64_t off;
+	char intent_id[FS_UUID_LEN + 1];
+	int32_t round; /* 0: a hold's expiry; else a cart's group of that round */
+};
 
 struct sim_store {
 	enum sim_mutation mutation;
@@ -184,9 +200,14 @@ struct sim_store {
 	VEC(struct ss_group) groups;
 	VEC(struct ss_out) outs;
 	VEC(struct ss_join) joins;
+	VEC(struct ss_refusal) refusals;
 	VEC(struct ss_undo) undo;
 	const char *failed_stmt; /* the statement that failed the last commit (diagnostics) */
 	bool refused;		 /* the last commit was refused for good (SIM_REFUSED_BUYER) */
+	/* The replay's store: without the rules of issue 47's refusals, as a database rebuilt
+	 * without the constraint (a buyers row is one per batch: the rule's verdict depends on
+	 * the batches, which the replay's are not). */
+	bool no_rules;
 	/* A CHECK constraint refused a row: never in a correct run (the checker fails on it). */
 	char check_failed[160];
 	/* Rows of the batch's intent ids that lookups left out because the batch did not ask for
@@ -258,6 +279,7 @@ struct ss_tx {
 	VEC(struct ss_group) groups;
 	VEC(struct ss_out) outs;
 	VEC(struct ss_tx_join) joins;
+	VEC(struct ss_refusal) refusals;
 };
 
 /* Reads b and core into t (reused: its arrays are kept); careful as fs_tx_build's. */

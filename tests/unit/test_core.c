@@ -1071,6 +1071,62 @@ static void test_forget_ended(void)
 	fs_core_free(&c);
 }
 
+/* The store refused a hold's expiry (issue 47, item 5): fs_core_refuse_due takes the listed
+ * holds due at the record out of the clock for good (held, listed for the transaction); the
+ * others due there expire as the clock moves; a reload with the flag keeps it out; a cancel
+ * still ends it. */
+static void test_refuse_due(void)
+{
+	struct fs_core c;
+	fs_core_init(&c, 0);
+	decide_ok(&c,
+		  rec_open("R", (struct open_params){.stock = 10, .limit = 10, .hold_ms = 1000}, 1),
+		  FS_OUT_APPLIED);
+	char ids[3][FS_UUID_LEN + 1];
+	for (int i = 0; i < 3; i++) {
+		struct fs_record r = rec_buy("R", "b", 1, 10 + i);
+		memcpy(ids[i], r.intent_id, sizeof ids[i]);
+		decide_ok(&c, r, FS_OUT_HELD);
+	}
+	fs_core_commit(&c);
+	CHECK_CTX("refuse_due");
+	const char *due[4];
+	CHECK_INT(fs_core_due(&c, 5000, due, 4), 3);
+	CHECK_STR(due[0], ids[0]);
+	CHECK_STR(due[2], ids[2]);
+	CHECK_INT(fs_core_due(&c, 1010, due, 4), 1); /* only the first is due by then */
+	const char *refuse[] = {ids[1]};
+	fs_core_refuse_due(&c, 5000, 77, refuse, 1);
+	CHECK_INT(c.refused_len, 1);
+	CHECK_INT(c.refused_offset[0], 77);
+	fs_core_advance(&c, 5000, 77);
+	CHECK_INT(c.expired_len, 2);
+	CHECK_INT(fs_core_hold(&c, ids[1])->status, FS_HOLD_HELD);
+	CHECK(fs_core_hold(&c, ids[1])->expiry_refused);
+	CHECK_INT(fs_core_sku(&c, "R")->held, 1);
+	fs_core_commit(&c);
+	fs_core_advance(&c, 1000000, 78); /* never again */
+	CHECK_INT(c.expired_len, 0);
+	CHECK_INT(fs_core_next_expiry(&c), -1);
+	/* Loaded with its flag, it stays out of the clock. */
+	struct fs_core d;
+	fs_core_init(&d, 0);
+	decide_ok(&d,
+		  rec_open("R", (struct open_params){.stock = 10, .limit = 10, .hold_ms = 1000}, 1),
+		  FS_OUT_APPLIED);
+	struct fs_hold h = *fs_core_hold(&c, ids[1]);
+	CHECK_INT(fs_core_load_hold(&d, &h, "R", "b"), 0);
+	CHECK_INT(fs_core_next_expiry(&d), -1);
+	/* A cancel still ends it: its units back to stock. */
+	struct fs_record r = rec_base(FS_KIND_CANCEL, "R", 2000000);
+	r.has_intent = true;
+	memcpy(r.intent_id, ids[1], sizeof ids[1]);
+	decide_ok(&c, r, FS_OUT_CANCELLED);
+	CHECK_INT(fs_core_sku(&c, "R")->held, 0);
+	fs_core_free(&d);
+	fs_core_free(&c);
+}
+
 /* A partition holds at most FS_SKUS_PER_PARTITION_MAX SKUs: one more is rejected. */
 static void test_sku_cap(void)
 {
@@ -1116,6 +1172,7 @@ int main(int argc, char **argv)
 	test_load();
 	test_growth();
 	test_forget_ended();
+	test_refuse_due();
 	test_sku_cap();
 	test_random(seed, 10000);
 	return check_done("test_core");

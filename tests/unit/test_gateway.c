@@ -6,9 +6,12 @@
 
 #include "gateway/api.h"
 #include "gateway/cache.h"
+#include "gateway/clients.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
+#include <netinet/in.h>
 
 static void test_routes(void)
 {
@@ -631,6 +634,166 @@ static void test_cart_bodies(void)
 	fs_buf_free(&rec);
 }
 
+/* Issue 48, item 5: routes match the path as sent. A percent-escape never becomes part of a
+ * route ("/%63onfirm" is not "/confirm"), %00 and bad escapes are refused (GW_BAD_PATH), the
+ * query is left out, and only the queue's buyer is decoded (an encoded '/' stays in it). */
+static void test_raw_paths(void)
+{
+	const char *id = "/v1/intents/0191d9d0-8b6b-7c1e-9a5e-0123456789ab";
+	struct {
+		const char *tail;
+		enum gw_route want;
+	} rows[] = {
+		{"/confirm", GW_CONFIRM},
+		{"/confirm?x=1", GW_CONFIRM},
+		{"/%63onfirm", GW_NOT_FOUND},
+		{"/c%6Fnfirm", GW_NOT_FOUND},
+		{"/confirm%00.css", GW_BAD_PATH},
+		{"/confirm%00", GW_BAD_PATH},
+		{"/confirm%2500", GW_NOT_FOUND},
+		{"/confirm%", GW_BAD_PATH},
+		{"/confirm%4", GW_BAD_PATH},
+		{"/confirm%zz", GW_BAD_PATH},
+		{"/confirm/", GW_NOT_FOUND},
+		{"/confirm\t", GW_BAD_PATH},
+		{"/confirm\x80", GW_BAD_PATH},
+		{"%2Fconfirm", GW_BAD_METHOD}, /* one parameter "{id}%2Fconfirm": a read of it */
+	};
+	struct gw_path p;
+	const char *allow;
+	char url[256];
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		snprintf(url, sizeof url, "%s%s", id, rows[i].tail);
+		CHECK_CTX("POST %s", url);
+		CHECK_INT(gw_route("POST", url, &p, &allow), rows[i].want);
+	}
+	CHECK_CTX("raw paths");
+	/* A SKU as sent: an escape in it is a bad SKU (400), not a decoded one. */
+	CHECK_INT(gw_route("POST", "/v1/skus/%48OT/buys", &p, &allow), GW_BUY);
+	CHECK_STR(p.param, "%48OT");
+	CHECK_INT(gw_route("GET", "/v1/skus/HOT%2Fbuys", &p, &allow), GW_SKU);
+	CHECK_INT(gw_route("GET", "/%68ealthz", &p, &allow), GW_NOT_FOUND);
+	CHECK_INT(gw_route("GET", "", &p, &allow), GW_BAD_PATH);
+	CHECK_INT(gw_route("GET", "healthz", &p, &allow), GW_BAD_PATH);
+	/* The queue's buyer is decoded; an encoded '/' and "/events" stay in it. */
+	CHECK_INT(gw_route("GET", "/v1/skus/HOT/queue/e%2F8", &p, &allow), GW_QUEUE);
+	CHECK_STR(p.param2, "e/8");
+	CHECK_INT(gw_route("GET", "/v1/skus/HOT/queue/b%2Fevents", &p, &allow), GW_QUEUE);
+	CHECK_STR(p.param2, "b/events");
+	CHECK_INT(gw_route("GET", "/v1/skus/HOT/queue/b%2Fevents/events", &p, &allow),
+		  GW_QUEUE_EVENTS);
+	CHECK_STR(p.param2, "b/events");
+	CHECK_INT(gw_route("GET", "/v1/skus/HOT/queue/a%20b?wait=1", &p, &allow), GW_QUEUE);
+	CHECK_STR(p.param2, "a b");
+	CHECK_INT(gw_route("GET", "/v1/skus/HOT/queue/a%00b", &p, &allow), GW_BAD_PATH);
+	/* 64 buyer bytes sent as 192 escapes: decoded, then measured. */
+	char q[512] = "/v1/skus/HOT/queue/";
+	for (int i = 0; i < 64; i++)
+		strcat(q, "%41");
+	CHECK_INT(gw_route("GET", q, &p, &allow), GW_QUEUE);
+	CHECK(!p.too_long && strlen(p.param2) == 64);
+	/* A path too long for any route. */
+	char big[GW_PATH_MAX + 16];
+	memset(big, 'a', sizeof big - 1);
+	big[0] = '/';
+	big[sizeof big - 1] = '\0';
+	CHECK_INT(gw_route("GET", big, &p, &allow), GW_NOT_FOUND);
+	char d[] = "a%41%2f%zz%00%";
+	CHECK_INT(gw_pct_decode(d), 10);
+	CHECK_STR(d, "aA/%zz%00%");
+}
+
+/* Issue 48, item 5: framing headers that disagree are refused (request smuggling). */
+static void test_framing(void)
+{
+	const char *five[] = {"5"}, *two[] = {"5", "5"}, *diff[] = {"5", "6"}, *list[] = {"5, 5"},
+		   *neg[] = {"-1"}, *plus[] = {"+5"}, *huge[] = {"9999999999999999999"},
+		   *chunked[] = {"chunked"}, *upper[] = {"Chunked"}, *gzip[] = {"gzip, chunked"},
+		   *two_te[] = {"chunked", "identity"}, *many[] = {"1", "1", "1", "1"};
+	CHECK_CTX("framing");
+	CHECK(gw_framing_check(NULL, 0, NULL, 0) == NULL);
+	CHECK(gw_framing_check(five, 1, NULL, 0) == NULL);
+	CHECK(gw_framing_check(two, 2, NULL, 0) == NULL);
+	CHECK(gw_framing_check(chunked, 0, chunked, 1) == NULL);
+	CHECK(gw_framing_check(NULL, 0, upper, 1) == NULL);
+	CHECK(gw_framing_check(diff, 2, NULL, 0) != NULL);
+	CHECK(gw_framing_check(list, 1, NULL, 0) != NULL);
+	CHECK(gw_framing_check(neg, 1, NULL, 0) != NULL);
+	CHECK(gw_framing_check(plus, 1, NULL, 0) != NULL);
+	CHECK(gw_framing_check(huge, 1, NULL, 0) != NULL);
+	CHECK(gw_framing_check(five, 1, chunked, 1) != NULL);
+	CHECK(gw_framing_check(NULL, 0, gzip, 1) != NULL);
+	CHECK(gw_framing_check(NULL, 0, two_te, 2) != NULL);
+	CHECK(gw_framing_check(many, 4, NULL, 0) == NULL);
+	CHECK(gw_framing_check(many, 5, NULL, 0) != NULL); /* more than were looked at */
+}
+
+/* Issue 48, item 5: the per-address bounds: a token bucket, a cap on waits, keys, the sweep. */
+static void test_clients(void)
+{
+	struct gw_clients c;
+	CHECK_CTX("clients");
+	if (!CHECK_INT(gw_clients_init(&c, 2, 10.0, 3.0, 2), 0))
+		return;
+	struct sockaddr_in a4 = {.sin_family = AF_INET};
+	inet_pton(AF_INET, "192.0.2.7", &a4.sin_addr);
+	struct sockaddr_in6 a6 = {.sin6_family = AF_INET6}, b6 = a6, m6 = a6;
+	inet_pton(AF_INET6, "2001:db8:1:2::1", &a6.sin6_addr);
+	inet_pton(AF_INET6, "2001:db8:1:2:ffff::9", &b6.sin6_addr);
+	inet_pton(AF_INET6, "::ffff:192.0.2.7", &m6.sin6_addr);
+	uint8_t k4[GW_CLIENT_KEY], k6[GW_CLIENT_KEY], kb[GW_CLIENT_KEY], km[GW_CLIENT_KEY];
+	gw_client_key((struct sockaddr *)&a4, k4);
+	gw_client_key((struct sockaddr *)&a6, k6);
+	gw_client_key((struct sockaddr *)&b6, kb);
+	gw_client_key((struct sockaddr *)&m6, km);
+	CHECK(memcmp(k4, km, GW_CLIENT_KEY) == 0); /* v4, and v4 on a dual-stack listener */
+	CHECK(memcmp(k6, kb, GW_CLIENT_KEY) == 0); /* one /64 */
+	CHECK(memcmp(k4, k6, GW_CLIENT_KEY) != 0);
+	struct gw_client *e = gw_client_get(&c, k4, 1000);
+	CHECK(e == gw_client_get(&c, km, 1000));
+	/* A burst of 3, then one every 100 ms; Retry-After rounds up to a second. */
+	CHECK_INT(gw_client_take(&c, e, 1000), 0);
+	CHECK_INT(gw_client_take(&c, e, 1000), 0);
+	CHECK_INT(gw_client_take(&c, e, 1000), 0);
+	CHECK_INT(gw_client_take(&c, e, 1000), 1);
+	CHECK_INT(gw_client_take(&c, e, 1050), 1);
+	CHECK_INT(gw_client_take(&c, e, 1100), 0);
+	CHECK_INT(gw_client_take(&c, e, 1100), 1);
+	CHECK_INT(gw_client_take(&c, e, 60000), 0); /* refilled, to the burst only */
+	CHECK_INT(gw_client_take(&c, e, 60000), 0);
+	CHECK_INT(gw_client_take(&c, e, 60000), 0);
+	CHECK_INT(gw_client_take(&c, e, 60000), 1);
+	/* Two waits, then 429; one ends, one more. */
+	CHECK(gw_client_wait_begin(&c, e));
+	CHECK(gw_client_wait_begin(&c, e));
+	CHECK(!gw_client_wait_begin(&c, e));
+	gw_client_wait_end(e);
+	CHECK(gw_client_wait_begin(&c, e));
+	/* Full (max 2): a third address shares the overflow entry. */
+	struct gw_client *f = gw_client_get(&c, k6, 60000);
+	CHECK(f != e && f != &c.overflow);
+	uint8_t k3[GW_CLIENT_KEY] = {1};
+	CHECK(gw_client_get(&c, k3, 60000) == &c.overflow);
+	CHECK_INT(c.len, 2);
+	/* The sweep forgets who holds nothing (f, full bucket), never who waits (e). */
+	gw_clients_sweep(&c, 120000);
+	CHECK_INT(c.len, 1);
+	CHECK(gw_client_get(&c, k4, 120000) == e);
+	gw_client_wait_end(e);
+	gw_client_wait_end(e);
+	gw_clients_sweep(&c, 120000);
+	CHECK_INT(c.len, 0);
+	gw_clients_free(&c);
+	/* Without a rate, no request is refused. */
+	if (CHECK_INT(gw_clients_init(&c, 4, 0.0, 1.0, 0), 0)) {
+		e = gw_client_get(&c, k4, 0);
+		for (int i = 0; i < 1000; i++)
+			CHECK_INT(gw_client_take(&c, e, 0), 0);
+		CHECK(gw_client_wait_begin(&c, e)); /* no cap */
+		gw_clients_free(&c);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	test_cart_bodies();
@@ -640,6 +803,9 @@ int main(int argc, char **argv)
 		return check_done("test_gateway");
 	}
 	test_routes();
+	test_raw_paths();
+	test_framing();
+	test_clients();
 	test_queue_bodies();
 	test_assets();
 	test_content_type();

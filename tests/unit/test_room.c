@@ -302,8 +302,9 @@ static void test_admission(void)
 		join_all(&r, N, 0, 0, 5000);
 		int64_t *at = calloc(N + 100, sizeof *at);
 		uint32_t n = 0;
-		/* The clock in uneven steps: 1 ms, then 7, then a gap of 1.5 s, as records and
-		 * ticks come. */
+		/* The clock in uneven steps: 1 ms, then 7, then a gap of 0.9 s, as records and
+		 * ticks come (a gap longer than FS_ROOM_CATCHUP_MS moves the schedule on:
+		 * test_catchup). */
 		int64_t now = 10000, last = now, admitted = 0;
 		for (int s = 0; now < 10000 + 20000 && (!r.drawn || r.next < r.order_len); s++) {
 			int got = fs_room_advance(&r, now, 0);
@@ -313,11 +314,11 @@ static void test_admission(void)
 			last = now;
 			if (s % 50 == 49) /* the batch committed */
 				fs_room_commit(&r);
-			now += s % 100 == 99 ? 1500 : s % 2 ? 7 : 1;
+			now += s % 100 == 99 ? FS_ROOM_CATCHUP_MS - 100 : s % 2 ? 7 : 1;
 		}
 		CHECK(within_rate(at, n, rate));
 		/* Never slower than the rate either, while buyers wait: every slot the clock
-		 * reached, the 1.5 s jumps included, each stamped with its own slot. */
+		 * reached, the 0.9 s jumps included, each stamped with its own slot. */
 		int64_t step = (1000000 + rate - 1) / rate;
 		int64_t want = ((last - 10000) * 1000 + 999) / step + 1;
 		CHECK_INT(admitted, want < N ? want : N);
@@ -352,6 +353,73 @@ static void test_admission(void)
 	CHECK_INT(fs_room_init(&r, &adm, 0), -EINVAL);
 	adm.draw = FS_DRAW_FIFO; /* fifo needs no seed */
 	CHECK_INT(fs_room_init(&r, &adm, 0), 0);
+	fs_room_free(&r);
+}
+
+/* After a gap in the clock longer than FS_ROOM_CATCHUP_MS (an outage: the worker's ticks stop,
+ * nothing else comes) the room does not admit every slot the gap passed at once: the schedule
+ * moves up to the clock minus the bound, and admissions resume at the rate. Loading the rows
+ * again rebuilds the moved schedule; rows admitted more than the bound behind their clock are
+ * not the log's. */
+static void test_catchup(void)
+{
+	struct fs_admission adm = RANDOM;
+	adm.draw = FS_DRAW_FIFO;
+	adm.rate_per_s = 2; /* a slot every 500 ms */
+	CHECK_CTX("catch-up");
+	struct fs_room r;
+	CHECK_INT(fs_room_init(&r, &adm, 10000), 0);
+	join_all(&r, 100, 0, 0, 5000);
+	CHECK_INT(fs_room_advance(&r, 10000, 1), 1);
+	CHECK_INT(fs_room_advance(&r, 10100, 2), 0);
+	/* 12 s without a tick: 24 slots passed; the bound's 1 s holds 3 of them. */
+	CHECK_INT(fs_room_advance(&r, 22100, 3), 1 + FS_ROOM_CATCHUP_MS * 2 / 1000);
+	CHECK_INT(r.v[r.admitted[1]].admitted_ms, 22100 - FS_ROOM_CATCHUP_MS);
+	CHECK_INT(r.v[r.admitted[3]].admitted_ms, 22100);
+	CHECK_INT(r.v[r.admitted[3]].decided_ms, 22100);
+	fs_room_commit(&r);
+	/* Then at the rate, a tick every 100 ms: one slot each 500 ms, at its own time. */
+	int64_t at[64];
+	uint32_t n = 0;
+	at[n++] = 10000;
+	for (uint32_t k = 1; k < 4; k++)
+		at[n++] = r.v[r.order[k]].admitted_ms;
+	int64_t in_first_s = 0;
+	for (int64_t t = 22200, off = 4; t <= 27100; t += 100, off++) {
+		int got = fs_room_advance(&r, t, off);
+		for (uint32_t k = 0; k < (uint32_t)got; k++)
+			at[n++] = r.v[r.admitted[k]].admitted_ms;
+		in_first_s += t < 23100 ? got : 0;
+		fs_room_commit(&r);
+	}
+	CHECK_INT(in_first_s, 1); /* 22600 */
+	CHECK_INT(n, 4 + 10);
+	CHECK_INT(at[n - 1], 27100);
+	CHECK(within_rate(at, n, 2));
+	/* Loaded from its rows: the same schedule, the same admissions after. */
+	struct fs_room l;
+	CHECK_INT(fs_room_init(&l, &adm, 10000), 0);
+	for (uint32_t i = 0; i < r.len; i++)
+		CHECK_INT(fs_room_load(&l, &r.v[i]), 0);
+	CHECK_INT(fs_room_load_done(&l, 27100), 0);
+	CHECK_INT(l.next, r.next);
+	CHECK_INT(l.credit_us, r.credit_us);
+	for (int64_t t = 27200; t < 40000; t += 700) {
+		CHECK_INT(fs_room_advance(&l, t, 0), fs_room_advance(&r, t, 0));
+		fs_room_commit(&r);
+		fs_room_commit(&l);
+		CHECK_INT(l.credit_us, r.credit_us);
+	}
+	/* A row admitted at the old schedule's slot, 12 s behind its clock: refused. */
+	struct fs_room x;
+	CHECK_INT(fs_room_init(&x, &adm, 10000), 0);
+	struct fs_room_entry e = r.v[r.order[0]], f = r.v[r.order[1]];
+	f.admitted_ms = 10500;
+	CHECK_INT(fs_room_load(&x, &e), 0);
+	CHECK_INT(fs_room_load(&x, &f), 0);
+	CHECK_INT(fs_room_load_done(&x, 22100), -EINVAL);
+	fs_room_free(&x);
+	fs_room_free(&l);
 	fs_room_free(&r);
 }
 
@@ -611,27 +679,36 @@ static void test_core_room(void)
 	CHECK_STR(verdict(&d), "held");
 	d = decide(&c, "R", buy_json(4, first->buyer_id, tok), 15000);
 	CHECK_STR(verdict(&d), "rejected token_expired");
-	/* The rest were admitted as the clock moved (1 ms a slot at 1,000 a second). */
+	/* The buys moved the clock past the others' slots (1 ms a slot at 1,000 a second) and
+	 * admitted no one: a room admits at ticks only (issue 47, item 4). The next tick admits
+	 * them, their slots moved up to FS_ROOM_CATCHUP_MS before its clock. */
+	CHECK_INT(s->room->next, 1);
+	CHECK_INT(fs_core_next_room_due(&c), 10001);
+	d = decide(&c, "", "{\"v\":1,\"type\":\"tick\"}", 15000);
 	CHECK_INT(s->room->next, 3);
+	CHECK_INT(s->room->v[s->room->order[1]].admitted_ms, 15000 - FS_ROOM_CATCHUP_MS);
+	CHECK_INT(s->room->v[s->room->order[2]].admitted_ms, 15000 - FS_ROOM_CATCHUP_MS + 1);
+	CHECK_INT(s->room->v[s->room->order[2]].decided_ms, 15000);
 	CHECK_INT(fs_core_next_room_due(&c), -1);
 	/* A cart line of a sale behind a room: refused. */
 	struct fs_decision cd;
 	CHECK(fs_core_refuses(&c, s, 1, 0, &cd));
 	CHECK_STR(verdict(&cd), "rejected admission_required");
-	/* A join after the draw: behind everyone, and admitted at its own record (slots free). */
+	fs_core_commit(&c);
+	/* A join after the draw: behind everyone, its slot free, and still waiting: admitted at
+	 * the next tick, its token's life from the tick's clock. */
 	d = decide(&c, "R", "{\"v\":1,\"type\":\"join\",\"sku\":\"R\",\"buyer_id\":\"dee\"}",
 		   16000);
-	CHECK_STR(verdict(&d), "admitted");
-	CHECK(d.admitted_ms == 16000 && d.expires_at_ms == 21000);
-	/* Joined again: the first answer. */
+	CHECK_STR(verdict(&d), "waiting");
+	CHECK_INT(fs_core_next_room_due(&c), 16000);
+	d = decide(&c, "", "{\"v\":1,\"type\":\"tick\"}", 16040);
+	const struct fs_room_entry *dee = &s->room->v[s->room->admitted[0]];
+	CHECK(s->room->admitted_len == 1 && strcmp(dee->buyer_id, "dee") == 0);
+	CHECK(dee->admitted_ms == 16000 && dee->decided_ms == 16040);
+	/* Joined again: waiting as first answered (its admission is its own result). */
 	d = decide(&c, "R", "{\"v\":1,\"type\":\"join\",\"sku\":\"R\",\"buyer_id\":\"dee\"}",
 		   17000);
-	CHECK(d.outcome == FS_OUT_ADMITTED && d.duplicate && d.admitted_ms == 16000);
-	struct fs_record jr =
-		parse("R", "{\"v\":1,\"type\":\"join\",\"sku\":\"R\",\"buyer_id\":\"dee\"}", 1);
-	struct fs_decision again;
-	CHECK_INT(fs_core_join_answer(&c, &jr, &again), 0);
-	CHECK(again.outcome == FS_OUT_ADMITTED && again.expires_at_ms == 21000);
+	CHECK(d.outcome == FS_OUT_WAITING && d.duplicate);
 	/* The state goes with the core: reset frees the rooms. */
 	fs_core_reset(&c);
 	CHECK_INT(c.room_skus_len, 0);
@@ -751,6 +828,7 @@ int main(int argc, char **argv)
 	test_rotation();
 	test_draw();
 	test_admission();
+	test_catchup();
 	test_load();
 	test_records();
 	test_core_room();

@@ -83,6 +83,8 @@
 	const slot = "flashsale.attempt." + sku + "." + buyer;
 	const queuePath = skuPath + "/queue/" + encodeURIComponent(buyer);
 	const admissionSlot = "flashsale.admission." + sku + "." + buyer;
+	// The payment provider's checkout page, or "" (payments not set up: Pay stays disabled).
+	const checkout = document.body.dataset.checkout || "";
 	const POLL_WAIT_S = 2; // the queue's long-poll (the stream's fallback): a place this fresh
 
 	// The click-through: {id, phase: "posting" | "posted" | "done", decision, outcome,
@@ -124,6 +126,10 @@
 		const holding = outcome === "held";
 		$("pay").hidden = $("cancel").hidden = !holding && outcome !== "paying" && outcome !== "cancelling";
 		$("pay").disabled = $("cancel").disabled = !holding;
+		if (!checkout) {
+			$("pay").disabled = true;
+			$("pay").title = "Payments are not set up in this shop";
+		}
 		buyState();
 		$("buy").textContent = !busy && attempt && attempt.phase === "posting" ? "Try again" : "Buy";
 	}
@@ -288,7 +294,21 @@
 			follow();
 	}
 
-	// Pay (in a real shop the payment provider calls confirm) or give the unit back.
+	// Pay: the buyer goes to the payment provider's page (the gateway's payment.checkout.url,
+	// written into this page's data-checkout), which confirms the hold with the gateway,
+	// signed, and sends the buyer back here; the intent's stream then brings "confirmed". The
+	// page cannot confirm by itself: a confirm is the provider's call (issue 48).
+	function pay() {
+		if (!checkout)
+			return;
+		clearInterval(countdown);
+		show("paying");
+		const back = location.pathname + location.search;
+		location.assign(checkout + "?intent=" + encodeURIComponent(attempt.id) + "&sku=" +
+			encodeURIComponent(sku) + "&return=" + encodeURIComponent(back));
+	}
+
+	// Give the unit back (the buyer's call).
 	async function endHold(kind) {
 		const id = attempt.id;
 		clearInterval(countdown); // the buttons stay disabled until the answer
@@ -490,7 +510,13 @@
 		}
 		buy();
 	});
-	$("pay").addEventListener("click", () => endHold("confirm"));
+	$("pay").addEventListener("click", pay);
+	// Back from the provider's page without paying, the page restored as it was left: the
+	// hold again (a page loaded afresh starts below).
+	window.addEventListener("pageshow", function (e) {
+		if (e.persisted && attempt && attempt.phase === "posted" && attempt.decision === "held")
+			showHold();
+	});
 	$("cancel").addEventListener("click", () => endHold("cancel"));
 	counter();
 
