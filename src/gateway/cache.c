@@ -137,8 +137,10 @@ struct gw_entry *gw_cache_put(struct gw_cache *c, const char *id, enum gw_kind k
 	struct gw_entry *e = gw_cache_get(c, id, kind);
 	if (e)
 		return e;
-	if (!make_room(c))
+	if (!make_room(c)) {
+		c->refused++;
 		return NULL;
+	}
 	e = calloc(1, sizeof *e);
 	if (!e)
 		return NULL;
@@ -258,8 +260,10 @@ struct gw_stock *gw_stock_put(struct gw_cache *c, const char *sku)
 	struct gw_stock *s = gw_stock_get(c, sku);
 	if (s)
 		return s;
-	if (c->slen >= c->smax)
+	if (c->slen >= c->smax) {
+		c->srefused++;
 		return NULL;
+	}
 	s = calloc(1, sizeof *s);
 	if (!s)
 		return NULL;
@@ -333,4 +337,36 @@ bool gw_entry_stale(const struct gw_entry *e, int64_t now_ms)
 {
 	bool open = e->state == GW_S_QUEUED || (e->state == GW_S_DECIDED && e->provisional);
 	return open && now_ms - e->asked_ms >= GW_RECHECK_MS;
+}
+
+void gw_bucket_init(struct gw_bucket *b, double rate, double burst, int64_t now_ms)
+{
+	b->rate = rate;
+	b->burst = burst < 1 ? 1 : burst;
+	b->tokens = b->burst;
+	b->last_ms = now_ms;
+}
+
+bool gw_bucket_take(struct gw_bucket *b, int64_t now_ms)
+{
+	/* A clock that went back refills nothing (and does not move last_ms back). */
+	if (now_ms > b->last_ms) {
+		b->tokens += b->rate * (double)(now_ms - b->last_ms) / 1000.0;
+		if (b->tokens > b->burst)
+			b->tokens = b->burst;
+		b->last_ms = now_ms;
+	}
+	if (b->tokens < 1.0)
+		return false;
+	b->tokens -= 1.0;
+	return true;
+}
+
+int64_t gw_bucket_retry_s(const struct gw_bucket *b)
+{
+	double need = 1.0 - b->tokens;
+	if (need <= 0 || b->rate <= 0)
+		return 1;
+	int64_t s = (int64_t)(need / b->rate + 0.999);
+	return s < 1 ? 1 : s;
 }

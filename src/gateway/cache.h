@@ -93,6 +93,9 @@ struct gw_cache {
 	size_t nsbuckets;
 	size_t slen, smax;
 	int64_t evicted;
+	/* Puts refused (issue 48, item 5): an intent or queue entry because every entry was in
+	 * use, a SKU because the SKU table was full. */
+	int64_t refused, srefused;
 };
 
 int gw_cache_init(struct gw_cache *c, size_t max, size_t stock_max);
@@ -123,7 +126,9 @@ bool gw_entry_event(struct gw_entry *e, const char *name, int32_t part, int64_t 
 		    const char *json);
 
 struct gw_stock *gw_stock_get(struct gw_cache *c, const char *sku);
-/* Gets or adds (unknown yet) the SKU; NULL when full. */
+/* Gets or adds (unknown yet) the SKU; NULL when full (counted in srefused). Only a stock
+ * record adds a SKU (issue 48, item 5): a request naming one the stock topic never named adds
+ * nothing, so junk names cannot fill the table. */
 struct gw_stock *gw_stock_put(struct gw_cache *c, const char *sku);
 /* Takes a stock record unless it is older than the one held (same partition, lower
  * offset: a late copy from a worker that lost the partition). True if taken. */
@@ -137,5 +142,17 @@ void gw_waiter_remove(struct gw_waiter *w);
 bool gw_waiter_linked(const struct gw_waiter *w);
 /* How many are on the list (a walk: for readyz and the metrics, not per request). */
 int64_t gw_waiter_count(const struct gw_waiter *head);
+
+/* A token bucket (issue 48, item 5: Postgres lookups for ids the gateway has never seen):
+ * rate tokens a second, holding at most burst. Pure: the caller gives the clock. */
+struct gw_bucket {
+	double rate, burst, tokens;
+	int64_t last_ms;
+};
+void gw_bucket_init(struct gw_bucket *b, double rate, double burst, int64_t now_ms);
+/* Takes a token if one is there: true, else false (nothing taken). */
+bool gw_bucket_take(struct gw_bucket *b, int64_t now_ms);
+/* Whole seconds until a token is there (at least 1): a refusal's Retry-After. */
+int64_t gw_bucket_retry_s(const struct gw_bucket *b);
 
 #endif

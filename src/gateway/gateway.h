@@ -27,6 +27,8 @@
 #include <stdint.h>
 
 enum { GW_LOOKUP_QUEUE_MAX = 10000 };
+/* How long /readyz says intent_cache_full after a request was refused for it (issue 48). */
+enum { GW_FULL_HOLD_MS = 10000 };
 
 enum gw_phase {
 	GW_PH_NEW = 0,
@@ -72,6 +74,7 @@ struct gw_req {
 	enum gw_kind kind;
 	char sku[FS_SKU_LEN_MAX + 1];
 	char buyer[FS_BUYER_LEN_MAX + 1]; /* the waiting room's routes */
+	bool room_named; /* its SKU's stock record has a room: the lookup thread caches it */
 	/* GW_QUEUE: the lookup thread's answer (malloc'd JSON) and its status */
 	char *answer;
 	unsigned answer_status;
@@ -138,6 +141,9 @@ struct gw_stats {
 		peers_gone;
 	/* confirms refused, by enum gw_pay_verdict (issue 48, item 3; [GW_PAY_OK] unused) */
 	atomic_llong pay_refused[GW_PAY_VERDICTS];
+	/* Issue 48, item 5: lookups of ids never seen here, taken and refused by the bucket;
+	 * reads of waiting rooms from Postgres, of rooms the stock topic named and of others. */
+	atomic_llong unknown_lookups, unknown_refused, room_reads_named, room_reads_other;
 };
 
 /* The status codes the requests counter names; any other is counted as "other". */
@@ -157,6 +163,13 @@ struct gw {
 	struct gw_cache cache;
 	struct gw_waiter polls;	  /* long-polls waiting (their tw) */
 	struct gw_waiter streams; /* event streams (their tw) */
+	/* SKU streams of SKUs the stock topic has not named (their w): not in the SKU table
+	 * (issue 48, item 5); a SKU's first stock record moves its own to it. */
+	struct gw_waiter sku_pending;
+	/* Lookups of ids never seen here (lookups.unknown.rate). */
+	struct gw_bucket unknown;
+	/* cache.refused when table_full() last saw it change, and when (intent_cache_full). */
+	int64_t refused_seen, refused_ms;
 
 	struct MHD_Daemon *daemon;
 	int port; /* the bound port */
@@ -289,11 +302,15 @@ void gw_edge_gone(struct gw *g, struct gw_wakes *w, int64_t now_ms);
 /* Frees a request (its body, buffers, answers). Not under the lock. */
 void gw_req_free(struct gw_req *r);
 /* What /readyz says: the producer reaches a broker, the results are followed, the stock topic
- * was read to its end, and the gateway is not stopping. */
+ * was read to its end, no table or queue is full (gw_full), and the gateway is not stopping.
+ * Under the lock. */
 bool gw_ready(struct gw *g);
 /* The sale page with url (payment.checkout.url) in its data-checkout attribute, into g->page.
  * 0, or -ENOMEM / -EINVAL (the page has no such attribute). */
 int gw_page_checkout(struct gw *g, const char *url);
+/* Which table or queue is full ("sku_table_full", "intent_cache_full", "lookup_queue_full",
+ * "connections_near_cap"), or NULL: /readyz answers 503 then. Under the lock. */
+const char *gw_full(struct gw *g);
 int gw_http_start(struct gw *g, char *err, size_t err_len);
 void gw_http_stop(struct gw *g);
 void *gw_timer_main(void *arg);

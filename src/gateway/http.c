@@ -139,6 +139,26 @@ static enum MHD_Result send_unavailable(struct gw_req *r, const char *code, cons
 	return send_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, code, message, "Retry-After", "1");
 }
 
+/* An intent id, cart or waiting room this gateway has never seen costs Postgres a read: at
+ * most lookups.unknown.rate a second (issue 48, item 5), so that random ids cannot drive the
+ * worker's database. True: r may ask; false: r was answered 503 busy with Retry-After (an id
+ * published or decided here, or a room the stock topic named, never comes here). Under the
+ * lock. */
+static bool unknown_lookup(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
+{
+	if (gw_bucket_take(&g->unknown, gw_now_ms())) {
+		atomic_fetch_add(&g->stats.unknown_lookups, 1);
+		return true;
+	}
+	atomic_fetch_add(&g->stats.unknown_refused, 1);
+	char retry[24];
+	snprintf(retry, sizeof retry, "%lld", (long long)gw_bucket_retry_s(&g->unknown));
+	*rc = send_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "busy",
+			 "too many lookups of ids this gateway has not seen: retry later",
+			 "Retry-After", retry);
+	return false;
+}
+
 /* Where an entry of the request's kind is read: /v1/intents/{id}... or /v1/carts/{id}... */
 static void location_of(const struct gw_req *r, char *out, size_t n)
 {
@@ -274,6 +294,9 @@ static enum MHD_Result get_intent(struct gw *g, struct gw_req *r)
 		if (!e || (e->state == GW_S_STUB && !e->looked_up)) {
 			if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
 				return send_unavailable(r, "busy", "too many lookups waiting");
+			enum MHD_Result rc;
+			if (!e && !unknown_lookup(g, r, &rc))
+				return rc;
 			e = gw_cache_put(&g->cache, r->id, r->kind);
 			if (!e)
 				return send_unavailable(r, "busy", "too many intents in memory");
@@ -301,6 +324,9 @@ static enum MHD_Result intent_events(struct gw *g, struct gw_req *r)
 	if (r->phase == GW_PH_NEW && (!e || (e->state == GW_S_STUB && !e->looked_up))) {
 		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
 			return send_unavailable(r, "busy", "too many lookups waiting");
+		enum MHD_Result rc;
+		if (!e && !unknown_lookup(g, r, &rc))
+			return rc;
 		e = gw_cache_put(&g->cache, r->id, kind);
 		if (!e)
 			return send_unavailable(r, "busy", "too many intents in memory");
@@ -623,6 +649,9 @@ static enum MHD_Result post_followup(struct gw *g, struct gw_req *r)
 	} else if (r->phase == GW_PH_NEW) {
 		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
 			return send_unavailable(r, "busy", "too many lookups waiting");
+		enum MHD_Result rc;
+		if (!b && !unknown_lookup(g, r, &rc))
+			return rc;
 		b = gw_cache_put(&g->cache, r->id, GW_K_BUY);
 		if (!b)
 			return send_unavailable(r, "busy", "too many intents in memory");
@@ -713,6 +742,17 @@ static enum MHD_Result send_admission(struct gw_req *r, const struct gw_entry *e
 	return rc;
 }
 
+/* A waiting room's place is read from Postgres: a room the stock topic named (its SKU's
+ * record has "room") from the lookup thread's cache of rooms, free; any other SKU's at the
+ * rate of ids never seen, and never into that cache, so that junk rooms cannot push a real one
+ * out (issue 48, item 5). Under the lock. */
+static bool room_lookup_ok(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
+{
+	const struct gw_stock *s = gw_stock_get(&g->cache, r->sku);
+	r->room_named = s && s->room;
+	return r->room_named || unknown_lookup(g, r, rc);
+}
+
 /* GET /v1/skus/{sku}/queue/{buyer}[?wait=S]: an admission in memory, else the lookup thread
  * reads the room (lookup.c); a waiting buyer's long-poll then waits for the admission's result
  * (the timer ends it with the place the lookup read). */
@@ -729,6 +769,9 @@ static enum MHD_Result get_queue(struct gw *g, struct gw_req *r)
 	if (r->phase == GW_PH_NEW) {
 		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
 			return send_unavailable(r, "busy", "too many lookups waiting");
+		enum MHD_Result rc;
+		if (!room_lookup_ok(g, r, &rc))
+			return rc;
 		gw_lookup(g, r, GW_K_QUEUE);
 		return MHD_YES;
 	}
@@ -761,6 +804,9 @@ static enum MHD_Result queue_events(struct gw *g, struct gw_req *r)
 	if (r->phase == GW_PH_NEW && !admitted) {
 		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
 			return send_unavailable(r, "busy", "too many lookups waiting");
+		enum MHD_Result rc;
+		if (!room_lookup_ok(g, r, &rc))
+			return rc;
 		gw_lookup(g, r, GW_K_QUEUE);
 		return MHD_YES;
 	}
@@ -789,18 +835,42 @@ static enum MHD_Result get_sku(struct gw *g, struct gw_req *r)
 
 static enum MHD_Result sku_events(struct gw *g, struct gw_req *r)
 {
-	struct gw_stock *s = gw_stock_put(&g->cache, r->sku);
-	if (!s)
-		return send_unavailable(r, "busy", "too many SKUs followed");
+	/* A SKU the stock topic has not named (yet: a page waiting for its sale) waits on the
+	 * list of such streams, not in the SKU table, which only the stock topic fills (issue
+	 * 48, item 5); its first stock record moves it to the SKU (topics.c). */
+	struct gw_stock *s = gw_stock_get(&g->cache, r->sku);
 	r->stock = s;
-	gw_waiter_add(&s->waiters, &r->w, r);
+	gw_waiter_add(s ? &s->waiters : &g->sku_pending, &r->w, r);
 	return start_stream(g, r);
+}
+
+/* Which of the gateway's tables or queues is full, or NULL (issue 48, item 5; thresholds in
+ * docs/reference/operations.md): the SKU table at its size (skus.max: a new sale's stock is
+ * not kept), the intent cache when a request was refused for it in the last 10 s (every entry
+ * in use), the lookup queue at 90% of GW_LOOKUP_QUEUE_MAX, connections at 90% of
+ * http.connections.max. Under the lock. */
+const char *gw_full(struct gw *g)
+{
+	int64_t now = gw_now_ms();
+	if (g->cache.refused != g->refused_seen) {
+		g->refused_seen = g->cache.refused;
+		g->refused_ms = now;
+	}
+	if (g->cache.slen >= g->cache.smax)
+		return "sku_table_full";
+	if (g->refused_ms && now - g->refused_ms < GW_FULL_HOLD_MS)
+		return "intent_cache_full";
+	if (g->lookup_len * 10 >= (size_t)GW_LOOKUP_QUEUE_MAX * 9)
+		return "lookup_queue_full";
+	if (atomic_load(&g->connections) * 10 >= g->cfg.http_connections_max * 9)
+		return "connections_near_cap";
+	return NULL;
 }
 
 bool gw_ready(struct gw *g)
 {
 	return atomic_load(&g->producer_up) && atomic_load(&g->results_assigned) &&
-	       atomic_load(&g->stock_caught_up) && !atomic_load(&g->stopping);
+	       atomic_load(&g->stock_caught_up) && !atomic_load(&g->stopping) && !gw_full(g);
 }
 
 static enum MHD_Result readyz(struct gw *g, struct gw_req *r)
@@ -808,14 +878,15 @@ static enum MHD_Result readyz(struct gw *g, struct gw_req *r)
 	bool up = atomic_load(&g->producer_up), assigned = atomic_load(&g->results_assigned),
 	     stock = atomic_load(&g->stock_caught_up);
 	bool ready = gw_ready(g);
+	const char *full = gw_full(g);
 	return send_json(r, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
-			 json_pack("{s:b, s:b, s:b, s:b, s:i, s:I, s:I, s:I, s:I}", "ready", ready,
-				   "producer_connected", up, "results_followed", assigned,
-				   "stock_caught_up", stock, "kafka_clients",
-				   atomic_load(&g->kafka_clients), "connections",
+			 json_pack("{s:b, s:b, s:b, s:b, s:s?, s:i, s:I, s:I, s:I, s:I, s:I}",
+				   "ready", ready, "producer_connected", up, "results_followed",
+				   assigned, "stock_caught_up", stock, "full", full,
+				   "kafka_clients", atomic_load(&g->kafka_clients), "connections",
 				   (json_int_t)atomic_load(&g->connections), "cached",
-				   (json_int_t)g->cache.len, "long_polls",
-				   (json_int_t)gw_waiter_count(&g->polls), "streams",
+				   (json_int_t)g->cache.len, "skus", (json_int_t)g->cache.slen,
+				   "long_polls", (json_int_t)gw_waiter_count(&g->polls), "streams",
 				   (json_int_t)gw_waiter_count(&g->streams)),
 			 NULL, NULL, NULL, NULL);
 }

@@ -212,10 +212,14 @@ struct room_slot {
 	int rc;		 /* the read's: 0, -ENOENT */
 };
 static struct room_slot rooms[GW_ROOMS_CACHED];
+/* The read of a room the stock topic did not name (issue 48, item 5): used once, never found
+ * by a later read, so that junk rooms cannot push a named one out of rooms[]. */
+static struct room_slot scratch;
 
-static struct room_slot *room_of(PGconn *c, const struct gw *g, const char *sku, int *rc)
+/* Where a read of sku's room goes: its slot in rooms[] (or the oldest, when named), else the
+ * scratch slot. */
+static struct room_slot *slot_for(const char *sku, bool named)
 {
-	int64_t now = gw_now_ms();
 	struct room_slot *slot = NULL, *oldest = &rooms[0];
 	for (int i = 0; i < GW_ROOMS_CACHED; i++) {
 		if (rooms[i].read_ms && strcmp(rooms[i].sku, sku) == 0)
@@ -223,12 +227,21 @@ static struct room_slot *room_of(PGconn *c, const struct gw *g, const char *sku,
 		if (rooms[i].read_ms < oldest->read_ms)
 			oldest = &rooms[i];
 	}
-	if (slot && now - slot->read_ms < GW_ROOM_REFRESH_MS) {
+	if (slot)
+		return slot;
+	return named ? oldest : &scratch;
+}
+
+static struct room_slot *room_of(PGconn *c, struct gw *g, const char *sku, bool named, int *rc)
+{
+	int64_t now = gw_now_ms();
+	struct room_slot *slot = slot_for(sku, named);
+	if (slot != &scratch && slot->read_ms && strcmp(slot->sku, sku) == 0 &&
+	    now - slot->read_ms < GW_ROOM_REFRESH_MS) {
 		*rc = slot->rc;
 		return slot;
 	}
-	if (!slot)
-		slot = oldest;
+	atomic_fetch_add(named ? &g->stats.room_reads_named : &g->stats.room_reads_other, 1);
 	if (slot->read_ms && slot->rc == 0)
 		fs_room_read_free(&slot->rr);
 	slot->read_ms = 0;
@@ -269,11 +282,11 @@ static int stored_token(PGconn *c, const char *sku, const char *buyer, char *tok
 
 /* Where buyer stands in sku's room, as JSON into *answer with its HTTP status; -EIO when
  * Postgres did not answer. */
-static int query_queue(PGconn *c, const struct gw *g, const char *sku, const char *buyer,
+static int query_queue(PGconn *c, struct gw *g, const char *sku, bool named, const char *buyer,
 		       char **answer, unsigned *status)
 {
 	int rc;
-	struct room_slot *slot = room_of(c, g, sku, &rc);
+	struct room_slot *slot = room_of(c, g, sku, named, &rc);
 	if (!slot)
 		return -EIO;
 	json_t *o;
@@ -358,6 +371,7 @@ static void *lookup_main(void *arg)
 		if (r->entry && r->lookup_kind != GW_K_QUEUE && !r->entry->provisional)
 			memcpy(esku, r->entry->sku, sizeof esku);
 		memcpy(buyer, r->buyer, sizeof buyer);
+		bool named = r->room_named;
 		enum gw_kind kind = r->lookup_kind;
 		pthread_mutex_unlock(&g->lock);
 
@@ -371,8 +385,8 @@ static void *lookup_main(void *arg)
 			if (!c)
 				c = connect_pg(g);
 			if (c) {
-				rc = kind == GW_K_QUEUE
-					     ? query_queue(c, g, sku, buyer, &answer, &status)
+				rc = kind == GW_K_QUEUE	 ? query_queue(c, g, sku, named, buyer,
+								       &answer, &status)
 				     : kind >= GW_K_CART ? query_cart(c, id, kind, &f)
 							 : query(c, id, kind, esku, &f);
 				if (rc == -EIO && PQstatus(c) != CONNECTION_OK) {
@@ -423,6 +437,8 @@ static void *lookup_main(void *arg)
 	for (int i = 0; i < GW_ROOMS_CACHED; i++)
 		if (rooms[i].read_ms && rooms[i].rc == 0)
 			fs_room_read_free(&rooms[i].rr);
+	if (scratch.read_ms && scratch.rc == 0)
+		fs_room_read_free(&scratch.rr);
 	return NULL;
 }
 

@@ -164,7 +164,11 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&g.lock, NULL);
 	gw_waiter_init(&g.polls);
 	gw_waiter_init(&g.streams);
-	if (gw_cache_init(&g.cache, (size_t)g.cfg.results_cache_max, 100000) < 0) {
+	gw_waiter_init(&g.sku_pending);
+	/* One second's worth in the bucket: a burst of honest reads after a restart passes. */
+	gw_bucket_init(&g.unknown, (double)g.cfg.lookups_unknown_rate,
+		       (double)g.cfg.lookups_unknown_rate, gw_now_ms());
+	if (gw_cache_init(&g.cache, (size_t)g.cfg.results_cache_max, (size_t)g.cfg.skus_max) < 0) {
 		fs_error("out of memory");
 		return 1;
 	}

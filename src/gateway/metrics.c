@@ -128,12 +128,68 @@ static void counters_text(struct gw *g, struct fs_buf *b)
 	}
 }
 
+/* The tables and queues and their bounds (issue 48, item 5): a full one fails /readyz. */
+static void tables_text(struct gw *g, struct fs_buf *b)
+{
+	const struct gw_stats *s = &g->stats;
+	pthread_mutex_lock(&g->lock);
+	int64_t skus = (int64_t)g->cache.slen, intents = (int64_t)g->cache.len;
+	int64_t srefused = g->cache.srefused, refused = g->cache.refused;
+	int64_t queue = (int64_t)g->lookup_len;
+	const char *full = gw_full(g); /* a static string */
+	pthread_mutex_unlock(&g->lock);
+	fs_prom_one(b, "flashsale_gateway_skus", "gauge",
+		    "SKUs in the SKU table (only SKUs the stock topic named).", skus);
+	fs_prom_one(b, "flashsale_gateway_skus_max", "gauge", "The SKU table's size (skus.max).",
+		    g->cfg.skus_max);
+	fs_prom_one(b, "flashsale_gateway_skus_refused_total", "counter",
+		    "New SKUs' stock records not kept: the SKU table was full.", srefused);
+	fs_prom_one(b, "flashsale_gateway_intents_cached", "gauge",
+		    "Entries in the intent cache (intents, carts, admissions).", intents);
+	fs_prom_one(b, "flashsale_gateway_intents_cached_max", "gauge",
+		    "The intent cache's size (results.cache.max).", g->cfg.results_cache_max);
+	fs_prom_one(b, "flashsale_gateway_intents_refused_total", "counter",
+		    "Requests refused 503 busy: every entry of the intent cache was in use.",
+		    refused);
+	fs_prom_one(b, "flashsale_gateway_lookup_queue", "gauge",
+		    "Requests waiting for the Postgres lookup thread.", queue);
+	fs_prom_one(b, "flashsale_gateway_lookup_queue_max", "gauge",
+		    "The lookup queue's bound (past it: 503 busy).", GW_LOOKUP_QUEUE_MAX);
+	fs_prom_one(b, "flashsale_gateway_connections_max", "gauge",
+		    "The connection cap (http.connections.max).", g->cfg.http_connections_max);
+	fs_prom_family(b, "flashsale_gateway_full", "gauge",
+		       "1 for the table or queue that fails /readyz (at most one is named).");
+	static const char *const names[] = {"sku_table_full", "intent_cache_full",
+					    "lookup_queue_full", "connections_near_cap"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		struct fs_prom_label l[] = {{"table", names[i]}};
+		fs_prom_int(b, "flashsale_gateway_full", l, 1, full && strcmp(full, names[i]) == 0);
+	}
+	fs_prom_family(b, "flashsale_gateway_unknown_lookups_total", "counter",
+		       "Postgres reads for ids and rooms this gateway never saw, by verdict of "
+		       "the bucket (lookups.unknown.rate).");
+	struct fs_prom_label t[] = {{"verdict", "taken"}}, r[] = {{"verdict", "refused"}};
+	fs_prom_int(b, "flashsale_gateway_unknown_lookups_total", t, 1,
+		    atomic_load(&s->unknown_lookups));
+	fs_prom_int(b, "flashsale_gateway_unknown_lookups_total", r, 1,
+		    atomic_load(&s->unknown_refused));
+	fs_prom_family(b, "flashsale_gateway_room_reads_total", "counter",
+		       "Waiting rooms read from Postgres: of rooms the stock topic named (cached) "
+		       "and of others (never cached).");
+	struct fs_prom_label n[] = {{"room", "named"}}, o[] = {{"room", "other"}};
+	fs_prom_int(b, "flashsale_gateway_room_reads_total", n, 1,
+		    atomic_load(&s->room_reads_named));
+	fs_prom_int(b, "flashsale_gateway_room_reads_total", o, 1,
+		    atomic_load(&s->room_reads_other));
+}
+
 static bool render(void *ctx, struct fs_buf *b)
 {
 	struct gw *g = ctx;
 	pthread_mutex_lock(&g->lock);
 	int64_t polls = gw_waiter_count(&g->polls), streams = gw_waiter_count(&g->streams);
 	int64_t clients = (int64_t)g->clients.len;
+	bool ready = gw_ready(g);
 	pthread_mutex_unlock(&g->lock);
 	fs_prom_family(b, "flashsale_gateway_info", "gauge",
 		       "1; the intents topic the gateway publishes to.");
@@ -144,7 +200,7 @@ static bool render(void *ctx, struct fs_buf *b)
 	fs_prom_double(b, "flashsale_gateway_start_time_seconds", NULL, 0,
 		       (double)g->start_ms / 1000.0);
 	fs_prom_one(b, "flashsale_gateway_ready", "gauge", "1 when /readyz would answer 200.",
-		    gw_ready(g));
+		    ready);
 	fs_prom_one(b, "flashsale_gateway_connections", "gauge", "Open HTTP connections.",
 		    atomic_load(&g->connections));
 	fs_prom_family(b, "flashsale_gateway_waiting_requests", "gauge",
@@ -157,6 +213,7 @@ static bool render(void *ctx, struct fs_buf *b)
 		    "http.client.waits.max; 0 when both are off).",
 		    clients);
 	counters_text(g, b);
+	tables_text(g, b);
 	requests_text(g, b);
 	return true;
 }

@@ -260,6 +260,33 @@ static void on_result(struct gw *g, const rd_kafka_message_t *m)
 	json_decref(o);
 }
 
+/* A SKU new to the table: the streams that wait for its first record (sku_events) follow it
+ * from now on. Under the lock. */
+static void take_pending(struct gw *g, struct gw_stock *s)
+{
+	for (struct gw_waiter *x = g->sku_pending.next, *n; x != &g->sku_pending; x = n) {
+		n = x->next;
+		struct gw_req *r = x->owner;
+		if (strcmp(r->sku, s->sku) != 0)
+			continue;
+		gw_waiter_remove(x);
+		r->stock = s;
+		gw_waiter_add(&s->waiters, x, r);
+	}
+}
+
+/* The SKU table is full (skus.max): said once a minute at most; /readyz says it meanwhile. */
+static void warn_table_full(struct gw *g, const char *sku)
+{
+	static int64_t last_ms;
+	int64_t now = gw_now_ms();
+	if (last_ms && now - last_ms < 60000)
+		return;
+	last_ms = now;
+	fs_warn("SKU table full (skus.max = %lld): the stock of %s is not kept",
+		(long long)g->cfg.skus_max, sku);
+}
+
 /* A stock record: the SKU's latest state (the sold-out flag at the edge). */
 static void on_stock(struct gw *g, const rd_kafka_message_t *m)
 {
@@ -275,10 +302,15 @@ static void on_stock(struct gw *g, const rd_kafka_message_t *m)
 		struct gw_wakes w;
 		gw_wakes_init(&w);
 		pthread_mutex_lock(&g->lock);
+		bool known = gw_stock_get(&g->cache, sku) != NULL;
 		struct gw_stock *s = gw_stock_put(&g->cache, sku);
+		if (s && !known)
+			take_pending(g, s);
 		if (s && gw_stock_update(s, text, status, part, off)) {
 			s->room = json_object_get(o, "room") != NULL;
 			gw_wake_list(&w, &s->waiters);
+		} else if (!s) {
+			warn_table_full(g, sku);
 		}
 		pthread_mutex_unlock(&g->lock);
 		gw_wakes_run(&w);

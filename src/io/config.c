@@ -174,6 +174,15 @@ static const struct key keys[] = {
 	INT(results_cache_max, 1000, 10000000, "500000",
 	    "(gateway) Results kept in memory (about 600 bytes each); older ones are read from "
 	    "Postgres when asked for."),
+	INT(skus_max, 1, 10000000, "100000",
+	    "(gateway) SKUs the gateway follows: only SKUs the stock topic named enter (a request "
+	    "naming another adds none); past it a new SKU's stock record is not kept and /readyz "
+	    "answers 503 sku_table_full."),
+	INT(lookups_unknown_rate, 1, 1000000, "200",
+	    "(gateway) Postgres lookups per second for intent ids, carts and waiting rooms this "
+	    "gateway has never seen (a token bucket holding one second's worth); past it such a "
+	    "read is answered 503 busy with Retry-After. An id published or decided here never "
+	    "pays it."),
 	INT(publish_timeout_ms, 100, 600000, "5000",
 	    "(gateway) How long a request waits for its record to be on the log (acks=all) "
 	    "before it is answered 503: nothing is answered 202 that is not on the log."),

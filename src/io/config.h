@@ -64,6 +64,8 @@ struct fs_config {
 	int64_t http_client_rate;
 	int64_t http_client_burst;
 	int64_t results_cache_max;
+	int64_t skus_max;
+	int64_t lookups_unknown_rate;
 	int64_t publish_timeout_ms;
 	/* Signed payments (issue 48, item 3): the payment key ring's file; the page Pay sends a
 	 * buyer to (a demo's payment provider stub) */

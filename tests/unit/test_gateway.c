@@ -563,11 +563,15 @@ static void test_cache(void)
 	gw_cache_put(&small, id, GW_K_BUY)->state = GW_S_PUBLISHING;
 	id_of(3, id);
 	CHECK(gw_cache_put(&small, id, GW_K_BUY) == NULL);
+	CHECK_INT(small.refused, 1); /* /readyz: intent_cache_full */
 
 	CHECK_CTX("stock never goes back");
 	struct gw_stock *s = gw_stock_put(&small, "HOT");
 	CHECK(s && !s->json);
 	CHECK(gw_stock_put(&small, "OTHER") == NULL); /* full */
+	CHECK_INT(small.srefused, 1);
+	CHECK(gw_stock_put(&small, "HOT") == s); /* a SKU held is found, full or not */
+	CHECK_INT(small.slen, 1);
 	CHECK(gw_stock_update(s, "{\"a\":5}", "open", 1, 10));
 	CHECK(!gw_stock_update(s, "{\"a\":6}", "open", 1, 9));
 	CHECK(gw_stock_update(s, "{\"a\":0}", "sold_out", 1, 11));
@@ -577,6 +581,41 @@ static void test_cache(void)
 	CHECK(gw_stock_update(s, "{\"a\":1}", "open", 2, 0));
 	gw_cache_free(&small);
 	gw_cache_free(&c);
+}
+
+/* The bucket of lookups for ids never seen (issue 48, item 5): one second's worth at once,
+ * then rate a second; a clock that goes back refills nothing; Retry-After at least 1 s. */
+static void test_bucket(void)
+{
+	CHECK_CTX("the unknown-lookup bucket");
+	struct gw_bucket b;
+	gw_bucket_init(&b, 10, 10, 1000);
+	int taken = 0;
+	for (int i = 0; i < 100; i++)
+		taken += gw_bucket_take(&b, 1000);
+	CHECK_INT(taken, 10); /* the burst, then nothing at the same instant */
+	CHECK_INT(gw_bucket_retry_s(&b), 1);
+	CHECK(!gw_bucket_take(&b, 1050)); /* half a token */
+	CHECK(gw_bucket_take(&b, 1100));  /* one */
+	CHECK(!gw_bucket_take(&b, 1100));
+	CHECK(!gw_bucket_take(&b, 500)); /* the clock went back: nothing refilled */
+	CHECK_INT(b.last_ms, 1100);
+	/* A long quiet time refills the burst, no more. */
+	taken = 0;
+	for (int i = 0; i < 100; i++)
+		taken += gw_bucket_take(&b, 1000000);
+	CHECK_INT(taken, 10);
+	/* Over 10 s at 10 a second: the burst plus 100, whatever the number asked. */
+	taken = 0;
+	for (int64_t t = 1000000; t <= 1010000; t += 5)
+		for (int i = 0; i < 3; i++)
+			taken += gw_bucket_take(&b, t);
+	CHECK_INT(taken, 100);
+	/* A slow bucket: Retry-After in whole seconds. */
+	gw_bucket_init(&b, 0.25, 1, 0);
+	CHECK(gw_bucket_take(&b, 0));
+	CHECK(!gw_bucket_take(&b, 0));
+	CHECK_INT(gw_bucket_retry_s(&b), 4);
 }
 
 /* A cart's body becomes the cart record the worker reads (its own parser judges it), with the
@@ -815,5 +854,6 @@ int main(int argc, char **argv)
 	test_records();
 	test_events_and_auth();
 	test_cache();
+	test_bucket();
 	return check_done("test_gateway");
 }
