@@ -370,3 +370,15 @@ int64_t gw_bucket_retry_s(const struct gw_bucket *b)
 	int64_t s = (int64_t)(need / b->rate + 0.999);
 	return s < 1 ? 1 : s;
 }
+
+int gw_room_slot(const struct gw_room_key *keys, int n, const char *sku, bool named)
+{
+	int oldest = 0;
+	for (int i = 0; i < n; i++) {
+		if (keys[i].read_ms && strcmp(keys[i].sku, sku) == 0)
+			return i;
+		if (keys[i].read_ms < keys[oldest].read_ms)
+			oldest = i;
+	}
+	return named && n > 0 ? oldest : -1;
+}

@@ -155,4 +155,15 @@ bool gw_bucket_take(struct gw_bucket *b, int64_t now_ms);
 /* Whole seconds until a token is there (at least 1): a refusal's Retry-After. */
 int64_t gw_bucket_retry_s(const struct gw_bucket *b);
 
+/* The lookup thread's cache of waiting rooms (issue 48, item 5): a slot's SKU and when it was
+ * read (0: empty). Where a read of sku's room goes among the n slots: the slot that holds it;
+ * else, when named (its SKU's stock record carries a room), the one read longest ago; else -1,
+ * a scratch slot that no later read finds, so that rooms no sale has cannot push a real one
+ * out. */
+struct gw_room_key {
+	char sku[FS_SKU_LEN_MAX + 1];
+	int64_t read_ms;
+};
+int gw_room_slot(const struct gw_room_key *keys, int n, const char *sku, bool named);
+
 #endif

@@ -204,55 +204,41 @@ static int query_cart(PGconn *c, const char *id, enum gw_kind kind, struct found
 
 /* The rooms this thread read lately (only it touches them): read again once older than
  * GW_ROOM_REFRESH_MS, so that a crowd polling its places costs Postgres a read of each room
- * about twice a second, not one per request. */
+ * about twice a second, not one per request. keys[i] names rooms[i]. */
 struct room_slot {
-	char sku[FS_SKU_LEN_MAX + 1];
 	struct fs_room_read rr;
-	int64_t read_ms; /* 0: empty */
-	int rc;		 /* the read's: 0, -ENOENT */
+	int rc; /* the read's: 0, -ENOENT */
 };
+static struct gw_room_key keys[GW_ROOMS_CACHED];
 static struct room_slot rooms[GW_ROOMS_CACHED];
 /* The read of a room the stock topic did not name (issue 48, item 5): used once, never found
  * by a later read, so that junk rooms cannot push a named one out of rooms[]. */
+static struct gw_room_key scratch_key;
 static struct room_slot scratch;
-
-/* Where a read of sku's room goes: its slot in rooms[] (or the oldest, when named), else the
- * scratch slot. */
-static struct room_slot *slot_for(const char *sku, bool named)
-{
-	struct room_slot *slot = NULL, *oldest = &rooms[0];
-	for (int i = 0; i < GW_ROOMS_CACHED; i++) {
-		if (rooms[i].read_ms && strcmp(rooms[i].sku, sku) == 0)
-			slot = &rooms[i];
-		if (rooms[i].read_ms < oldest->read_ms)
-			oldest = &rooms[i];
-	}
-	if (slot)
-		return slot;
-	return named ? oldest : &scratch;
-}
 
 static struct room_slot *room_of(PGconn *c, struct gw *g, const char *sku, bool named, int *rc)
 {
 	int64_t now = gw_now_ms();
-	struct room_slot *slot = slot_for(sku, named);
-	if (slot != &scratch && slot->read_ms && strcmp(slot->sku, sku) == 0 &&
-	    now - slot->read_ms < GW_ROOM_REFRESH_MS) {
+	int i = gw_room_slot(keys, GW_ROOMS_CACHED, sku, named);
+	struct gw_room_key *k = i < 0 ? &scratch_key : &keys[i];
+	struct room_slot *slot = i < 0 ? &scratch : &rooms[i];
+	if (i >= 0 && k->read_ms && strcmp(k->sku, sku) == 0 &&
+	    now - k->read_ms < GW_ROOM_REFRESH_MS) {
 		*rc = slot->rc;
 		return slot;
 	}
 	atomic_fetch_add(named ? &g->stats.room_reads_named : &g->stats.room_reads_other, 1);
-	if (slot->read_ms && slot->rc == 0)
+	if (k->read_ms && slot->rc == 0)
 		fs_room_read_free(&slot->rr);
-	slot->read_ms = 0;
+	k->read_ms = 0;
 	char err[256];
 	*rc = fs_room_read(c, g->cfg.group, g->cfg.topic_intents, sku, &slot->rr, err, sizeof err);
 	if (*rc == -EIO) {
 		fs_warn("lookup: room %s: %s", sku, err);
 		return NULL;
 	}
-	snprintf(slot->sku, sizeof slot->sku, "%s", sku);
-	slot->read_ms = now;
+	snprintf(k->sku, sizeof k->sku, "%s", sku);
+	k->read_ms = now;
 	slot->rc = *rc;
 	return slot;
 }
@@ -435,9 +421,9 @@ static void *lookup_main(void *arg)
 	if (c)
 		PQfinish(c);
 	for (int i = 0; i < GW_ROOMS_CACHED; i++)
-		if (rooms[i].read_ms && rooms[i].rc == 0)
+		if (keys[i].read_ms && rooms[i].rc == 0)
 			fs_room_read_free(&rooms[i].rr);
-	if (scratch.read_ms && scratch.rc == 0)
+	if (scratch_key.read_ms && scratch.rc == 0)
 		fs_room_read_free(&scratch.rr);
 	return NULL;
 }

@@ -618,6 +618,45 @@ static void test_bucket(void)
 	CHECK_INT(gw_bucket_retry_s(&b), 4);
 }
 
+/* The cache of waiting rooms' admission rule (issue 48, item 5): a room no stock record named
+ * never takes a slot, however many are read; a named one takes the oldest; a held one is
+ * found, named or not. */
+static void test_room_slots(void)
+{
+	CHECK_CTX("the rooms' cache admission");
+	struct gw_room_key k[4] = {{"", 0}};
+	CHECK_INT(gw_room_slot(k, 4, "JUNK", false), -1);
+	int i = gw_room_slot(k, 4, "REAL", true);
+	CHECK(i >= 0);
+	snprintf(k[i].sku, sizeof k[i].sku, "REAL");
+	k[i].read_ms = 100;
+	/* 1,000 junk rooms read after it: none takes a slot, REAL stays found. */
+	for (int j = 0; j < 1000; j++) {
+		char junk[32];
+		snprintf(junk, sizeof junk, "JUNK-%d", j);
+		CHECK_INT(gw_room_slot(k, 4, junk, false), -1);
+	}
+	CHECK_INT(gw_room_slot(k, 4, "REAL", false), i);
+	CHECK_INT(gw_room_slot(k, 4, "REAL", true), i);
+	/* Named rooms fill the empty slots first, then replace the one read longest ago. */
+	for (int j = 0; j < 4; j++) {
+		char sku[32];
+		snprintf(sku, sizeof sku, "R%d", j);
+		int s = gw_room_slot(k, 4, sku, true);
+		CHECK(s >= 0);
+		/* the empty slots first; then REAL, read at 100, the one read longest ago */
+		CHECK(j < 3 ? s != i : s == i);
+		snprintf(k[s].sku, sizeof k[s].sku, "%s", sku);
+		k[s].read_ms = 200 + j;
+	}
+	/* REAL is out now: named, it would take R0's slot (read at 200); not named, none. */
+	int r0 = gw_room_slot(k, 4, "R0", false);
+	CHECK(r0 >= 0 && k[r0].read_ms == 200);
+	CHECK_INT(gw_room_slot(k, 4, "REAL", true), r0);
+	CHECK_INT(gw_room_slot(k, 4, "REAL", false), -1);
+	CHECK_INT(gw_room_slot(k, 0, "X", true), -1);
+}
+
 /* A cart's body becomes the cart record the worker reads (its own parser judges it), with the
  * worker's body hash as fingerprint. */
 static void test_cart_bodies(void)
@@ -855,5 +894,6 @@ int main(int argc, char **argv)
 	test_events_and_auth();
 	test_cache();
 	test_bucket();
+	test_room_slots();
 	return check_done("test_gateway");
 }
