@@ -82,6 +82,9 @@ return {outcome: m.dataset.outcome || '', intent: m.dataset.intent || '',
 
 
 class Page:
+    # More Chromium flags (tests/browser/nginx_front.py: the test CA's certificate).
+    extra_args = []
+
     def __init__(self, index, url, sku):
         self.index = index
         self.name = "page%d" % index
@@ -98,7 +101,7 @@ class Page:
         for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                  "--window-size=800,700", "--user-data-dir=" + self.profile]:
+                  "--window-size=800,700", "--user-data-dir=" + self.profile] + self.extra_args:
             o.add_argument(a)
         # The network log: every request the page sends, with its headers.
         o.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})

@@ -17,14 +17,17 @@ NGINX=${FLASHSALE_NGINX:-/usr/sbin/nginx}
 it_setup 1
 start_worker w1
 it_admin_token
-start_gateway gw --set admin.token.file="$IT_DIR/admin-token"
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PAY_PORT=$(free_port)
+start_gateway gw --set admin.token.file="$IT_DIR/admin-token" \
+	--set payment.checkout.url="http://127.0.0.1:$PAY_PORT/checkout"
 GW_DIRECT=$GW
 J='Content-Type: application/json'
 A="Authorization: Bearer $TOKEN"
 
 # ---- the front: certificates, configuration, nginx in the foreground ----
 NG=$IT_DIR/nginx
-NG_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+NG_PORT=$(free_port)
 "$IT_ROOT/scripts/nginx-front" certs --dir "$NG" >/dev/null
 "$IT_ROOT/scripts/nginx-front" conf --dir "$NG" --upstream "${GW_DIRECT#http://}" \
 	--listen "127.0.0.1:$NG_PORT" --gateway-conf "$IT_DIR/flashsale.conf" >/dev/null
@@ -170,8 +173,26 @@ grep -q '^127\.0\.0\.7 .*" 200 .* urt=[0-9.]* ' "$NG/logs/access.log" &&
 grep -q "GET /v1/intents/$K1?wait=10 HTTP/1.1\" 202 .* urt=1[0-9]\." "$NG/logs/access.log" &&
 	say "ok: the 10 s long-poll's line: upstream time 10 s" || fail "no 10 s long-poll line in the access log"
 
+# ---- the sale page in headless Chromium through the front: buy, and pay ----
+# The payment provider's stub confirms through nginx too (it trusts the test's CA).
+SSL_CERT_FILE=$NG/tls/ca.crt python3 "$IT_ROOT/scripts/payment-stub" serve --gateway "$GW" \
+	--keys "$IT_PAY_KEYS" --listen "127.0.0.1:$PAY_PORT" >>"$IT_DIR/payment-stub.log" 2>&1 &
+IT_PIDS+=($!)
+wait_until 30 "the payment stub" "curl -sf 'http://127.0.0.1:$PAY_PORT/healthz' >/dev/null"
+assert_eq 202 "$(tls POST /v1/skus/WEB/open -H "$J" -H "$A" -d '{"stock":3,"per_buyer_limit":1}')" "open WEB through nginx"
+wait_until 30 "WEB open" "[ \$(tls GET /v1/skus/WEB) = 200 ] && [ \$(body_field status) = open ]"
+if [ -x "${FLASHSALE_CHROMIUM:-/usr/bin/chromium}" ] && [ -x "${FLASHSALE_CHROMEDRIVER:-/usr/bin/chromedriver}" ]; then
+	/usr/bin/python3 "$IT_ROOT/tests/browser/nginx_front.py" --url "$GW" --sku WEB --stock 3 |
+		tee "$IT_DIR/browser.out" || fail "the browser through nginx: $(grep -m 1 '^FAIL: ' "$IT_DIR/browser.out" || echo 'see above')"
+	web=$(sed -n 's/.*"intent": "\([^"]*\)".*/\1/p' "$IT_DIR/browser.out")
+	[ -n "$web" ] || fail "the browser named no intent"
+else
+	die "chromium or chromedriver is not installed (scripts/setup installs them): the page through nginx cannot be tested"
+fi
+
 fs wait --timeout 60 --quiet || die "records not decided"
 assert_eq "confirmed" "$(sql "SELECT status FROM reservations WHERE intent_id = '$K1'")" "alice's hold in Postgres"
+assert_eq "front0 confirmed" "$(sql "SELECT d.buyer_id, r.status FROM decisions d JOIN reservations r USING (intent_id) WHERE d.kind = 1 AND d.intent_id = '$web'" | tr '|' ' ')" "the browser's buy in Postgres: paid"
 ng_stop
 stop_worker w2
 audit_ok
