@@ -173,6 +173,44 @@ grep -q '^127\.0\.0\.7 .*" 200 .* urt=[0-9.]* ' "$NG/logs/access.log" &&
 grep -q "GET /v1/intents/$K1?wait=10 HTTP/1.1\" 202 .* urt=1[0-9]\." "$NG/logs/access.log" &&
 	say "ok: the 10 s long-poll's line: upstream time 10 s" || fail "no 10 s long-poll line in the access log"
 
+# ---- what the gateway is sent: a second front, the same configuration, before an echo ----
+# The echo answers each request with what it received: its request line, its headers, and the
+# port of nginx's connection to it.
+ECHO_PORT=$(free_port) NG2_PORT=$(free_port)
+python3 - "$ECHO_PORT" >>"$IT_DIR/echo.log" 2>&1 <<-'EOF' &
+	import json, sys
+	from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+	class H(BaseHTTPRequestHandler):
+	    protocol_version = "HTTP/1.1"
+	    def do_GET(self):
+	        b = json.dumps({"line": self.requestline, "port": self.client_address[1],
+	                        "headers": {k.lower(): v for k, v in self.headers.items()}}).encode()
+	        self.send_response(200)
+	        self.send_header("Content-Type", "application/json")
+	        self.send_header("Content-Length", str(len(b)))
+	        self.end_headers()
+	        self.wfile.write(b)
+	ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+EOF
+IT_PIDS+=($!)
+"$IT_ROOT/scripts/nginx-front" conf --dir "$IT_DIR/nginx2" --upstream "127.0.0.1:$ECHO_PORT" \
+	--listen "127.0.0.1:$NG2_PORT" --cert "$NG/tls/server.crt" --key "$NG/tls/server.key" >/dev/null
+"$IT_ROOT/scripts/nginx-front" run --dir "$IT_DIR/nginx2" >>"$IT_DIR/nginx2.log" 2>&1 &
+NG2_PID=$!
+wait_until 30 "the second front" "curl -sf ${CA[*]} https://127.0.0.1:$NG2_PORT/ >/dev/null"
+echo_field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$IT_DIR/echo.$1" "$2"; }
+curl -s "${CA[@]}" --interface 127.0.0.9 --http1.1 --path-as-is -H 'X-Forwarded-For: 6.6.6.6' -H 'X-Real-IP: 6.6.6.6' \
+	-o "$IT_DIR/echo.1" "https://127.0.0.1:$NG2_PORT/v1/intents/x/%63onfirm" \
+	-o "$IT_DIR/echo.2" "https://127.0.0.1:$NG2_PORT//sale/../sale//WEB%2F?wait=1" || true
+assert_eq "127.0.0.9 127.0.0.9 https" "$(echo_field 1 'd["headers"].get("x-real-ip"), d["headers"].get("x-forwarded-for"), d["headers"].get("x-forwarded-proto")' | tr -d "(),'")" \
+	"X-Real-IP, X-Forwarded-For (the client's forged 6.6.6.6 replaced) and X-Forwarded-Proto upstream"
+assert_eq "GET /v1/intents/x/%63onfirm HTTP/1.1|GET //sale/../sale//WEB%2F?wait=1 HTTP/1.1" \
+	"$(echo_field 1 'd["line"]')|$(echo_field 2 'd["line"]')" "the request targets upstream as sent (not decoded, not normalised), over HTTP/1.1"
+assert_eq "None $(echo_field 1 'd["port"]')" "$(echo_field 2 'd["headers"].get("connection")') $(echo_field 2 'd["port"]')" \
+	"no Connection: close upstream, and the second request on the same upstream connection (keep-alive)"
+kill -TERM "$NG2_PID" 2>/dev/null || true
+wait_until 20 "the second front to exit" "! alive $NG2_PID"
+
 # ---- the sale page in headless Chromium through the front: buy, and pay ----
 # The payment provider's stub confirms through nginx too (it trusts the test's CA).
 SSL_CERT_FILE=$NG/tls/ca.crt python3 "$IT_ROOT/scripts/payment-stub" serve --gateway "$GW" \
