@@ -47,6 +47,8 @@ GW=https://127.0.0.1:$NG_PORT
 CA=(--cacert "$NG/tls/ca.crt")
 wait_until 30 "nginx to answer over TLS" "[ \$(req GET /healthz ${CA[*]}) = 200 ]"
 assert_eq "$NG_PID" "$(cat "$NG/nginx.pid")" "nginx's pid file is its own ($NG/nginx.pid)"
+# Started as root (CI), its worker is www-data's, with nothing of the test's folder to read.
+[ "$(id -u)" != 0 ] || assert_eq www-data "$(ps -o user= --ppid "$NG_PID" | sort -u | tr -d ' ')" "the user of nginx's worker"
 # Each curl below checks the certificate against the test's CA (no --insecure anywhere).
 tls() { req "$@" "${CA[@]}"; }
 
