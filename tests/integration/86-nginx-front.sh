@@ -38,11 +38,26 @@ NG_PORT=$(free_port)
 NG_PID=$!
 # nginx's workers outlive a master killed with -KILL (it_cleanup's way): TERM it first and
 # wait for it, so that it ends its workers.
+NG_PIDS=($NG_PID)
 ng_stop() {
-	kill -TERM "$NG_PID" 2>/dev/null || return 0
-	wait_until 20 "nginx to exit" "! alive $NG_PID"
+	local p i
+	for p in "${NG_PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null || continue
+		for i in $(seq 100); do alive "$p" || break; sleep 0.1; done
+		alive "$p" && fail "nginx $p did not exit at SIGTERM within 10 s"
+		kill -KILL "$p" 2>/dev/null || true
+	done
 }
-trap 'st=$?; ng_stop; (exit $st); it_cleanup' EXIT
+# it_cleanup reads the test's status from $?: hand it on (without errexit, which would end the
+# trap at a failing status before it_cleanup ran).
+ng_cleanup() {
+	local st=$?
+	set +e
+	ng_stop
+	(exit "$st")
+	it_cleanup
+}
+trap ng_cleanup EXIT
 GW=https://127.0.0.1:$NG_PORT
 CA=(--cacert "$NG/tls/ca.crt")
 wait_until 30 "nginx to answer over TLS" "[ \$(req GET /healthz ${CA[*]}) = 200 ]"
@@ -203,6 +218,7 @@ IT_PIDS+=($!)
 	--listen "127.0.0.1:$NG2_PORT" --cert "$NG/tls/server.crt" --key "$NG/tls/server.key" >/dev/null
 "$IT_ROOT/scripts/nginx-front" run --dir "$IT_DIR/nginx2" >>"$IT_DIR/nginx2.log" 2>&1 &
 NG2_PID=$!
+NG_PIDS+=($NG2_PID)
 wait_until 30 "the second front" "curl -sf ${CA[*]} https://127.0.0.1:$NG2_PORT/ >/dev/null"
 echo_field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$IT_DIR/echo.$1" "$2"; }
 curl -s "${CA[@]}" --interface 127.0.0.9 --http1.1 --path-as-is -H 'X-Forwarded-For: 6.6.6.6' -H 'X-Real-IP: 6.6.6.6' \
