@@ -327,6 +327,10 @@ static void take_found(struct gw_entry *e, enum gw_kind kind, const struct found
 		gw_entry_event(e, "decided", f->part, f->off, f->decision);
 	if (f->event)
 		gw_entry_event(e, f->event_name, f->part, f->event_off, f->event);
+	/* Whose it is (issue 48, item 2): only that buyer reads it. */
+	if ((kind == GW_K_BUY || kind == GW_K_CART) && !e->owner[0] && f->buyer[0] &&
+	    e->state == GW_S_DECIDED)
+		snprintf(e->owner, sizeof e->owner, "%s", f->buyer);
 	/* A buy decided through another door: its fingerprint is its own record's (issue 47,
 	 * item 6), so that a POST of another body with its id is told apart. */
 	if (kind == GW_K_BUY && e->fp == 0 && f->buyer[0] && e->state == GW_S_DECIDED &&
