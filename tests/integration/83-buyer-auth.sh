@@ -106,6 +106,30 @@ assert_eq 404 "$(req POST "/v1/intents/$aid/cancel" -H "$J" -H "Authorization: B
 assert_eq 401 "$(req GET "/v1/intents/$aid")" "a read with no token"
 assert_eq 200 "$(req GET "/v1/intents/$aid" -H "Authorization: Bearer $ALICE")" "alice reads her intent after"
 assert_eq 1 "$(sql "SELECT count(*) FROM decisions WHERE intent_id = '$aid'")" "decisions of alice's intent after mallory's cancel (the buy alone)"
+# A cart: alice's, read by mallory as a missing one; alice reads it.
+assert_eq 202 "$(req POST /v1/skus/CART1/open -H "$J" -H @<(printf 'Authorization: Bearer %s\n' "$TOKEN") -d '{"stock":5}')" "open CART1"
+wait_until 30 "CART1's stock record" "[ \$(req GET /v1/skus/CART1) = 200 ]"
+cid=$(python3 -c 'import uuid; print(uuid.uuid4())')
+st=$(req POST /v1/carts -H "$J" -H "Idempotency-Key: $cid" -H "Authorization: Bearer $ALICE" -d '{"buyer_id":"alice","lines":[{"sku":"CART1","qty":1}]}')
+[ "$st" = 202 ] || [ "$st" = 200 ] || fail "alice's cart: $st $(cat "$IT_DIR/body")"
+assert_eq 200 "$(req GET "/v1/carts/$cid?wait=20" -H "Authorization: Bearer $ALICE")" "alice reads her cart"
+assert_eq 404 "$(req GET "/v1/carts/$missing" -H "Authorization: Bearer $MAL")" "a missing cart"
+cp "$IT_DIR/body" "$IT_DIR/missing-cart.body"
+for path in "/v1/carts/$cid" "/v1/carts/$cid/events"; do
+	assert_eq 404 "$(req GET "$path" -H "Authorization: Bearer $MAL")" "mallory reads $path"
+	cmp -s "$IT_DIR/body" "$IT_DIR/missing-cart.body" || fail "mallory's $path: $(cat "$IT_DIR/body") is not the missing one's"
+done
+assert_eq 404 "$(req POST "/v1/carts/$cid/cancel" -H "Authorization: Bearer $MAL")" "mallory cancels alice's cart"
+# A second gateway learns whose they are from Postgres (it never saw the POSTs).
+GW1=$GW
+start_gateway gw2 --set auth.mode=jwt --set auth.jwt.keys="$IT_DIR/jwt-keys" --set auth.jwt.audience=shop
+wait_until 30 "gw2 ready" "[ \$(req GET /readyz) = 200 ]"
+assert_eq 200 "$(req GET "/v1/intents/$aid" -H "Authorization: Bearer $ALICE")" "alice reads her intent at gw2"
+assert_eq 200 "$(req GET "/v1/carts/$cid" -H "Authorization: Bearer $ALICE")" "alice reads her cart at gw2"
+assert_eq 404 "$(req GET "/v1/intents/$aid" -H "Authorization: Bearer $MAL")" "mallory reads alice's intent at gw2"
+cmp -s "$IT_DIR/body" "$IT_DIR/missing.body" || fail "mallory's read at gw2: $(cat "$IT_DIR/body")"
+assert_eq 404 "$(req GET "/v1/carts/$cid" -H "Authorization: Bearer $MAL")" "mallory reads alice's cart at gw2"
+GW=$GW1
 # The waiting room: alice joins, is admitted; mallory asks for her place and token.
 fs sale open ROOM --stock 5 --per-buyer 1 --hold 600 --admission-rate 100 --token-seconds 60 \
 	--draw fifo --wait 30 >/dev/null || die "the room's sale"
@@ -133,7 +157,7 @@ assert_eq 404 "$(req GET "/v1/intents/$bid" -H "Authorization: Bearer $ALICE")" 
 # accounts' 5, alice's and bob's.
 assert_eq 12 "$(intents buy)" "buy records on the intents topic"
 assert_eq 0 "$(intents cancel)" "cancel records on the intents topic"
-assert_eq 0 "$(intents cart)" "cart records on the intents topic"
+assert_eq 1 "$(intents cart)" "cart records on the intents topic (alice's)"
 assert_eq 1 "$(intents join)" "join records on the intents topic (alice's)"
 audit_ok
 it_done
