@@ -5,7 +5,8 @@ item 2): standard library only (hmac, base64, json); EdDSA through the openssl c
   jwt_mint.py SUB [--kid K1] [--secret-hex HEX | --secret-file F | --ed25519-key PEM]
               [--alg ALG] [--exp-in SECONDS] [--aud AUD] [--claims JSON] [--header JSON]
 
---secret-hex signs HS256 with those bytes; --secret-file with a file's raw bytes (the
+--keys FILE signs HS256 with the first key of a key ring file (`KID HEX` lines: auth.jwt.keys),
+its kid the token's; --secret-hex signs HS256 with those bytes; --secret-file with a file's raw bytes (the
 attacker's HS256-with-the-public-key); --ed25519-key signs EdDSA with a private PEM key.
 --alg overrides the header's alg (e.g. none: no signature). --claims and --header are merged
 over the defaults (sub, iat, exp = now + --exp-in, aud when given; alg, typ, kid)."""
@@ -20,6 +21,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("sub")
     p.add_argument("--kid", default="k1")
+    p.add_argument("--keys")
     p.add_argument("--secret-hex")
     p.add_argument("--secret-file")
     p.add_argument("--ed25519-key")
@@ -29,6 +31,12 @@ def main():
     p.add_argument("--claims", default="{}")
     p.add_argument("--header", default="{}")
     a = p.parse_args()
+    if a.keys:
+        for line in open(a.keys):
+            f = line.split()
+            if len(f) == 2 and not f[0].startswith("#") and f[0] != "sign":
+                a.kid, a.secret_hex = f
+                break
     now = int(time.time())
     alg = a.alg or ("EdDSA" if a.ed25519_key else "HS256")
     header = {"alg": alg, "typ": "JWT", "kid": a.kid}

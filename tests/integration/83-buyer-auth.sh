@@ -9,7 +9,9 @@
 #      it puts in the body (403 each); five real accounts (five tokens) are five buyers.
 #   4. Reading another buyer's intent, queue place or admission token: the same 404 as a
 #      missing one, byte for byte; the owner still reads them.
-#   5. Honest buyers (HS256 and EdDSA tokens) behind the same gateway get their answers.
+#   5. Honest buyers (HS256 and EdDSA tokens) behind the same gateway get their answers; a
+#      second gateway learns whose an intent or cart is from Postgres; the README's curl
+#      examples (tests/clients/gateway_curl.sh) work with buyers proven.
 . "$(dirname "$0")/lib.sh"
 it_setup 1
 python3 -c 'import secrets; print("ak", secrets.token_hex(32)); print("sign ak")' >"$IT_DIR/room-keys"
@@ -122,13 +124,19 @@ done
 assert_eq 404 "$(req POST "/v1/carts/$cid/cancel" -H "Authorization: Bearer $MAL")" "mallory cancels alice's cart"
 # A second gateway learns whose they are from Postgres (it never saw the POSTs).
 GW1=$GW
-start_gateway gw2 --set auth.mode=jwt --set auth.jwt.keys="$IT_DIR/jwt-keys" --set auth.jwt.audience=shop
+start_gateway gw2 --set auth.mode=jwt --set auth.jwt.keys="$IT_DIR/jwt-keys" \
+	--set admin.token.file="$IT_DIR/admin-token"
 wait_until 30 "gw2 ready" "[ \$(req GET /readyz) = 200 ]"
 assert_eq 200 "$(req GET "/v1/intents/$aid" -H "Authorization: Bearer $ALICE")" "alice reads her intent at gw2"
 assert_eq 200 "$(req GET "/v1/carts/$cid" -H "Authorization: Bearer $ALICE")" "alice reads her cart at gw2"
 assert_eq 404 "$(req GET "/v1/intents/$aid" -H "Authorization: Bearer $MAL")" "mallory reads alice's intent at gw2"
 cmp -s "$IT_DIR/body" "$IT_DIR/missing.body" || fail "mallory's read at gw2: $(cat "$IT_DIR/body")"
 assert_eq 404 "$(req GET "/v1/carts/$cid" -H "Authorization: Bearer $MAL")" "mallory reads alice's cart at gw2"
+# The README's curl examples, as they are, with buyers proven (gw2 checks no audience).
+(cd "$IT_ROOT" && GW=$GW TOKEN=$TOKEN PAYMENT_KEYS=$IT_PAY_KEYS BUYER_KEYS=$IT_DIR/jwt-keys bash tests/clients/gateway_curl.sh) >"$IT_DIR/readme.out" 2>&1 || fail "the README's examples failed: $(cat "$IT_DIR/readme.out")"
+for want in '"status":"queued"' '"outcome":"held"' 'event: decided' '"outcome":"confirmed"'; do
+	grep -qF "$want" "$IT_DIR/readme.out" && say "ok: the README's examples print $want" || fail "the README's examples: no $want in $(cat "$IT_DIR/readme.out")"
+done
 GW=$GW1
 # The waiting room: alice joins, is admitted; mallory asks for her place and token.
 fs sale open ROOM --stock 5 --per-buyer 1 --hold 600 --admission-rate 100 --token-seconds 60 \
@@ -154,8 +162,8 @@ assert_eq held "$(body_field outcome)" "bob's outcome"
 assert_eq 404 "$(req GET "/v1/intents/$bid" -H "Authorization: Bearer $ALICE")" "alice reads bob's intent"
 
 # Nothing of the refused requests reached the log: the buys on it are mallory's 5, the
-# accounts' 5, alice's and bob's.
-assert_eq 12 "$(intents buy)" "buy records on the intents topic"
+# accounts' 5, alice's, the README's (alice's) and bob's.
+assert_eq 13 "$(intents buy)" "buy records on the intents topic"
 assert_eq 0 "$(intents cancel)" "cancel records on the intents topic"
 assert_eq 1 "$(intents cart)" "cart records on the intents topic (alice's)"
 assert_eq 1 "$(intents join)" "join records on the intents topic (alice's)"
