@@ -43,6 +43,8 @@ const char *gw_jwt_reason(enum gw_jwt_verdict v)
 		return "bad_audience";
 	case GW_JWT_BAD_CLAIMS:
 		return "bad_claims";
+	case GW_JWT_VERDICTS:
+		break;
 	}
 	return "invalid_token";
 }

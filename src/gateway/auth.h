@@ -57,6 +57,7 @@ enum gw_jwt_verdict {
 	GW_JWT_NOT_YET,	      /* now + leeway < nbf, or iat in the future */
 	GW_JWT_BAD_AUDIENCE,  /* aud set and the token's aud does not name it */
 	GW_JWT_BAD_CLAIMS,    /* no exp, no sub, a sub that is no buyer id, a claim of a bad type */
+	GW_JWT_VERDICTS,      /* their count (the metrics' reasons; OK's slot counts 403s) */
 };
 
 /* A stable reason (docs/reference/http.md): "missing_token", "malformed_token", ... */

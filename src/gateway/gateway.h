@@ -155,6 +155,8 @@ struct gw_stats {
 	/* Issue 48, item 5: lookups of ids never seen here, taken and refused by the bucket;
 	 * reads of waiting rooms from Postgres, of rooms the stock topic named and of others. */
 	atomic_llong unknown_lookups, unknown_refused, room_reads_named, room_reads_other;
+	/* Buyer routes refused (issue 48, item 2): 401 by verdict; [GW_JWT_OK]: 403 other_buyer. */
+	atomic_llong auth_refused[GW_JWT_VERDICTS];
 };
 
 /* The status codes the requests counter names; any other is counted as "other". */

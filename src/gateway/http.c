@@ -379,6 +379,7 @@ static bool buyer_is_sub(const struct gw_req *r, const char *buyer)
 
 static enum MHD_Result send_other_buyer(struct gw_req *r)
 {
+	atomic_fetch_add(&r->g->stats.auth_refused[GW_JWT_OK], 1);
 	return send_error(r, MHD_HTTP_FORBIDDEN, "other_buyer",
 			  "buyer_id is not the buyer the bearer token proves (its sub)", NULL,
 			  NULL);
@@ -446,6 +447,7 @@ static bool proven(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 			     strcmp(r->buyer, r->sub) != 0;
 		return true;
 	}
+	atomic_fetch_add(&g->stats.auth_refused[v], 1);
 	char challenge[160];
 	if (v == GW_JWT_MISSING)
 		snprintf(challenge, sizeof challenge, "Bearer");

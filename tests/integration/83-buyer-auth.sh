@@ -25,7 +25,7 @@ openssl genpkey -algorithm ed25519 -out "$IT_DIR/ed.pem" 2>/dev/null
 openssl pkey -in "$IT_DIR/ed.pem" -pubout >"$IT_DIR/ed-pub.pem"
 start_gateway gw --set auth.mode=jwt --set auth.jwt.keys="$IT_DIR/jwt-keys" \
 	--set auth.jwt.pubkeys="$IT_DIR/jwt-pub" --set auth.jwt.audience=shop \
-	--set admin.token.file="$IT_DIR/admin-token"
+	--set admin.token.file="$IT_DIR/admin-token" --set metrics.listen=127.0.0.1:0
 grep -q 'auth.mode = jwt: 2 key(s)' "$IT_DIR/gw.log" || fail "the gateway did not load its 2 keys: $(tail -3 "$IT_DIR/gw.log")"
 J='Content-Type: application/json'
 wait_until 30 "readyz" "[ \$(req GET /readyz) = 200 ]"
@@ -161,6 +161,11 @@ assert_eq 200 "$(req GET "/v1/intents/$bid?wait=10" -H "Authorization: Bearer $B
 assert_eq held "$(body_field outcome)" "bob's outcome"
 assert_eq 404 "$(req GET "/v1/intents/$bid" -H "Authorization: Bearer $ALICE")" "alice reads bob's intent"
 
+# The refusals, counted by reason at the first gateway.
+M=http://127.0.0.1:$(metrics_port gw)
+for want in missing_token=2 bad_alg=3 bad_audience=2 token_expired=1 unknown_key=1 bad_signature=1 bad_claims=1 malformed_token=1 other_buyer=8; do
+	assert_eq "${want#*=}" "$(metric_sum "$M" "flashsale_gateway_auth_refusals_total[{]reason=\"${want%=*}\"[}]")" "refusals counted as ${want%=*}"
+done
 # Nothing of the refused requests reached the log: the buys on it are mallory's 5, the
 # accounts' 5, alice's, the README's (alice's) and bob's.
 assert_eq 13 "$(intents buy)" "buy records on the intents topic"
