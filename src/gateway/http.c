@@ -349,6 +349,7 @@ static bool buyer_is_sub(const struct gw_req *r, const char *buyer);
 static enum MHD_Result send_other_buyer(struct gw_req *r);
 static void body_buyer(const struct gw_req *r, char out[FS_BUYER_LEN_MAX + 1]);
 static enum MHD_Result foreign_queue(struct gw *g, struct gw_req *r);
+static bool room_lookup_ok(struct gw *g, struct gw_req *r, enum MHD_Result *rc);
 
 /* A follow-up (confirm or cancel, of a buy or a cart) is published again when retried while
  * its answer is unknown_intent, which does not use up its id at the worker, or with another
@@ -478,6 +479,9 @@ static bool own(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 			*rc = send_unavailable(r, "busy", "too many lookups waiting");
 			return false;
 		}
+		/* An id never seen here costs Postgres a read: at the bounded rate (item 5). */
+		if (!e && !unknown_lookup(g, r, rc))
+			return false;
 		e = gw_cache_put(&g->cache, r->id, kind);
 		if (!e) {
 			*rc = send_unavailable(r, "busy", "too many intents in memory");
@@ -514,6 +518,9 @@ static enum MHD_Result foreign_queue(struct gw *g, struct gw_req *r)
 	if (r->phase == GW_PH_NEW) {
 		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
 			return send_unavailable(r, "busy", "too many lookups waiting");
+		enum MHD_Result rc;
+		if (!room_lookup_ok(g, r, &rc))
+			return rc;
 		gw_lookup(g, r, GW_K_QUEUE);
 		return MHD_YES;
 	}
