@@ -70,7 +70,10 @@ def _wait_for(what, cond, seconds):
 def _start_gateway(run, log_path, port):
     """The gateway on RUN's configuration, ready (readyz 200), or None."""
     out = open(log_path, "w")
-    g = subprocess.Popen([GATEWAY, "-c", run.conf, "--set", "listen=127.0.0.1:%d" % port],
+    # Buyers unproven (auth.mode = off, loopback only): S8 with tokens against without is
+    # left for later (issue 48, item 2; docs/reference/security.md).
+    g = subprocess.Popen([GATEWAY, "-c", run.conf, "--set", "listen=127.0.0.1:%d" % port,
+                          "--set", "auth.mode=off"],
                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                          env=proc.run_env())
     url = "http://127.0.0.1:%d/readyz" % port

@@ -54,6 +54,9 @@ struct gw_entry {
 	 * decision learned through another door, read from Postgres); 0: not known */
 	uint64_t fp;
 	char sku[FS_SKU_LEN_MAX + 1];
+	/* A buy's or cart's buyer (issue 48, item 2): from its POST here, or from Postgres; ""
+	 * while unknown. Only that buyer reads it. */
+	char owner[FS_BUYER_LEN_MAX + 1];
 	char *decision; /* the result's JSON, when decided */
 	int32_t part;	/* where it was decided */
 	int64_t off;

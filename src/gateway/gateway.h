@@ -11,6 +11,7 @@
 
 #include "core/buf.h"
 #include "gateway/api.h"
+#include "gateway/auth.h"
 #include "gateway/cache.h"
 #include "gateway/clients.h"
 #include "gateway/payment.h"
@@ -98,6 +99,16 @@ struct gw_req {
 	struct gw_waiter w;  /* on the entry's or SKU's list */
 	struct gw_waiter tw; /* on the gateway's list of polls or streams */
 
+	/* The proven buyer (issue 48, item 2): the token's sub, when authed; the buyer a buy or
+	 * cart POST names (its entry's owner); the owner of the intent or cart it reads asked of
+	 * Postgres once, and found to be sub; a queue read of another buyer (answered as one
+	 * who never joined). */
+	char sub[FS_BUYER_LEN_MAX + 1];
+	bool authed;
+	char owner[FS_BUYER_LEN_MAX + 1];
+	bool owner_asked, owner_ok;
+	bool foreign;
+
 	/* Postgres lookup. */
 	struct gw_req *lnext;
 	enum gw_kind lookup_kind;
@@ -144,6 +155,8 @@ struct gw_stats {
 	/* Issue 48, item 5: lookups of ids never seen here, taken and refused by the bucket;
 	 * reads of waiting rooms from Postgres, of rooms the stock topic named and of others. */
 	atomic_llong unknown_lookups, unknown_refused, room_reads_named, room_reads_other;
+	/* Buyer routes refused (issue 48, item 2): 401 by verdict; [GW_JWT_OK]: 403 other_buyer. */
+	atomic_llong auth_refused[GW_JWT_VERDICTS];
 };
 
 /* The status codes the requests counter names; any other is counted as "other". */
@@ -219,6 +232,9 @@ struct gw {
 	 * embedded page as it is). */
 	char *page;
 	size_t page_len;
+	/* The buyers' token keys (auth.jwt.*, issue 48 item 2); auth_off: auth.mode = off. */
+	struct gw_jwt_keys jwt;
+	bool auth_off;
 };
 
 /* Requests to resume, collected under the lock and resumed after it. */
@@ -297,6 +313,10 @@ bool gw_edge_wait(struct gw *g, struct gw_req *r);
 enum { GW_EDGE_SWEEP_MS = 500 };
 void gw_edge_deadlines(struct gw *g, int64_t now_ms);
 void gw_edge_gone(struct gw *g, struct gw_wakes *w, int64_t now_ms);
+/* authfile.c: reads the buyers' token keys, or checks that auth.mode = off listens on loopback
+ * only (and warns). 0, or -EINVAL with err. */
+int gw_auth_start(struct gw *g, char *err, size_t err_len);
+bool gw_listen_loopback(const char *listen);
 
 /* http.c */
 /* Frees a request (its body, buffers, answers). Not under the lock. */

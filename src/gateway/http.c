@@ -344,6 +344,13 @@ static enum MHD_Result intent_events(struct gw *g, struct gw_req *r)
 	return start_stream(g, r);
 }
 
+/* (buyers are proven: see below) */
+static bool buyer_is_sub(const struct gw_req *r, const char *buyer);
+static enum MHD_Result send_other_buyer(struct gw_req *r);
+static void body_buyer(const struct gw_req *r, char out[FS_BUYER_LEN_MAX + 1]);
+static enum MHD_Result foreign_queue(struct gw *g, struct gw_req *r);
+static bool room_lookup_ok(struct gw *g, struct gw_req *r, enum MHD_Result *rc);
+
 /* A follow-up (confirm or cancel, of a buy or a cart) is published again when retried while
  * its answer is unknown_intent, which does not use up its id at the worker, or with another
  * SKU than the one queued (the buy's partition is the SKU's: the first may have gone to the
@@ -361,6 +368,172 @@ static bool publish_again(const struct gw_req *r, const struct gw_entry *e)
 	if (e->state == GW_S_DECIDED)
 		return e->provisional;
 	return e->state == GW_S_QUEUED && r->kind <= GW_K_CANCEL && strcmp(e->sku, r->sku) != 0;
+}
+
+/* ---- buyers are proven (issue 48, item 2) ---------------------------------------------------- */
+
+/* Whether a buyer id a request names is its proven buyer's (always, with auth.mode = off). */
+static bool buyer_is_sub(const struct gw_req *r, const char *buyer)
+{
+	return r->g->auth_off || strcmp(buyer, r->sub) == 0;
+}
+
+static enum MHD_Result send_other_buyer(struct gw_req *r)
+{
+	atomic_fetch_add(&r->g->stats.auth_refused[GW_JWT_OK], 1);
+	return send_error(r, MHD_HTTP_FORBIDDEN, "other_buyer",
+			  "buyer_id is not the buyer the bearer token proves (its sub)", NULL,
+			  NULL);
+}
+
+/* A cart body's buyer_id (already parsed once by gw_parse_cart) into out; "" if none. */
+static void body_buyer(const struct gw_req *r, char out[FS_BUYER_LEN_MAX + 1])
+{
+	json_t *o = json_loadb(r->body ? r->body : "", r->body_len, 0, NULL);
+	const char *b = json_string_value(json_object_get(o, "buyer_id"));
+	snprintf(out, FS_BUYER_LEN_MAX + 1, "%s", b ? b : "");
+	json_decref(o);
+}
+
+/* The routes that act for a buyer, or read what is a buyer's: a proven buyer only. The
+ * payment provider's confirms, the admin routes, the SKU's reads and the page are not. */
+static bool buyer_route(enum gw_route rt)
+{
+	switch (rt) {
+	case GW_BUY:
+	case GW_CART_POST:
+	case GW_QUEUE_POST:
+	case GW_QUEUE:
+	case GW_QUEUE_EVENTS:
+	case GW_INTENT:
+	case GW_INTENT_EVENTS:
+	case GW_CONFIRM_GET:
+	case GW_CANCEL_GET:
+	case GW_CANCEL:
+	case GW_CART:
+	case GW_CART_EVENTS:
+	case GW_CART_CONFIRM_GET:
+	case GW_CART_CANCEL_GET:
+	case GW_CART_CANCEL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The intent's or cart's routes whose entry must be the buyer's own. */
+static bool owned_route(enum gw_route rt, enum gw_kind *kind)
+{
+	bool cart = rt == GW_CART || rt == GW_CART_EVENTS || rt == GW_CART_CONFIRM_GET ||
+		    rt == GW_CART_CANCEL_GET || rt == GW_CART_CANCEL;
+	*kind = cart ? GW_K_CART : GW_K_BUY;
+	return cart || rt == GW_INTENT || rt == GW_INTENT_EVENTS || rt == GW_CONFIRM_GET ||
+	       rt == GW_CANCEL_GET || rt == GW_CANCEL;
+}
+
+/* 401 unless the request carries a verified token (RFC 6750, 3: no credential, a bare
+ * challenge; a bad one, error="invalid_token"). True to go on, with r->sub set. */
+static bool proven(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
+{
+	if (g->auth_off || !buyer_route(r->route) || r->authed)
+		return true;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	enum gw_jwt_verdict v =
+		gw_jwt_verify(&g->jwt, header(r, "Authorization"), (int64_t)ts.tv_sec, r->sub);
+	if (v == GW_JWT_OK) {
+		r->authed = true;
+		/* A queue read of another buyer: answered as a buyer who never joined. */
+		r->foreign = (r->route == GW_QUEUE || r->route == GW_QUEUE_EVENTS) &&
+			     strcmp(r->buyer, r->sub) != 0;
+		return true;
+	}
+	atomic_fetch_add(&g->stats.auth_refused[v], 1);
+	char challenge[160];
+	if (v == GW_JWT_MISSING)
+		snprintf(challenge, sizeof challenge, "Bearer");
+	else
+		snprintf(challenge, sizeof challenge,
+			 "Bearer error=\"invalid_token\", error_description=\"%s\"",
+			 gw_jwt_reason(v));
+	*rc = send_error(r, MHD_HTTP_UNAUTHORIZED,
+			 v == GW_JWT_MISSING ? "unauthorized" : gw_jwt_reason(v),
+			 "a buyer's bearer token (a JWT whose sub is the buyer id) is required",
+			 "WWW-Authenticate", challenge);
+	return false;
+}
+
+/* Whether the intent or cart r names is the proven buyer's: its entry's owner, else asked of
+ * Postgres once (a decision learned through another door). Another buyer's, or one whose
+ * buyer is not known, is answered as a missing one (the same 404: nothing leaks). True to go
+ * on; false when r was answered or parked (*rc). */
+static bool own(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
+{
+	enum gw_kind kind;
+	*rc = MHD_YES;
+	if (g->auth_off || r->owner_ok || !owned_route(r->route, &kind))
+		return true;
+	struct gw_entry *e = gw_cache_get(&g->cache, r->id, kind);
+	if ((!e || !e->owner[0]) && !r->owner_asked) {
+		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX) {
+			*rc = send_unavailable(r, "busy", "too many lookups waiting");
+			return false;
+		}
+		/* An id never seen here costs Postgres a read: at the bounded rate (item 5). */
+		if (!e && !unknown_lookup(g, r, rc))
+			return false;
+		e = gw_cache_put(&g->cache, r->id, kind);
+		if (!e) {
+			*rc = send_unavailable(r, "busy", "too many intents in memory");
+			return false;
+		}
+		r->owner_asked = true;
+		pin(r, e);
+		gw_lookup(g, r, kind);
+		return false;
+	}
+	/* The handler starts afresh, as if the request had just come. */
+	bool eio = r->owner_asked && r->lookup_rc == -EIO;
+	pin(r, NULL);
+	r->phase = GW_PH_NEW;
+	r->lookup_rc = 0;
+	if ((!e || !e->owner[0]) && eio) {
+		*rc = send_unavailable(
+			r, "store_unavailable",
+			"whose this is is not known here and Postgres did not answer");
+		return false;
+	}
+	if (!e || strcmp(e->owner, r->sub) != 0) {
+		*rc = send_entry(r, NULL);
+		return false;
+	}
+	r->owner_ok = true;
+	return true;
+}
+
+/* A queue read of another buyer's place: what a buyer who never joined gets (the room's
+ * existence is public; the lookup is made all the same, so the time tells nothing). */
+static enum MHD_Result foreign_queue(struct gw *g, struct gw_req *r)
+{
+	if (r->phase == GW_PH_NEW) {
+		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
+			return send_unavailable(r, "busy", "too many lookups waiting");
+		enum MHD_Result rc;
+		if (!room_lookup_ok(g, r, &rc))
+			return rc;
+		gw_lookup(g, r, GW_K_QUEUE);
+		return MHD_YES;
+	}
+	if (!r->answer)
+		return send_unavailable(r, "store_unavailable", "Postgres did not answer");
+	if (r->answer_status == MHD_HTTP_NOT_FOUND)
+		return send_text(r, r->answer_status, "application/json", r->answer, NULL, NULL,
+				 NULL, NULL);
+	return send_json(r, MHD_HTTP_NOT_FOUND,
+			 json_pack("{s:s, s:s}", "error", "not_joined", "message",
+				   "this buyer has not joined this SKU's waiting room (or the "
+				   "join is not decided yet)"),
+			 NULL, NULL, NULL, NULL);
 }
 
 /* POST /v1/skus/{sku}/buys and /v1/intents/{id}/confirm|cancel: the record is published
@@ -401,6 +574,8 @@ static enum MHD_Result publish_intent(struct gw *g, struct gw_req *r, const char
 		e->state = GW_S_PUBLISHING;
 	e->fp = fp;
 	snprintf(e->sku, sizeof e->sku, "%s", r->sku);
+	if (r->owner[0] && !e->owner[0])
+		snprintf(e->owner, sizeof e->owner, "%s", r->owner);
 	pin(r, e);
 	if (gw_publish(g, r, key, rec) < 0) {
 		if (e->state == GW_S_PUBLISHING) {
@@ -543,6 +718,9 @@ static enum MHD_Result post_buy(struct gw *g, struct gw_req *r)
 				  "Idempotency-Key must be a UUID (the intent id)", NULL, NULL);
 	if (gw_parse_buy(r->body, r->body_len, &b, &why) < 0)
 		return send_error(r, MHD_HTTP_BAD_REQUEST, why, NULL, NULL, NULL);
+	if (!buyer_is_sub(r, b.buyer_id))
+		return send_other_buyer(r);
+	snprintf(r->owner, sizeof r->owner, "%s", b.buyer_id);
 	r->kind = GW_K_BUY;
 	uint64_t fp = gw_fingerprint("buy", r->sku, b.buyer_id, b.qty);
 	struct gw_entry *e = gw_cache_get(&g->cache, r->id, GW_K_BUY);
@@ -609,6 +787,11 @@ static enum MHD_Result post_cart(struct gw *g, struct gw_req *r)
 		fs_buf_free(&rec);
 		return rc == -EINVAL ? send_error(r, MHD_HTTP_BAD_REQUEST, why, NULL, NULL, NULL)
 				     : MHD_NO;
+	}
+	body_buyer(r, r->owner);
+	if (!buyer_is_sub(r, r->owner)) {
+		fs_buf_free(&rec);
+		return send_other_buyer(r);
 	}
 	enum MHD_Result out = publish_intent(g, r, r->id, &rec, fp);
 	fs_buf_free(&rec);
@@ -722,6 +905,8 @@ static enum MHD_Result post_queue(struct gw *g, struct gw_req *r)
 	const char *why = NULL;
 	if (gw_parse_join(r->body, r->body_len, r->buyer, &why) < 0)
 		return send_error(r, MHD_HTTP_BAD_REQUEST, why, NULL, NULL, NULL);
+	if (!buyer_is_sub(r, r->buyer))
+		return send_other_buyer(r);
 	if (!atomic_load(&g->producer_up))
 		return send_unavailable(r, "log_unavailable",
 					"no Kafka broker answers: nothing was published");
@@ -758,6 +943,8 @@ static bool room_lookup_ok(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
  * (the timer ends it with the place the lookup read). */
 static enum MHD_Result get_queue(struct gw *g, struct gw_req *r)
 {
+	if (r->foreign)
+		return foreign_queue(g, r);
 	char qid[FS_UUID_LEN + 1];
 	gw_queue_id(r->sku, r->buyer, qid);
 	struct gw_entry *e = r->entry ? r->entry : gw_cache_get(&g->cache, qid, GW_K_QUEUE);
@@ -797,6 +984,8 @@ static enum MHD_Result get_queue(struct gw *g, struct gw_req *r)
  * the entry's waiters), then heartbeats until the client closes it, as the other streams. */
 static enum MHD_Result queue_events(struct gw *g, struct gw_req *r)
 {
+	if (r->foreign)
+		return foreign_queue(g, r);
 	char qid[FS_UUID_LEN + 1];
 	gw_queue_id(r->sku, r->buyer, qid);
 	struct gw_entry *e = gw_cache_get(&g->cache, qid, GW_K_QUEUE);
@@ -1123,6 +1312,8 @@ static bool checked(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 	}
 	if ((r->route == GW_CONFIRM || r->route == GW_CART_CONFIRM) && !payment_ok(g, r, rc))
 		return false;
+	if (!proven(g, r, rc))
+		return false;
 	if (r->route == GW_QUEUE &&
 	    gw_wait_ms(MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait"),
 		       header(r, "Prefer"), g->cfg.http_wait_max_ms, &r->wait_ms) < 0) {
@@ -1153,6 +1344,8 @@ static enum MHD_Result step(struct gw *g, struct gw_req *r)
 {
 	enum MHD_Result rc;
 	if (r->phase == GW_PH_NEW && !checked(g, r, &rc))
+		return rc;
+	if (!own(g, r, &rc))
 		return rc;
 	if (r->phase == GW_PH_PUBLISHING) {
 		if (!r->pub_done)

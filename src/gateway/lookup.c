@@ -160,7 +160,9 @@ static int query_cart(PGconn *c, const char *id, enum gw_kind kind, struct found
 	const char *p[] = {id, types[kind]};
 	PGresult *r = PQexecParams(
 		c,
-		"SELECT payload, part, off, payload->>'type', payload->>'outcome' FROM cart_out "
+		"SELECT payload, part, off, payload->>'type', payload->>'outcome', "
+		"coalesce((SELECT c.buyer_id FROM carts c WHERE c.cart_id::text = $1 LIMIT 1), '') "
+		"FROM cart_out "
 		"WHERE msg_key = $1 AND to_topic = 'results' AND (payload->>'type' = $2 OR ($2 = "
 		"'cart' AND payload->>'type' IN ('cart_confirm', 'cart_cancel', 'cart_expire') AND "
 		"payload->>'outcome' IN ('confirmed', 'confirmed_late', 'cancelled', 'expired', "
@@ -187,6 +189,8 @@ static int query_cart(PGconn *c, const char *id, enum gw_kind kind, struct found
 	}
 	f->decision = strdup(PQgetvalue(r, decision, 0));
 	f->provisional = strcmp(PQgetvalue(r, decision, 4), "unknown_intent") == 0;
+	/* Whose cart it is (issue 48, item 2): only that buyer reads it. */
+	snprintf(f->buyer, sizeof f->buyer, "%s", PQgetvalue(r, decision, 5));
 	f->part = (int32_t)strtol(PQgetvalue(r, decision, 1), NULL, 10);
 	f->off = strtoll(PQgetvalue(r, decision, 2), NULL, 10);
 	if (event >= 0) {
@@ -327,6 +331,10 @@ static void take_found(struct gw_entry *e, enum gw_kind kind, const struct found
 		gw_entry_event(e, "decided", f->part, f->off, f->decision);
 	if (f->event)
 		gw_entry_event(e, f->event_name, f->part, f->event_off, f->event);
+	/* Whose it is (issue 48, item 2): only that buyer reads it. */
+	if ((kind == GW_K_BUY || kind == GW_K_CART) && !e->owner[0] && f->buyer[0] &&
+	    e->state == GW_S_DECIDED)
+		snprintf(e->owner, sizeof e->owner, "%s", f->buyer);
 	/* A buy decided through another door: its fingerprint is its own record's (issue 47,
 	 * item 6), so that a POST of another body with its id is told apart. */
 	if (kind == GW_K_BUY && e->fp == 0 && f->buyer[0] && e->state == GW_S_DECIDED &&

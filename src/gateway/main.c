@@ -193,6 +193,10 @@ int main(int argc, char **argv)
 	}
 	if (payment_start(&g) != 0)
 		return 2;
+	if (gw_auth_start(&g, err, sizeof err) < 0) {
+		fs_error("%s", err);
+		return 2;
+	}
 	int rc = gw_kafka_start(&g, err, sizeof err);
 	if (rc == -EINVAL) {
 		fprintf(stderr, "flashsale-gateway: %s\n", err);
@@ -240,5 +244,6 @@ int main(int argc, char **argv)
 	fs_keyring_wipe(&g.keys);
 	fs_keyring_wipe(&g.pay_keys);
 	free(g.page);
+	gw_jwt_keys_free(&g.jwt);
 	return rc == 0 && !gw_kafka_auth_failed() ? 0 : 1;
 }

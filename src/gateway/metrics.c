@@ -126,6 +126,16 @@ static void counters_text(struct gw *g, struct fs_buf *b)
 		fs_prom_int(b, "flashsale_gateway_payment_refusals_total", why, 1,
 			    atomic_load(&s->pay_refused[v]));
 	}
+	fs_prom_family(b, "flashsale_gateway_auth_refusals_total", "counter",
+		       "Buyer requests refused for their bearer token (401) or for naming another "
+		       "buyer than its sub (403 other_buyer), nothing published, by reason.");
+	for (int v = GW_JWT_OK; v < GW_JWT_VERDICTS; v++) {
+		struct fs_prom_label why[] = {
+			{"reason",
+			 v == GW_JWT_OK ? "other_buyer" : gw_jwt_reason((enum gw_jwt_verdict)v)}};
+		fs_prom_int(b, "flashsale_gateway_auth_refusals_total", why, 1,
+			    atomic_load(&s->auth_refused[v]));
+	}
 }
 
 /* The tables and queues and their bounds (issue 48, item 5): a full one fails /readyz. */

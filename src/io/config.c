@@ -121,6 +121,23 @@ static const struct key keys[] = {
 	    "(gateway) A file holding the admin token (its one line; e.g. `openssl rand -hex 16 "
 	    ">FILE`), read when the key is set: a regular file owned by the process's user, mode "
 	    "0600 or stricter, or start-up stops. Sets admin.token."),
+	STR(auth_mode, "jwt",
+	    "(gateway) How buyers are proven (issue 48): `jwt`, a buyer is the `sub` of a verified "
+	    "`Authorization: Bearer` JSON Web Token (auth.jwt.keys, auth.jwt.pubkeys); `off`, "
+	    "whoever the body or path names (a demo's or a test's: refused at start unless "
+	    "`listen` is a loopback address, and warned of)."),
+	STR(auth_jwt_keys, "",
+	    "(gateway) HS256 keys of the buyers' tokens: a file of `KID SECRET` lines (SECRET 64 "
+	    "to 128 hex digits; the key ring's format, admission.keys), mode 0600; a token's "
+	    "`kid` picks its key (docs/reference/security.md)."),
+	STR(auth_jwt_pubkeys, "",
+	    "(gateway) Public keys of the buyers' tokens, so that the shop keeps its signing key: "
+	    "a file of blocks, a `kid KID` line then a PEM public key (`openssl pkey -pubout`): "
+	    "P-256 for ES256, Ed25519 for EdDSA; not writable by group or others."),
+	STR(auth_jwt_audience, "",
+	    "(gateway) When set, a buyer's token must name it in `aud` (a string or an array)."),
+	INT(auth_jwt_leeway_s, 0, 300, "30",
+	    "(gateway) Clock skew allowed on a token's exp, nbf and iat, in seconds."),
 	STR(gateway_pg, "",
 	    "(gateway) libpq connection string of the gateway's own read-only role (it only "
 	    "reads decisions, carts and rooms): scripts/services makes `flashsale_gateway`, "
@@ -249,6 +266,12 @@ static int set_key(struct fs_config *c, const struct key *k, const char *value, 
 		    strcmp(value, "debug") != 0) {
 			snprintf(err, FS_CONF_ERR_MAX,
 				 "%s: log.level: '%s' is not one of error, warn, info, debug",
+				 source, value);
+			return -EINVAL;
+		}
+		if (strcmp(k->name, "auth_mode") == 0 && strcmp(value, "jwt") != 0 &&
+		    strcmp(value, "off") != 0) {
+			snprintf(err, FS_CONF_ERR_MAX, "%s: auth.mode: '%s' is not one of jwt, off",
 				 source, value);
 			return -EINVAL;
 		}

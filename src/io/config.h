@@ -71,6 +71,12 @@ struct fs_config {
 	 * buyer to (a demo's payment provider stub) */
 	char payment_secret_file[FS_CONF_STR_MAX];
 	char payment_checkout_url[256];
+	/* buyers are proven (issue 48, item 2; src/gateway/auth.h) */
+	char auth_mode[8]; /* "jwt" or "off" */
+	char auth_jwt_keys[FS_CONF_STR_MAX];
+	char auth_jwt_pubkeys[FS_CONF_STR_MAX];
+	char auth_jwt_audience[256];
+	int64_t auth_jwt_leeway_s;
 
 	/* flashsale top only (src/cli/top.c) */
 	char top_metrics[FS_CONF_STR_MAX];

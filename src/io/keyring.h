@@ -17,4 +17,9 @@ int fs_keyring_load(const char *path, struct fs_keyring *kr, char *err, size_t e
 int fs_keyring_load_named(const char *what, const char *path, struct fs_keyring *kr, char *err,
 			  size_t err_len);
 
+/* The same for another file of the key ring's format, named `what` in errors (the gateway's
+ * auth.jwt.keys, issue 48). */
+int fs_keyring_load_named(const char *path, const char *what, struct fs_keyring *kr, char *err,
+			  size_t err_len);
+
 #endif

@@ -148,7 +148,8 @@ grep -q '"status":"sold_out"' "$IT_DIR/sku-events" && grep -q '"status":"open"' 
 	fail "SKU stream: $(head -c 600 "$IT_DIR/sku-events")"
 
 # ---- the README's curl examples, as they are ----
-(cd "$IT_ROOT" && GW=$GW TOKEN=$TOKEN PAYMENT_KEYS=$IT_PAY_KEYS bash tests/clients/gateway_curl.sh) >"$IT_DIR/readme.out" 2>&1 || fail "the README's examples failed: $(cat "$IT_DIR/readme.out")"
+it_jwt_keys
+(cd "$IT_ROOT" && GW=$GW TOKEN=$TOKEN PAYMENT_KEYS=$IT_PAY_KEYS BUYER_KEYS=$IT_DIR/jwt-keys bash tests/clients/gateway_curl.sh) >"$IT_DIR/readme.out" 2>&1 || fail "the README's examples failed: $(cat "$IT_DIR/readme.out")"
 for want in '"status":"queued"' '"outcome":"held"' 'event: decided' '"outcome":"confirmed"' '"sku":"PHONE"'; do
 	grep -qF "$want" "$IT_DIR/readme.out" && say "ok: the README's examples print $want" || fail "the README's examples: no $want in $(cat "$IT_DIR/readme.out")"
 done
