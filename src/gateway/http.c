@@ -349,7 +349,7 @@ static bool buyer_is_sub(const struct gw_req *r, const char *buyer);
 static enum MHD_Result send_other_buyer(struct gw_req *r);
 static void body_buyer(const struct gw_req *r, char out[FS_BUYER_LEN_MAX + 1]);
 static enum MHD_Result foreign_queue(struct gw *g, struct gw_req *r);
-static bool room_lookup_ok(struct gw *g, struct gw_req *r, enum MHD_Result *rc);
+static enum MHD_Result queue_lookup(struct gw *g, struct gw_req *r);
 
 /* A follow-up (confirm or cancel, of a buy or a cart) is published again when retried while
  * its answer is unknown_intent, which does not use up its id at the worker, or with another
@@ -516,13 +516,7 @@ static bool own(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 static enum MHD_Result foreign_queue(struct gw *g, struct gw_req *r)
 {
 	if (r->phase == GW_PH_NEW) {
-		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
-			return send_unavailable(r, "busy", "too many lookups waiting");
-		enum MHD_Result rc;
-		if (!room_lookup_ok(g, r, &rc))
-			return rc;
-		gw_lookup(g, r, GW_K_QUEUE);
-		return MHD_YES;
+		return queue_lookup(g, r);
 	}
 	if (!r->answer)
 		return send_unavailable(r, "store_unavailable", "Postgres did not answer");
@@ -938,6 +932,19 @@ static bool room_lookup_ok(struct gw *g, struct gw_req *r, enum MHD_Result *rc)
 	return r->room_named || unknown_lookup(g, r, rc);
 }
 
+/* A queue read's first look: its room read queued for the lookup thread, within the queue's
+ * bound and the rule above. */
+static enum MHD_Result queue_lookup(struct gw *g, struct gw_req *r)
+{
+	if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
+		return send_unavailable(r, "busy", "too many lookups waiting");
+	enum MHD_Result rc;
+	if (!room_lookup_ok(g, r, &rc))
+		return rc;
+	gw_lookup(g, r, GW_K_QUEUE);
+	return MHD_YES;
+}
+
 /* GET /v1/skus/{sku}/queue/{buyer}[?wait=S]: an admission in memory, else the lookup thread
  * reads the room (lookup.c); a waiting buyer's long-poll then waits for the admission's result
  * (the timer ends it with the place the lookup read). */
@@ -954,13 +961,7 @@ static enum MHD_Result get_queue(struct gw *g, struct gw_req *r)
 		return send_admission(r, e);
 	}
 	if (r->phase == GW_PH_NEW) {
-		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
-			return send_unavailable(r, "busy", "too many lookups waiting");
-		enum MHD_Result rc;
-		if (!room_lookup_ok(g, r, &rc))
-			return rc;
-		gw_lookup(g, r, GW_K_QUEUE);
-		return MHD_YES;
+		return queue_lookup(g, r);
 	}
 	if (!r->answer)
 		return send_unavailable(r, "store_unavailable", "Postgres did not answer");
@@ -991,13 +992,7 @@ static enum MHD_Result queue_events(struct gw *g, struct gw_req *r)
 	struct gw_entry *e = gw_cache_get(&g->cache, qid, GW_K_QUEUE);
 	bool admitted = e && e->state == GW_S_DECIDED;
 	if (r->phase == GW_PH_NEW && !admitted) {
-		if (g->lookup_len >= GW_LOOKUP_QUEUE_MAX)
-			return send_unavailable(r, "busy", "too many lookups waiting");
-		enum MHD_Result rc;
-		if (!room_lookup_ok(g, r, &rc))
-			return rc;
-		gw_lookup(g, r, GW_K_QUEUE);
-		return MHD_YES;
+		return queue_lookup(g, r);
 	}
 	if (!admitted && !r->answer)
 		return send_unavailable(r, "store_unavailable", "Postgres did not answer");

@@ -276,6 +276,19 @@ static int resolve_unknown(struct worker *w, struct part *p, struct fs_store *at
 	return rc;
 }
 
+/* The partition's state loaded again from the truth: 0 to decide again; -1 when the load
+ * failed, or when another worker moved the offset meanwhile (fenced, logged). */
+static int reload_unfenced(struct worker *w, struct part *p, int64_t expected)
+{
+	if (part_load(w, p) < 0)
+		return -1;
+	if (p->meta.next_offset != expected) {
+		part_fenced(w, p, expected);
+		return -1;
+	}
+	return 0;
+}
+
 /* Not committed (rc): the core's state moved while deciding; count it, wait the backoff and
  * reload the state from the truth. 0: decide again; -1: shutting down, or fenced meanwhile. */
 static int before_redo(struct worker *w, struct part *p, const struct fs_store *att, int rc,
@@ -302,13 +315,7 @@ static int before_redo(struct worker *w, struct part *p, const struct fs_store *
 	}
 	if (rc != COMMIT_AGAIN)
 		wio_sleep_ms(w->io, *backoff);
-	if (part_load(w, p) < 0)
-		return -1;
-	if (p->meta.next_offset != expected) {
-		part_fenced(w, p, expected);
-		return -1;
-	}
-	return 0;
+	return reload_unfenced(w, p, expected);
 }
 
 /* b, decided in line on the partition's state, is committed: remember, answer, move on. */
@@ -435,13 +442,7 @@ static int lone_woken(struct worker *w, struct part *p, struct fs_batch *b, stru
 			(*added)++;
 		}
 	}
-	if (part_load(w, p) < 0)
-		return -1;
-	if (p->meta.next_offset != expected) {
-		part_fenced(w, p, expected);
-		return -1;
-	}
-	return 0;
+	return reload_unfenced(w, p, expected);
 }
 
 /* Which expiries the next attempt refuses: pin < due, due[pin] alone; then the pairs in
