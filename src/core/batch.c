@@ -339,13 +339,17 @@ static int refused_cart_msg(struct fs_batch *b, struct fs_core *core, const stru
 	return fs_cart_refuse_msg(core->carts, core, &b->exts[it->ext].msg, it->rec.offset);
 }
 
-/* An open of sku among the batch's first n items. */
-static bool opened_before(const struct fs_batch *b, uint32_t n, const char *sku)
+/* Whether the last open of sku among the batch's first n items opens it behind a waiting room
+ * (a sale without one verifies no token: its buys are never refused for one). */
+static bool opened_with_room_before(const struct fs_batch *b, uint32_t n, const char *sku)
 {
-	for (uint32_t i = 0; i < n; i++)
-		if (b->items[i].rec.kind == FS_KIND_OPEN && strcmp(b->items[i].rec.sku, sku) == 0)
-			return true;
-	return false;
+	bool room = false;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct fs_record *r = &b->items[i].rec;
+		if (r->kind == FS_KIND_OPEN && strcmp(r->sku, sku) == 0)
+			room = r->u.admission.rate_per_s > 0;
+	}
+	return room;
 }
 
 /* A new buy that may be refused for its token at clock (the log clock at its record): such a
@@ -361,7 +365,7 @@ static bool buy_may_refuse(struct fs_batch *b, const struct fs_core *core, uint3
 		return false;
 	uint32_t si = fs_core_sku_index(core, it->rec.sku);
 	if (si == FS_MAP_NONE)
-		return opened_before(b, i, it->rec.sku);
+		return opened_with_room_before(b, i, it->rec.sku);
 	const struct fs_sku *s = &core->skus[si];
 	if (!s->room)
 		return false;
