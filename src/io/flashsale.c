@@ -829,7 +829,7 @@ int flashsale_queue_get(flashsale_t *fs, const char *sku, const char *buyer_id,
 	struct fs_room_place pl;
 	int64_t i = fs_room_find(&rr.room, buyer_id);
 	fs_room_place(&rr.room, buyer_id, &pl);
-	int64_t decided_ms = i >= 0 ? rr.room.v[i].decided_ms : -1;
+	int64_t decided_ms = i >= 0 ? rr.room.v[i].minted_ms : -1; /* its token's (room.h) */
 	fs_room_read_free(&rr);
 	if (!pl.joined)
 		return -ENOENT;
