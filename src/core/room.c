@@ -256,6 +256,10 @@ int fs_room_remint(struct fs_room *r, int64_t now_ms, int64_t offset)
 	int64_t last = r->last_mint_ms;
 	if (FS_ROOM_MUTATE == 3 || last < 0 || now_ms - last < fs_room_remint_gap_ms(r))
 		return 0;
+	/* Only when someone was waiting at the last token, so that ticks were due all along: a
+	 * room that ran empty (a trickle of joiners, each admitted alone) has gaps of its own. */
+	if (r->next >= r->order_len || r->v[r->order[r->next]].joined_ms > last)
+		return 0;
 	int n = 0;
 	/* The admissions are order[0 .. next) in the order they were decided: the window's are
 	 * its end. */

@@ -106,7 +106,7 @@ int fs_room_advance(struct fs_room *r, int64_t now_ms, int64_t offset);
 /* The window of a re-mint (issue 47, item 4): a tick at least fs_room_remint_gap_ms after the
  * room's last token re-mints the admissions of the FS_ROOM_REMINT_WINDOW_MS before that token
  * (never re-minted yet). A live room (someone due) mints at least every step plus a tick
- * interval (under FS_ROOM_CATCHUP_MS): a longer gap is an outage or an idle room. The window
+ * interval (under FS_ROOM_CATCHUP_MS): a longer gap while someone waits is an outage. The window
  * covers what a worker that stopped may have left decided but not delivered (the tick it
  * appended, the batch it had not committed). */
 #define FS_ROOM_REMINT_WINDOW_MS 1000
@@ -116,7 +116,9 @@ int fs_room_advance(struct fs_room *r, int64_t now_ms, int64_t offset);
 int64_t fs_room_remint_gap_ms(const struct fs_room *r);
 
 /* At a tick record (offset) at the log clock now_ms, before fs_room_advance: when now_ms is at
- * least the gap after the room's last token (r->last_mint_ms), every admission decided within
+ * least the gap after the room's last token (r->last_mint_ms) and the queue's front joined at
+ * or before that token (someone was due all along: the gap is an outage, not an empty room),
+ * every admission decided within
  * FS_ROOM_REMINT_WINDOW_MS before it, not re-minted before, gets a token minted now
  * (minted_ms, minted_off; its slot, not-before and decision unchanged: not a new admission,
  * INV-9 unchanged), is marked dirty and appended to r->admitted (a new admission result).

@@ -1007,7 +1007,8 @@ static const struct ss_join *join_row(const struct sim_store *s, const char *sku
 /* The re-mints of a room's tokens (issue 47 item 4), from the log and the admissions alone:
  * at each tick record j of the sale, not closed (closed(j)), in log order, whose clock is at
  * least G = min(ceil(step / 1000) + FS_ROOM_CATCHUP_MS, token_ms) after the room's last token
- * (L: its latest mint), every admission decided at an earlier record, within
+ * (L: its latest mint), while the queue's front joined at or before L, every admission decided
+ * at an earlier record, within
  * FS_ROOM_REMINT_WINDOW_MS before L and never re-minted, gets its token minted at j; then j's
  * own admissions mint at j. */
 static void model_remints(struct sim_world *W, const struct sim_log *log, const struct ss_sku *k,
@@ -1025,8 +1026,15 @@ static void model_remints(struct sim_world *W, const struct sim_log *log, const 
 		if (log->recs.v[j].parsed.kind != FS_KIND_TICK || (int64_t)j > o_close ||
 		    (k->closes_at_ms && ts >= k->closes_at_ms))
 			continue;
-		bool any = false;
-		for (size_t q = 0; last >= 0 && ts - last >= gap && q < n; q++) {
+		bool any = false, due = false;
+		/* the queue's front at j (the first not admitted before j): joined at or before
+		 * the last token (someone waited all along) */
+		for (size_t q = 0; q < n; q++)
+			if (!(e[q].admitted && e[q].decided_off < (int64_t)j)) {
+				due = e[q].off < (int64_t)j && e[q].joined_ms <= last;
+				break;
+			}
+		for (size_t q = 0; due && last >= 0 && ts - last >= gap && q < n; q++) {
 			struct want_entry *x = &e[q];
 			if (!x->admitted || x->decided_off >= (int64_t)j ||
 			    x->decided_ms < last - FS_ROOM_REMINT_WINDOW_MS ||
