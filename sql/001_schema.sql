@@ -332,3 +332,8 @@ ALTER TABLE partitions ADD COLUMN IF NOT EXISTS n_joins bigint NOT NULL DEFAULT 
 -- The admitted buyer's token as the worker's admission result gave it (issue 47 item 1): a
 -- gateway or client that missed the result hands out this one, never a token of its own.
 ALTER TABLE room_joins ADD COLUMN IF NOT EXISTS token text;
+-- The tick that minted that token and its clock (issue 47 item 4): the admission's, or a later
+-- tick's that re-minted it after a gap (docs/DESIGN-NOTES.md, "After an outage"); the token
+-- ends at minted_ms + the sale's token_ms. NULL in rows written before: the admission's.
+ALTER TABLE room_joins ADD COLUMN IF NOT EXISTS minted_ms bigint;
+ALTER TABLE room_joins ADD COLUMN IF NOT EXISTS minted_off bigint;

@@ -148,11 +148,12 @@ static const struct check checks[] = {
 	{"INV-9",
 	 "no buy of a sale behind a waiting room won without its buyer's admission, live at the "
 	 "buy",
-	 "SELECT d.intent_id, d.sku, d.buyer_id, d.decided_at_ms, j.admitted_ms, j.decided_ms + "
-	 "k.token_ms AS token_end FROM decisions d JOIN skus k ON k.sku = d.sku AND k.admit_rate > "
-	 "0 LEFT JOIN room_joins j ON j.sku = d.sku AND j.buyer_id = d.buyer_id WHERE d.kind = 1 "
-	 "AND d.outcome = 'held' AND (j.admitted_ms IS NULL OR d.decided_at_ms < j.admitted_ms OR "
-	 "d.decided_at_ms >= j.decided_ms + k.token_ms) LIMIT 20"},
+	 "SELECT d.intent_id, d.sku, d.buyer_id, d.decided_at_ms, j.admitted_ms, "
+	 "coalesce(j.minted_ms, j.decided_ms) + k.token_ms AS token_end FROM decisions d JOIN skus "
+	 "k ON k.sku = d.sku AND k.admit_rate > 0 LEFT JOIN room_joins j ON j.sku = d.sku AND "
+	 "j.buyer_id = d.buyer_id WHERE d.kind = 1 AND d.outcome = 'held' AND (j.admitted_ms IS "
+	 "NULL OR d.decided_at_ms < j.admitted_ms OR d.decided_at_ms >= coalesce(j.minted_ms, "
+	 "j.decided_ms) + k.token_ms) LIMIT 20"},
 	{"INV-9",
 	 "no waiting room admits faster than its rate (any two admissions i < j: (j - i) * step "
 	 "<= (a_j - a_i) * 1000 + 999 microseconds)",

@@ -493,7 +493,7 @@ static void compare_counters(struct rp *rp, int part, struct rp_part *p, const c
 }
 
 /* The waiting rooms' rows (issue 33) against the replay's rooms: every entry, its join and
- * its admission (slot, clock, record). */
+ * its admission (slot, clock, record) and its token's mint (clock, record). */
 static void compare_rooms(struct rp *rp, int part, struct rp_part *p, const char *const prm[1])
 {
 	PGresult *r = PQexecParams(rp->pg,
@@ -518,11 +518,11 @@ static void compare_rooms(struct rp *rp, int part, struct rp_part *p, const char
 			continue;
 		}
 		const struct fs_room_entry *e = &k->room->v[at];
-		const int64_t have[] = {pg.offset,	pg.joined_ms,  pg.early,
-					pg.admitted_ms, pg.decided_ms, pg.decided_off};
-		const int64_t want[] = {e->offset,	e->joined_ms,  e->early,
-					e->admitted_ms, e->decided_ms, e->decided_off};
-		for (int c = 0; c < 6; c++)
+		const int64_t have[] = {pg.offset,     pg.joined_ms,   pg.early,     pg.admitted_ms,
+					pg.decided_ms, pg.decided_off, pg.minted_ms, pg.minted_off};
+		const int64_t want[] = {e->offset,     e->joined_ms,   e->early,     e->admitted_ms,
+					e->decided_ms, e->decided_off, e->minted_ms, e->minted_off};
+		for (int c = 0; c < 8; c++)
 			check_int(rp, part, -1, what, have[c], want[c]);
 	}
 	PQclear(r);

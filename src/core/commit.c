@@ -175,8 +175,9 @@ static void add_sku(struct fs_tx *t, const struct fs_sku *v)
 	};
 }
 
-/* An admitted entry's token: the one its admission result carries (publisher.c mints the
- * same bytes from the same ring and claims; the token's end as core.c's join_answer). */
+/* An admitted entry's token: the one its latest admission result carries (publisher.c mints
+ * the same bytes from the same ring and claims); it ends at its mint's clock plus the life
+ * (the admission's, or a re-mint's: room.h, fs_room_remint). */
 static void join_token(struct fs_tx_join *j, const struct fs_core *core, const struct fs_sku *s)
 {
 	const struct fs_room_entry *e = j->e;
@@ -184,7 +185,7 @@ static void join_token(struct fs_tx_join *j, const struct fs_core *core, const s
 	if (e->admitted_ms < 0 || !core->keys)
 		return;
 	int64_t life = s->admission.token_ms;
-	int64_t exp = e->decided_ms > INT64_MAX - life ? INT64_MAX : e->decided_ms + life;
+	int64_t exp = e->minted_ms > INT64_MAX - life ? INT64_MAX : e->minted_ms + life;
 	if (fs_token_mint(core->keys, s->sku, e->buyer_id, e->admitted_ms, exp, j->token) < 0)
 		j->token[0] = '\0';
 }

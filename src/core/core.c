@@ -616,14 +616,18 @@ void fs_core_advance(struct fs_core *c, int64_t ts_ms, int64_t offset)
  * (issue 47, item 4): a tick is appended by a worker that has read its partition to the end,
  * so its stamp is close to when it is decided, and a token that ends at the tick's clock plus
  * its life reaches its buyer with that life ahead. A buyer's record can be decided long after
- * its stamp (a backlog after an outage): tokens admitted there were dead on arrival. A closed
- * sale admits no one. */
+ * its stamp (a backlog after an outage): tokens admitted there were dead on arrival. A tick a
+ * stopped worker appended is decided late all the same: the next tick after the gap re-mints
+ * its tokens (fs_room_remint). A closed sale admits no one. */
 static void admit_at_tick(struct fs_core *c, int64_t offset)
 {
 	for (uint32_t k = 0; k < c->room_skus_len; k++) {
 		const struct fs_sku *s = &c->skus[c->room_skus[k]];
-		if (!sku_closed(c, s))
-			fs_room_advance(s->room, c->clock_ms, offset);
+		if (sku_closed(c, s))
+			continue;
+		/* First the re-mint of a stale tick's tokens (room.h), then this tick's own. */
+		fs_room_remint(s->room, c->clock_ms, offset);
+		fs_room_advance(s->room, c->clock_ms, offset);
 	}
 }
 

@@ -152,11 +152,18 @@ void fs_result_admitted(struct fs_buf *out, const char *sku, const struct fs_roo
 			int64_t token_ms, const char *token, int32_t partition)
 {
 	fs_buf_str(out, "{\"v\":1,\"type\":\"admission\"");
-	room_members(out, sku, e->buyer_id, token, e->admitted_ms, e->decided_ms + token_ms);
+	room_members(out, sku, e->buyer_id, token, e->admitted_ms, e->minted_ms + token_ms);
 	fs_buf_str(out, ",\"outcome\":\"admitted\"");
-	fs_buf_json_int(out, "decided_at", e->decided_ms);
+	/* A re-mint (room.h) is told at the tick that minted its token, so that a reader that
+	 * keeps the latest result per buyer (by offset) keeps the live token. */
+	fs_buf_json_int(out, "decided_at", e->minted_ms);
 	fs_buf_json_int(out, "partition", partition);
-	fs_buf_json_int(out, "offset", e->decided_off);
+	fs_buf_json_int(out, "offset", e->minted_off);
+	if (e->minted_off != e->decided_off) {
+		fs_buf_str(out, ",\"reminted\":true");
+		fs_buf_json_int(out, "admitted_at", e->decided_ms);
+		fs_buf_json_int(out, "admitted_offset", e->decided_off);
+	}
 	fs_buf_str(out, "}");
 }
 

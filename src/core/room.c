@@ -10,7 +10,8 @@
 /* For the tests only: tests/meson.build builds this file again with FS_ROOM_MUTATE set, and
  * test_room must fail: 1 draws in join order whatever the sale asked (a draw that rewards the
  * fastest connection); 2 has no catch-up bound (every slot a gap passed admitted at once, as
- * before issue 47), which the simulator's check_room must catch too. */
+ * before issue 47), which the simulator's check_room must catch too; 3 never re-mints a stale
+ * tick's tokens (fs_room_remint), which test_room and check_room must catch. */
 #ifndef FS_ROOM_MUTATE
 #define FS_ROOM_MUTATE 0
 #endif
@@ -30,6 +31,7 @@ int fs_room_init(struct fs_room *r, const struct fs_admission *adm, int64_t open
 	r->adm = *adm;
 	r->opens_at_ms = opens_at_ms;
 	r->credit_us = opens_at_ms * 1000;
+	r->last_mint_ms = -1;
 	return 0;
 }
 
@@ -118,7 +120,7 @@ static int add_entry(struct fs_room *r, const char *buyer_id, int64_t offset, in
 	e->offset = offset;
 	e->joined_ms = joined_ms;
 	e->early = early;
-	e->admitted_ms = e->decided_ms = e->decided_off = -1;
+	e->admitted_ms = e->decided_ms = e->decided_off = e->minted_ms = e->minted_off = -1;
 	if (early && r->adm.draw == FS_DRAW_RANDOM)
 		e->rank = fs_draw_rank(r->adm.seed, buyer_id);
 	if (fs_map_put(&r->index, buyer_hash(buyer_id), i) < 0)
@@ -193,6 +195,14 @@ static int64_t slot_at(const struct fs_room *r, int64_t now_ms)
 	return slot > floor || FS_ROOM_MUTATE == 2 ? slot : floor;
 }
 
+static void mark_dirty(struct fs_room *r, uint32_t i)
+{
+	if (!r->v[i].dirty) {
+		r->v[i].dirty = true;
+		r->dirty[r->dirty_len++] = i;
+	}
+}
+
 void fs_room_draw_at(struct fs_room *r, int64_t now_ms)
 {
 	if (!r->drawn && now_ms >= r->opens_at_ms)
@@ -214,14 +224,61 @@ int fs_room_advance(struct fs_room *r, int64_t now_ms, int64_t offset)
 		e->admitted_ms = slot / 1000;
 		e->decided_ms = now_ms;
 		e->decided_off = offset;
+		e->minted_ms = now_ms;
+		e->minted_off = offset;
+		r->last_mint_ms = now_ms;
 		r->credit_us = slot + step_us(r);
-		if (!e->dirty) {
-			e->dirty = true;
-			r->dirty[r->dirty_len++] = i;
-		}
+		mark_dirty(r, i);
 		r->admitted[r->admitted_len++] = i;
 		n++;
 	}
+	return n;
+}
+
+int64_t fs_room_remint_gap_ms(const struct fs_room *r)
+{
+	int64_t gap = (step_us(r) + 999) / 1000 + FS_ROOM_CATCHUP_MS;
+	return r->adm.token_ms < gap ? r->adm.token_ms : gap;
+}
+
+/* Whether entry i is in r->admitted already (admitted or re-minted since the last commit):
+ * one admission result then tells its latest token. */
+static bool in_admitted(const struct fs_room *r, uint32_t i)
+{
+	for (uint32_t k = 0; k < r->admitted_len; k++)
+		if (r->admitted[k] == i)
+			return true;
+	return false;
+}
+
+int fs_room_remint(struct fs_room *r, int64_t now_ms, int64_t offset)
+{
+	int64_t last = r->last_mint_ms;
+	if (FS_ROOM_MUTATE == 3 || last < 0 || now_ms - last < fs_room_remint_gap_ms(r))
+		return 0;
+	/* Only when someone was waiting at the last token, so that ticks were due all along: a
+	 * room that ran empty (a trickle of joiners, each admitted alone) has gaps of its own. */
+	if (r->next >= r->order_len || r->v[r->order[r->next]].joined_ms > last)
+		return 0;
+	int n = 0;
+	/* The admissions are order[0 .. next) in the order they were decided: the window's are
+	 * its end. */
+	for (uint32_t k = r->next; k-- > 0;) {
+		uint32_t i = r->order[k];
+		struct fs_room_entry *e = &r->v[i];
+		if (e->decided_ms < last - FS_ROOM_REMINT_WINDOW_MS)
+			break;
+		if (e->minted_off != e->decided_off)
+			continue; /* re-minted once already */
+		e->minted_ms = now_ms;
+		e->minted_off = offset;
+		mark_dirty(r, i);
+		if (!in_admitted(r, i))
+			r->admitted[r->admitted_len++] = i;
+		n++;
+	}
+	if (n)
+		r->last_mint_ms = now_ms;
 	return n;
 }
 
@@ -277,7 +334,9 @@ int fs_room_load(struct fs_room *r, const struct fs_room_entry *e)
 {
 	if ((r->len && e->offset <= r->v[r->len - 1].offset) || fs_room_find(r, e->buyer_id) >= 0 ||
 	    (e->admitted_ms >= 0) != (e->decided_ms >= 0) ||
-	    (e->admitted_ms >= 0) != (e->decided_off >= 0))
+	    (e->admitted_ms >= 0) != (e->decided_off >= 0) ||
+	    (e->admitted_ms >= 0 &&
+	     (e->minted_ms < e->decided_ms || e->minted_off < e->decided_off)))
 		return -EINVAL;
 	int i = add_entry(r, e->buyer_id, e->offset, e->joined_ms, e->early);
 	if (i < 0)
@@ -285,6 +344,10 @@ int fs_room_load(struct fs_room *r, const struct fs_room_entry *e)
 	r->v[i].admitted_ms = e->admitted_ms < 0 ? -1 : e->admitted_ms;
 	r->v[i].decided_ms = e->decided_ms < 0 ? -1 : e->decided_ms;
 	r->v[i].decided_off = e->decided_off < 0 ? -1 : e->decided_off;
+	r->v[i].minted_ms = e->admitted_ms < 0 ? -1 : e->minted_ms;
+	r->v[i].minted_off = e->admitted_ms < 0 ? -1 : e->minted_off;
+	if (r->v[i].minted_ms > r->last_mint_ms)
+		r->last_mint_ms = r->v[i].minted_ms;
 	r->v[i].stored = true;
 	return 0;
 }

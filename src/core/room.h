@@ -45,7 +45,11 @@ struct fs_room_entry {
 	int64_t admitted_ms; /* its slot's millisecond; -1 while waiting */
 	int64_t decided_ms;  /* the log clock when the admission was decided (-1 while waiting) */
 	int64_t decided_off; /* the record that moved the clock to it (-1 while waiting) */
-	bool early;	     /* joined before the draw */
+	/* Its token's: the tick that minted the token it holds (the admission's, or a re-mint's
+	 * after a gap: fs_room_remint) and its clock; the token ends at minted_ms + token_ms.
+	 * -1 while waiting. */
+	int64_t minted_ms, minted_off;
+	bool early; /* joined before the draw */
 	bool dirty;
 	bool stored;
 };
@@ -64,6 +68,7 @@ struct fs_room {
 	uint32_t *pos;	   /* entry -> its index in order, once drawn */
 	void *scratch;	   /* the draw's sort, sized with the entries: the draw never allocates */
 	int64_t credit_us; /* the next slot, in log-clock microseconds */
+	int64_t last_mint_ms; /* the latest minted_ms of its entries; -1 before any admission */
 	/* changed since the last commit: entries (joined or admitted), admissions in order */
 	uint32_t *dirty;
 	uint32_t dirty_len, dirty_cap;
@@ -97,6 +102,29 @@ void fs_room_draw_at(struct fs_room *r, int64_t now_ms);
  * more. The core calls it at the worker's tick records only (core.h). Returns the number
  * admitted. Never allocates. */
 int fs_room_advance(struct fs_room *r, int64_t now_ms, int64_t offset);
+
+/* The window of a re-mint (issue 47, item 4): a tick at least fs_room_remint_gap_ms after the
+ * room's last token re-mints the admissions of the FS_ROOM_REMINT_WINDOW_MS before that token
+ * (never re-minted yet). A live room (someone due) mints at least every step plus a tick
+ * interval (under FS_ROOM_CATCHUP_MS): a longer gap while someone waits is an outage. The window
+ * covers what a worker that stopped may have left decided but not delivered (the tick it
+ * appended, the batch it had not committed). */
+#define FS_ROOM_REMINT_WINDOW_MS 1000
+
+/* The gap that makes a tick re-mint: step (in ms, rounded up) + FS_ROOM_CATCHUP_MS, or the
+ * token's life if shorter (so that a token not re-minted still has life ahead). */
+int64_t fs_room_remint_gap_ms(const struct fs_room *r);
+
+/* At a tick record (offset) at the log clock now_ms, before fs_room_advance: when now_ms is at
+ * least the gap after the room's last token (r->last_mint_ms) and the queue's front joined at
+ * or before that token (someone was due all along: the gap is an outage, not an empty room),
+ * every admission decided within
+ * FS_ROOM_REMINT_WINDOW_MS before it, not re-minted before, gets a token minted now
+ * (minted_ms, minted_off; its slot, not-before and decision unchanged: not a new admission,
+ * INV-9 unchanged), is marked dirty and appended to r->admitted (a new admission result).
+ * So the buyers of a tick decided late (a stale tick after an outage) receive a live token.
+ * Returns the number re-minted. Never allocates. */
+int fs_room_remint(struct fs_room *r, int64_t now_ms, int64_t offset);
 
 /* The buyer's entry index, or -1 when not joined. */
 int64_t fs_room_find(const struct fs_room *r, const char *buyer_id);

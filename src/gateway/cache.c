@@ -163,6 +163,10 @@ struct gw_entry *gw_cache_put(struct gw_cache *c, const char *id, enum gw_kind k
  * effect on another (the follow-up sent again with the buy's right SKU: issue 47, item 2). */
 static bool gives_way(const struct gw_entry *e, int32_t part, int64_t off, bool provisional)
 {
+	/* A buyer's admission gives way to a later one of its partition: a re-mint of its token
+	 * after a gap (issue 47 item 4, src/core/room.h), told at the tick that minted it. */
+	if (e->kind == GW_K_QUEUE && part == e->part)
+		return off > e->off;
 	if (!e->provisional)
 		return false;
 	if (part == e->part)

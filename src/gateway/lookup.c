@@ -309,7 +309,7 @@ static int query_queue(PGconn *c, struct gw *g, const char *sku, bool named, con
 			}
 		} else {
 			*status = 200;
-			int64_t exp = rr->room.v[i].decided_ms + rr->token_ms;
+			int64_t exp = rr->room.v[i].minted_ms + rr->token_ms; /* room.h */
 			o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "sku", sku, "buyer_id",
 				      buyer, "status", "admitted", "position",
 				      (json_int_t)pl.position, "not_before",

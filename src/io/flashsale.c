@@ -829,7 +829,7 @@ int flashsale_queue_get(flashsale_t *fs, const char *sku, const char *buyer_id,
 	struct fs_room_place pl;
 	int64_t i = fs_room_find(&rr.room, buyer_id);
 	fs_room_place(&rr.room, buyer_id, &pl);
-	int64_t decided_ms = i >= 0 ? rr.room.v[i].decided_ms : -1;
+	int64_t minted_ms = i >= 0 ? rr.room.v[i].minted_ms : -1; /* its latest token's mint */
 	fs_room_read_free(&rr);
 	if (!pl.joined)
 		return -ENOENT;
@@ -844,7 +844,7 @@ int flashsale_queue_get(flashsale_t *fs, const char *sku, const char *buyer_id,
 	}
 	snprintf(out->status, sizeof out->status, "admitted");
 	out->not_before = pl.admitted_ms;
-	out->expires_at = decided_ms + rr.token_ms; /* the token's end (room.c) */
+	out->expires_at = minted_ms + rr.token_ms; /* its latest token's end (room.h) */
 	/* The worker's token, kept in the row (never one minted here: issue 47 item 1). */
 	const char *p[] = {sku, buyer_id};
 	PGresult *r = query_row(fs, c,

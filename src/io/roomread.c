@@ -102,6 +102,8 @@ void fs_room_entry_of_row(const PGresult *r, int row, int col, struct fs_room_en
 	e->admitted_ms = num(r, row, col + 4);
 	e->decided_ms = num(r, row, col + 5);
 	e->decided_off = num(r, row, col + 6);
+	e->minted_ms = num(r, row, col + 7);
+	e->minted_off = num(r, row, col + 8);
 }
 
 void fs_room_read_free(struct fs_room_read *r)

@@ -30,7 +30,8 @@ void fs_room_read_free(struct fs_room_read *r);
  * an entry from them: row `row` of r, starting at column col. */
 #define FS_ROOM_ENTRY_COLUMNS                                                                      \
 	"buyer_id, off, joined_ms, early, coalesce(admitted_ms, -1), coalesce(decided_ms, -1), "   \
-	"coalesce(decided_off, -1)"
+	"coalesce(decided_off, -1), coalesce(minted_ms, decided_ms, -1), "                         \
+	"coalesce(minted_off, decided_off, -1)"
 void fs_room_entry_of_row(const PGresult *r, int row, int col, struct fs_room_entry *e);
 
 #endif

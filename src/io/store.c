@@ -287,12 +287,10 @@ static int load_rooms(struct fs_store *s, const char *part, struct fs_core *core
 	if (core->room_skus_len == 0)
 		return 0;
 	const char *p[] = {part};
-	PGresult *r =
-		exec(s,
-		     "SELECT sku, buyer_id, off, joined_ms, early, coalesce(admitted_ms, -1), "
-		     "coalesce(decided_ms, -1), coalesce(decided_off, -1) FROM room_joins "
-		     "WHERE part = $1 ORDER BY sku, off",
-		     1, p, PGRES_TUPLES_OK);
+	PGresult *r = exec(s,
+			   "SELECT sku, " FS_ROOM_ENTRY_COLUMNS " FROM room_joins "
+			   "WHERE part = $1 ORDER BY sku, off",
+			   1, p, PGRES_TUPLES_OK);
 	if (!r)
 		return -EIO;
 	int rc = 0;
@@ -1158,22 +1156,23 @@ static void add_joins(struct fs_store *s, const struct fs_tx *t, struct step *st
 			fs_arr_text(buyer, e->buyer_id);
 			fs_arr_text(early, e->early ? "t" : "f");
 			fs_arr_text(tok, j->token);
-			/* 5 numbers a row (a flat array: -1 for none) */
-			int64_t v[] = {e->offset, e->joined_ms, e->admitted_ms, e->decided_ms,
-				       e->decided_off};
-			for (int n = 0; n < 5; n++)
+			/* 7 numbers a row (a flat array: -1 for none) */
+			int64_t v[] = {e->offset,      e->joined_ms, e->admitted_ms, e->decided_ms,
+				       e->decided_off, e->minted_ms, e->minted_off};
+			for (int n = 0; n < 7; n++)
 				fs_arr_int(nums, v[n]);
 			continue;
 		}
-		fs_copy_row(copy, 10);
+		fs_copy_row(copy, 12);
 		fs_copy_text(copy, j->sku);
 		fs_copy_text(copy, e->buyer_id);
 		fs_copy_int4(copy, t->cas.partition);
 		fs_copy_int8(copy, e->offset);
 		fs_copy_int8(copy, e->joined_ms);
 		fs_copy_bool(copy, e->early);
-		const int64_t v[] = {e->admitted_ms, e->decided_ms, e->decided_off};
-		for (int n = 0; n < 3; n++) {
+		const int64_t v[] = {e->admitted_ms, e->decided_ms, e->decided_off, e->minted_ms,
+				     e->minted_off};
+		for (int n = 0; n < 5; n++) {
 			if (admitted)
 				fs_copy_int8(copy, v[n]);
 			else
@@ -1192,14 +1191,16 @@ static void add_joins(struct fs_store *s, const struct fs_tx *t, struct step *st
 	struct step *x = &st[(*k)++];
 	x->what = "room_joins";
 	x->sql = "INSERT INTO room_joins (sku, buyer_id, part, off, joined_ms, early, admitted_ms, "
-		 "decided_ms, decided_off, token) SELECT u.sku, u.buyer, $1::int, n.v[1], n.v[2], "
-		 "u.early, nullif(n.v[3], -1), nullif(n.v[4], -1), nullif(n.v[5], -1), "
-		 "nullif(u.token, '') FROM unnest($2::text[], $3::text[], $5::bool[], $6::text[]) "
+		 "decided_ms, decided_off, minted_ms, minted_off, token) SELECT u.sku, u.buyer, "
+		 "$1::int, n.v[1], n.v[2], u.early, nullif(n.v[3], -1), nullif(n.v[4], -1), "
+		 "nullif(n.v[5], -1), nullif(n.v[6], -1), nullif(n.v[7], -1), nullif(u.token, '') "
+		 "FROM unnest($2::text[], $3::text[], $5::bool[], $6::text[]) "
 		 "WITH ORDINALITY AS u(sku, buyer, early, token, i) JOIN LATERAL "
-		 "(SELECT ($4::int8[])[(u.i - 1) * 5 + 1 : u.i * 5] AS v) n ON true JOIN skus k ON "
+		 "(SELECT ($4::int8[])[(u.i - 1) * 7 + 1 : u.i * 7] AS v) n ON true JOIN skus k ON "
 		 "k.sku = u.sku AND k.part = $1::int ON CONFLICT (sku, buyer_id) DO UPDATE SET "
 		 "admitted_ms = EXCLUDED.admitted_ms, decided_ms = EXCLUDED.decided_ms, "
-		 "decided_off = EXCLUDED.decided_off, token = EXCLUDED.token";
+		 "decided_off = EXCLUDED.decided_off, minted_ms = EXCLUDED.minted_ms, "
+		 "minted_off = EXCLUDED.minted_off, token = EXCLUDED.token";
 	x->nparams = 6;
 	for (size_t i = 0; i < 5; i++)
 		x->params[i + 1] = fs_buf_cstr(all[i]);
@@ -1470,7 +1471,7 @@ static int send_copies(struct fs_store *s, bool begin, bool commit, char sqlstat
 		FS_TX_GROUPS_COPY,
 		FS_TX_OUTS_COPY,
 		"COPY room_joins (sku, buyer_id, part, off, joined_ms, early, admitted_ms, "
-		"decided_ms, decided_off, token) FROM STDIN (FORMAT binary)",
+		"decided_ms, decided_off, minted_ms, minted_off, token) FROM STDIN (FORMAT binary)",
 	};
 	const int64_t rows[TABLES] = {s->tx.decisions.len,  s->tx.n_hold_copies,
 				      s->tx.n_buyer_copies, s->tx.n_cart_copies,

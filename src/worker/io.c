@@ -231,7 +231,8 @@ static bool crash_stop; /* FLASHSALE_CRASH=stop:point[:n]: stop (SIGSTOP) instea
  * table's rows sent, its COPY still open), before_commit (the last rows sent, not the end of
  * their COPY, which COMMIT follows), commit_sent, after_commit, after_publish, in_revoke; and
  * commit_cut, where the process lives but its Postgres connection is cut with COMMIT in
- * flight (the unknown-outcome path).
+ * flight (the unknown-outcome path); after_tick, a tick record appended and delivered, not read
+ * back yet (the stale tick a stopped worker leaves: issue 47 item 4).
  * FLASHSALE_CRASH=stop:point[:n] stops the process there (SIGSTOP) instead, for fencing tests. */
 static pthread_mutex_t crash_mu = PTHREAD_MUTEX_INITIALIZER; /* committer threads call it too */
 
@@ -889,6 +890,12 @@ int wio_append_tick(struct wio *io, int32_t partition)
 		io->producer, RD_KAFKA_V_TOPIC(io->w->cfg.topic_intents),
 		RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_VALUE((void *)tick, sizeof tick - 1),
 		RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	/* The crash point after_tick: the tick on the log first, so that it is decided only by
+	 * the next owner. Armed only: the flush stalls the loop. */
+	if (!err && strcmp(crash_name, "after_tick") == 0) {
+		rd_kafka_flush(io->producer, 5000);
+		crash_at("after_tick");
+	}
 	if (!err)
 		return 0;
 	fs_warn("partition %" PRId32 ": tick: %s", partition, rd_kafka_err2str(err));

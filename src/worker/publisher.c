@@ -251,7 +251,7 @@ static void render_admissions(const struct worker *w, struct extras *ex, const s
 			const struct fs_room_entry *e = &s->room->v[s->room->admitted[i]];
 			char tok[FS_TOKEN_TEXT_MAX + 1], key[FS_ROOM_KEY_MAX + 1];
 			const char *t = room_token(w, s->sku, e->buyer_id, e->admitted_ms,
-						   e->decided_ms + s->admission.token_ms, tok);
+						   e->minted_ms + s->admission.token_ms, tok);
 			size_t at = ex->buf.len;
 			fs_result_admitted(&ex->buf, s->sku, e, s->admission.token_ms, t, p->id);
 			fs_room_key(key, s->sku, e->buyer_id);
@@ -269,11 +269,14 @@ void publish_admissions_again(struct worker *w, struct part *p, int64_t from, in
 		const struct fs_sku *s = &c->skus[c->room_skus[k]];
 		for (uint32_t i = 0; i < s->room->len; i++) {
 			const struct fs_room_entry *e = &s->room->v[i];
-			if (e->decided_off < from || e->decided_off >= to)
+			/* Its admission's record, or its re-mint's (the latest result). */
+			bool in = (e->decided_off >= from && e->decided_off < to) ||
+				  (e->minted_off >= from && e->minted_off < to);
+			if (e->admitted_ms < 0 || !in)
 				continue;
 			char tok[FS_TOKEN_TEXT_MAX + 1], key[FS_ROOM_KEY_MAX + 1];
 			const char *t = room_token(w, s->sku, e->buyer_id, e->admitted_ms,
-						   e->decided_ms + s->admission.token_ms, tok);
+						   e->minted_ms + s->admission.token_ms, tok);
 			fs_buf_clear(&w->out);
 			fs_result_admitted(&w->out, s->sku, e, s->admission.token_ms, t, p->id);
 			fs_room_key(key, s->sku, e->buyer_id);

@@ -1427,8 +1427,8 @@ static void print_stats(const struct sim_stats *s, double secs)
 	       s->held_by_key[1], s->held_other_key, s->signers_rotated, s->known_bug_stepped,
 	       s->token_retries_held);
 	printf("sim: waiting rooms: %" PRId64 " admissions at a slot moved up after a gap in the "
-	       "clock\n",
-	       s->room_catchups);
+	       "clock, %" PRId64 " tokens re-minted after a gap\n",
+	       s->room_catchups, s->room_remints);
 	printf("sim: partitioning: %" PRId64 " records appended to a wrong partition, %" PRId64
 	       " forwards queued (%" PRId64 " of them again after a restart), %" PRId64
 	       " landed; %" PRId64 " seeds in reject mode\n",
@@ -1475,7 +1475,7 @@ static bool coverage_ok(const struct sim_stats *s)
 		ok = ok && s->verdicts[v];
 	for (size_t i = 0; i < sizeof must_crash_at / sizeof *must_crash_at; i++)
 		ok = ok && s->crash_at[sim_point(must_crash_at[i])];
-	ok = ok && s->room_catchups;
+	ok = ok && s->room_catchups && s->room_remints;
 	return ok;
 }
 

@@ -156,6 +156,7 @@ struct sim_stats {
 	int64_t known_bug_stepped; /* answers the checker let pass (known bug, meson.build) */
 	/* Admissions whose slot moved up to the tick's clock after a gap (issue 47, item 4). */
 	int64_t room_catchups;
+	int64_t room_remints; /* tokens re-minted after a gap (issue 47 item 4) */
 	/* buys refused for their token (kind 11) whose id a retry with a valid token then held
 	 * (issue 47 item 1) */
 	int64_t token_retries_held;

@@ -923,10 +923,18 @@ static bool room_reply(struct sim_world *W, const struct oracle *o, const struct
 			const struct fs_sku *s = &c->skus[c->room_skus[k]];
 			for (uint32_t i = 0; i < s->room->len && !*entry; i++) {
 				const struct fs_room_entry *e = &s->room->v[i];
-				if (e->decided_off != r->off)
+				/* Its admission's result (the token it was admitted with), or its
+				 * re-mint's (issue 47 item 4). */
+				struct fs_room_entry first = *e;
+				first.minted_ms = e->decided_ms;
+				first.minted_off = e->decided_off;
+				const struct fs_room_entry *as = e->decided_off == r->off  ? &first
+								 : e->minted_off == r->off ? e
+											   : NULL;
+				if (!as)
 					continue;
 				fs_buf_clear(buf);
-				fs_result_admitted(buf, s->sku, e, s->admission.token_ms,
+				fs_result_admitted(buf, s->sku, as, s->admission.token_ms,
 						   tok[0] ? tok : NULL, r->part);
 				if (strcmp(fs_buf_cstr(buf), r->json) == 0) {
 					*entry = e;
@@ -963,6 +971,7 @@ struct want_entry {
 	uint64_t rank;
 	bool admitted;
 	int64_t admitted_ms, decided_ms, decided_off;
+	int64_t minted_ms, minted_off; /* its token's tick: the admission's, or a re-mint's */
 };
 
 static int cmp_want(const void *a, const void *b)
@@ -993,6 +1002,53 @@ static const struct ss_join *join_row(const struct sim_store *s, const char *sku
 		if (strcmp(s->joins.v[i].sku, sku) == 0 && strcmp(s->joins.v[i].buyer, buyer) == 0)
 			return &s->joins.v[i];
 	return NULL;
+}
+
+/* The re-mints of a room's tokens (issue 47 item 4), from the log and the admissions alone:
+ * at each tick record j of the sale, not closed (closed(j)), in log order, whose clock is at
+ * least G = min(ceil(step / 1000) + FS_ROOM_CATCHUP_MS, token_ms) after the room's last token
+ * (L: its latest mint), while the queue's front joined at or before L, every admission decided
+ * at an earlier record, within
+ * FS_ROOM_REMINT_WINDOW_MS before L and never re-minted, gets its token minted at j; then j's
+ * own admissions mint at j. */
+static void model_remints(struct sim_world *W, const struct sim_log *log, const struct ss_sku *k,
+			  struct want_entry *e, size_t n, size_t from, int64_t o_close)
+{
+	int64_t step_ms = ((1000000 + k->admit_rate - 1) / k->admit_rate + 999) / 1000;
+	int64_t gap = step_ms + FS_ROOM_CATCHUP_MS, last = -1;
+	gap = k->token_ms < gap ? k->token_ms : gap;
+	for (size_t q = 0; q < n; q++) {
+		e[q].minted_ms = e[q].admitted ? e[q].decided_ms : -1;
+		e[q].minted_off = e[q].admitted ? e[q].decided_off : -1;
+	}
+	for (size_t j = from; j < log->recs.len; j++) {
+		int64_t ts = log->recs.v[j].ts;
+		if (log->recs.v[j].parsed.kind != FS_KIND_TICK || (int64_t)j > o_close ||
+		    (k->closes_at_ms && ts >= k->closes_at_ms))
+			continue;
+		bool any = false, due = false;
+		/* the queue's front at j (the first not admitted before j): joined at or before
+		 * the last token (someone waited all along) */
+		for (size_t q = 0; q < n; q++)
+			if (!(e[q].admitted && e[q].decided_off < (int64_t)j)) {
+				due = e[q].off < (int64_t)j && e[q].joined_ms <= last;
+				break;
+			}
+		for (size_t q = 0; due && last >= 0 && ts - last >= gap && q < n; q++) {
+			struct want_entry *x = &e[q];
+			if (!x->admitted || x->decided_off >= (int64_t)j ||
+			    x->decided_ms < last - FS_ROOM_REMINT_WINDOW_MS ||
+			    x->minted_off != x->decided_off)
+				continue;
+			x->minted_ms = ts;
+			x->minted_off = (int64_t)j;
+			any = true;
+			W->stats->room_remints++;
+		}
+		for (size_t q = 0; q < n; q++)
+			any = any || (e[q].admitted && e[q].decided_off == (int64_t)j);
+		last = any ? ts : last;
+	}
 }
 
 /* The room of SKU k computed from its partition's log alone (docs/reference/records.md): an
@@ -1062,6 +1118,7 @@ static bool check_room(struct sim_world *W, const struct ss_sku *k)
 		at = j;
 	}
 #undef CLOSED_AT
+	model_remints(W, log, k, e.v, e.len, (size_t)open->off + 1, o_close);
 	size_t rows = 0, admitted = 0;
 	for (size_t i = 0; i < s->joins.len; i++)
 		rows += strcmp(s->joins.v[i].sku, k->sku) == 0;
@@ -1076,18 +1133,20 @@ static bool check_room(struct sim_world *W, const struct ss_sku *k)
 		    j->early != x->early || j->has_adm != x->admitted ||
 		    (x->admitted &&
 		     (j->admitted_ms != x->admitted_ms || j->decided_ms != x->decided_ms ||
-		      j->decided_off != x->decided_off)))
+		      j->decided_off != x->decided_off || j->minted_ms != x->minted_ms ||
+		      j->minted_off != x->minted_off)))
 			ok = sim_fail(W, "INV-9",
 				      "sku %s (%s, rate %" PRId64 "): place %zu of the queue is %s "
 				      "(joined at %" PRId64 ", early %d), admitted %d at %" PRId64
 				      " (record %" PRId64 ", clock %" PRId64
-				      "); the store: %s at %" PRId64 " admitted %d at %" PRId64
-				      " (record %" PRId64 ")",
+				      ", token minted at %" PRId64 "); the store: %s at %" PRId64
+				      " admitted %d at %" PRId64 " (record %" PRId64
+				      ", token minted at %" PRId64 ")",
 				      k->sku, k->draw, k->admit_rate, q + 1, x->buyer, x->off,
 				      x->early, x->admitted, x->admitted_ms, x->decided_off,
-				      x->decided_ms, j ? "joined" : "not joined", j ? j->off : -1,
-				      j && j->has_adm, j ? j->admitted_ms : -1,
-				      j ? j->decided_off : -1);
+				      x->decided_ms, x->minted_off, j ? "joined" : "not joined",
+				      j ? j->off : -1, j && j->has_adm, j ? j->admitted_ms : -1,
+				      j ? j->decided_off : -1, j ? j->minted_off : -1);
 	}
 	W->stats->room_draws[fifo] += admitted > 0;
 	free(e.v);
@@ -1197,14 +1256,14 @@ static bool check_buys(struct sim_world *W)
 		W->stats->held_by_key[kid > 0]++;
 		const struct ss_join *j = join_row(s, d->sku, d->buyer);
 		if (!j || !j->has_adm || d->decided_at < j->admitted_ms ||
-		    d->decided_at >= j->decided_ms + k->token_ms)
+		    d->decided_at >= j->minted_ms + k->token_ms)
 			return sim_fail(W, "INV-9",
 					"buy %s of %s by %s held at %" PRId64
 					" without a live admission (admitted %" PRId64
 					", token until %" PRId64 ")",
 					d->intent_id, d->sku, d->buyer, d->decided_at,
 					j && j->has_adm ? j->admitted_ms : -1,
-					j && j->has_adm ? j->decided_ms + k->token_ms : -1);
+					j && j->has_adm ? j->minted_ms + k->token_ms : -1);
 	}
 	return true;
 }
@@ -1228,23 +1287,33 @@ static bool check_room_results(struct sim_world *W)
 			 fs_buf_cstr(&b));
 		fs_buf_free(&b);
 		bool announced = !j->has_adm;
+		bool reannounced = !j->has_adm || j->minted_off == j->decided_off;
 		for (size_t r = 0; r < W->results.len; r++) {
 			const struct sim_result *x = &W->results.v[r];
 			if (!x->room || !strstr(x->json, want))
 				continue;
-			char adm[200];
+			char adm[200], re[200];
 			snprintf(adm, sizeof adm,
 				 "\"not_before\":%" PRId64 ",\"expires_at\":%" PRId64
 				 ",\"outcome\":\"admitted\",\"decided_at\":%" PRId64,
 				 j->admitted_ms, j->decided_ms + token_ms, j->decided_ms);
+			snprintf(re, sizeof re,
+				 "\"not_before\":%" PRId64 ",\"expires_at\":%" PRId64
+				 ",\"outcome\":\"admitted\",\"decided_at\":%" PRId64,
+				 j->admitted_ms, j->minted_ms + token_ms, j->minted_ms);
 			if (x->room == 2) {
-				if (!j->has_adm || !strstr(x->json, adm) ||
-				    x->off != j->decided_off)
+				/* the admission's, or its token's re-mint's (issue 47 item 4) */
+				bool first = strstr(x->json, adm) && x->off == j->decided_off;
+				bool again = j->minted_off != j->decided_off &&
+					     strstr(x->json, re) && x->off == j->minted_off;
+				if (!j->has_adm || !(first || again))
 					return sim_fail(
 						W, "INV-9",
 						"an admission the room's row does not make: %s",
 						x->json);
-				announced = true;
+				/* one result may tell both: admitted and re-minted in one batch */
+				announced = announced || first || again;
+				reannounced = reannounced || again;
 				continue;
 			}
 			bool dup = strstr(x->json, "\"duplicate\":true") != NULL;
@@ -1265,10 +1334,11 @@ static bool check_room_results(struct sim_world *W)
 					"at %" PRId64 "): %s",
 					j->off, x->json);
 		}
-		if (!announced)
+		if (!announced || !reannounced)
 			return sim_fail(W, "INV-2",
-					"%s of %s admitted at %" PRId64 ", never announced",
-					j->buyer, j->sku, j->decided_off);
+					"%s of %s admitted at %" PRId64 " (token minted at %" PRId64
+					"), never announced",
+					j->buyer, j->sku, j->decided_off, j->minted_off);
 	}
 	return true;
 }

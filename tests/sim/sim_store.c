@@ -307,6 +307,8 @@ static int load_rooms(struct sim_store *s, int32_t part, struct fs_core *core)
 			.admitted_ms = adm ? j->admitted_ms : -1,
 			.decided_ms = adm ? j->decided_ms : -1,
 			.decided_off = adm ? j->decided_off : -1,
+			.minted_ms = adm ? j->minted_ms : -1,
+			.minted_off = adm ? j->minted_off : -1,
 		};
 		copy_text(e.buyer_id, sizeof e.buyer_id, j->buyer);
 		const struct fs_sku *k = fs_core_sku(core, j->sku);
@@ -719,6 +721,8 @@ static void copy_core_rows(struct ss_tx *t, const struct fs_tx *x)
 		j->row.admitted_ms = e->admitted_ms;
 		j->row.decided_ms = e->decided_ms;
 		j->row.decided_off = e->decided_off;
+		j->row.minted_ms = e->minted_ms;
+		j->row.minted_off = e->minted_off;
 	}
 }
 
@@ -1125,6 +1129,8 @@ static int stmt_room_joins(struct sim_store *s, const struct ss_tx *t)
 			s->joins.v[r].admitted_ms = v->row.admitted_ms;
 			s->joins.v[r].decided_ms = v->row.decided_ms;
 			s->joins.v[r].decided_off = v->row.decided_off;
+			s->joins.v[r].minted_ms = v->row.minted_ms;
+			s->joins.v[r].minted_off = v->row.minted_off;
 		}
 	}
 	return 0;

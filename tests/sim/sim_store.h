@@ -119,6 +119,7 @@ struct ss_join {
 	bool early;
 	bool has_adm;
 	int64_t admitted_ms, decided_ms, decided_off;
+	int64_t minted_ms, minted_off; /* its token's tick (issue 47 item 4: a re-mint) */
 };
 
 struct ss_buyer {

@@ -423,6 +423,104 @@ static void test_catchup(void)
 	fs_room_free(&r);
 }
 
+/* A tick after a gap re-mints the tokens of the admissions of the second before the room's
+ * last token (issue 47, item 4: a stale tick, appended by a worker that stopped, is decided by
+ * the next one with its old clock): same slot, same decision, a token minted at the tick, once
+ * per admission, while buyers wait. A live room (a tick every 100 ms) never re-mints, nor does
+ * a room that ran empty. */
+static void test_remint(void)
+{
+	struct fs_admission adm = RANDOM;
+	adm.draw = FS_DRAW_FIFO;
+	adm.rate_per_s = 2; /* a slot every 500 ms */
+	adm.token_ms = 3000;
+	CHECK_CTX("re-mint");
+	struct fs_room r;
+	CHECK_INT(fs_room_init(&r, &adm, 10000), 0);
+	CHECK_INT(fs_room_remint_gap_ms(&r), 1500); /* step + FS_ROOM_CATCHUP_MS < the life */
+	join_all(&r, 20, 0, 0, 5000);
+	CHECK_INT(fs_room_remint(&r, 10000, 1), 0); /* nothing minted yet */
+	CHECK_INT(fs_room_advance(&r, 10000, 1), 1);
+	fs_room_commit(&r);
+	CHECK_INT(fs_room_remint(&r, 10500, 2), 0);
+	CHECK_INT(fs_room_advance(&r, 10500, 2), 1);
+	fs_room_commit(&r);
+	CHECK_INT(fs_room_remint(&r, 11000, 3), 0);
+	CHECK_INT(fs_room_advance(&r, 11000, 3), 1); /* the stale tick */
+	CHECK_INT(r.last_mint_ms, 11000);
+	fs_room_commit(&r);
+	/* 6 s later: the second before 11000 (its three admissions) gets tokens minted now. */
+	CHECK_INT(fs_room_remint(&r, 17000, 4), 3);
+	CHECK_INT(r.admitted_len, 3);
+	CHECK_INT(r.dirty_len, 3);
+	for (uint32_t k = 0; k < 3; k++) {
+		const struct fs_room_entry *e = &r.v[r.order[k]];
+		CHECK_INT(e->minted_ms, 17000);
+		CHECK_INT(e->minted_off, 4);
+		CHECK_INT(e->decided_off, (int64_t)k + 1); /* not a new admission */
+		CHECK_INT(e->admitted_ms, 10000 + 500 * (int64_t)k);
+	}
+	CHECK_INT(fs_room_advance(&r, 17000, 4), 3); /* the catch-up bound's */
+	CHECK_INT(r.admitted_len, 6);
+	fs_room_commit(&r);
+	CHECK_INT(fs_room_remint(&r, 17100, 5), 0);
+	/* Loaded from its rows: the same last token, the same re-mints after. */
+	struct fs_room l;
+	CHECK_INT(fs_room_init(&l, &adm, 10000), 0);
+	for (uint32_t i = 0; i < r.len; i++)
+		CHECK_INT(fs_room_load(&l, &r.v[i]), 0);
+	CHECK_INT(fs_room_load_done(&l, 17100), 0);
+	CHECK_INT(l.last_mint_ms, r.last_mint_ms);
+	/* Another outage (buyers still wait): 17000's three once; the re-minted ones never
+	 * again. */
+	CHECK_INT(fs_room_remint(&r, 30000, 6), 3);
+	CHECK_INT(fs_room_remint(&l, 30000, 6), 3);
+	for (uint32_t k = 0; k < 6; k++)
+		CHECK_INT(r.v[r.order[k]].minted_off, k < 3 ? 4 : 6);
+	fs_room_commit(&r);
+	CHECK_INT(fs_room_remint(&r, 60000, 7), 0);
+	/* A row whose token is older than its admission is not the log's. */
+	struct fs_room x;
+	CHECK_INT(fs_room_init(&x, &adm, 10000), 0);
+	struct fs_room_entry e = r.v[r.order[0]];
+	e.minted_ms = e.decided_ms - 1;
+	CHECK_INT(fs_room_load(&x, &e), -EINVAL);
+	fs_room_free(&x);
+	fs_room_free(&l);
+	fs_room_free(&r);
+	/* A live room: a tick every 100 ms, at 1/s (the longest step): no re-mint in 20 s. */
+	adm.rate_per_s = 1;
+	CHECK_INT(fs_room_init(&r, &adm, 10000), 0);
+	join_all(&r, 30, 0, 0, 5000);
+	int reminted = 0, admitted = 0;
+	for (int64_t t = 10000, off = 1; t < 30000; t += 100, off++) {
+		reminted += fs_room_remint(&r, t, off);
+		admitted += fs_room_advance(&r, t, off);
+		fs_room_commit(&r);
+	}
+	CHECK_INT(reminted, 0);
+	CHECK_INT(admitted, 20);
+	fs_room_free(&r);
+	/* A room that runs empty (a trickle: each buyer admitted alone, the next joins later)
+	 * never re-mints: its gaps are no outage. */
+	CHECK_INT(fs_room_init(&r, &adm, 10000), 0);
+	reminted = 0;
+	for (int i = 0; i < 5; i++) {
+		int64_t t = 10000 + 5000 * (int64_t)i;
+		join_all(&r, 1, i, 100 * i, t);
+		reminted += fs_room_remint(&r, t + 50, 100 * i + 1);
+		CHECK_INT(fs_room_advance(&r, t + 50, 100 * i + 1), 1);
+		fs_room_commit(&r);
+	}
+	CHECK_INT(reminted, 0);
+	fs_room_free(&r);
+	/* Tokens shorter than step + the catch-up bound: the gap is the life. */
+	adm.token_ms = 1000;
+	CHECK_INT(fs_room_init(&r, &adm, 10000), 0);
+	CHECK_INT(fs_room_remint_gap_ms(&r), 1000);
+	fs_room_free(&r);
+}
+
 /* A room loaded from its rows (join order, early flag, admission) is the room the log built:
  * the same queue, the same front, the same credit, and the same admissions after. */
 static void test_load(void)
@@ -490,13 +588,15 @@ static void test_load(void)
 						  .early = true,
 						  .admitted_ms = -1,
 						  .decided_ms = -1,
-						  .decided_off = -1};
+						  .decided_off = -1,
+						  .minted_ms = -1,
+						  .minted_off = -1};
 			snprintf(y.buyer_id, sizeof y.buyer_id, "%s", i ? "b" : "a");
 			bool is_front = strcmp(y.buyer_id, front) == 0;
 			if (round == 0 ? !is_front : is_front) {
 				y.admitted_ms = round == 0 ? 1000 : 1001;
-				y.decided_ms = 1001;
-				y.decided_off = 9;
+				y.decided_ms = y.minted_ms = 1001;
+				y.decided_off = y.minted_off = 9;
 			}
 			CHECK_INT(fs_room_load(&x, &y), 0);
 		}
@@ -686,6 +786,9 @@ static void test_core_room(void)
 	CHECK_INT(fs_core_next_room_due(&c), 10001);
 	d = decide(&c, "", "{\"v\":1,\"type\":\"tick\"}", 15000);
 	CHECK_INT(s->room->next, 3);
+	/* 5 s after the first token: it is re-minted at this tick (a gap: fs_room_remint). */
+	CHECK_INT(first->minted_ms, 15000);
+	CHECK_INT(first->decided_ms, 10000);
 	CHECK_INT(s->room->v[s->room->order[1]].admitted_ms, 15000 - FS_ROOM_CATCHUP_MS);
 	CHECK_INT(s->room->v[s->room->order[2]].admitted_ms, 15000 - FS_ROOM_CATCHUP_MS + 1);
 	CHECK_INT(s->room->v[s->room->order[2]].decided_ms, 15000);
@@ -701,10 +804,15 @@ static void test_core_room(void)
 		   16000);
 	CHECK_STR(verdict(&d), "waiting");
 	CHECK_INT(fs_core_next_room_due(&c), 16000);
+	/* The tick comes 1,040 ms after the room's last tokens (at 15000), more than step + 1 s,
+	 * but the room had run empty (dee joined after them): no re-mint, dee is admitted. */
 	d = decide(&c, "", "{\"v\":1,\"type\":\"tick\"}", 16040);
+	CHECK_INT(s->room->admitted_len, 1);
+	for (uint32_t k = 1; k < 3; k++)
+		CHECK_INT(s->room->v[s->room->order[k]].minted_ms, 15000);
 	const struct fs_room_entry *dee = &s->room->v[s->room->admitted[0]];
-	CHECK(s->room->admitted_len == 1 && strcmp(dee->buyer_id, "dee") == 0);
-	CHECK(dee->admitted_ms == 16000 && dee->decided_ms == 16040);
+	CHECK(strcmp(dee->buyer_id, "dee") == 0);
+	CHECK(dee->admitted_ms == 16000 && dee->decided_ms == 16040 && dee->minted_ms == 16040);
 	/* Joined again: waiting as first answered (its admission is its own result). */
 	d = decide(&c, "R", "{\"v\":1,\"type\":\"join\",\"sku\":\"R\",\"buyer_id\":\"dee\"}",
 		   17000);
@@ -829,6 +937,7 @@ int main(int argc, char **argv)
 	test_draw();
 	test_admission();
 	test_catchup();
+	test_remint();
 	test_load();
 	test_records();
 	test_core_room();
