@@ -97,10 +97,22 @@ more_buys() {
 	wait_until 30 "the stream's buys decided" "[ \$(sql \"SELECT count(*) FROM decisions WHERE sku = 'ROT' AND buyer_id LIKE 's-%'\") -ge $want ]"
 }
 
+# results_now: the results topic (one partition) up to its end offset at the call. Not
+# results_dump's `kcat -e`: while the stream runs, results keep coming and kcat never sees the
+# partition's end (a CI run waited 14 minutes, and the 60 s token it then read had expired).
+results_now() {
+	local brokers end
+	brokers=$(grep '^brokers' "$IT_DIR/flashsale.conf" | cut -d' ' -f3)
+	end=$(timeout 30 kcat -b "$brokers" -Q -t "it.$IT_ID.results:0:-1" | awk '{ print $NF }')
+	[ "${end:-0}" -gt 0 ] 2>/dev/null || return 0
+	timeout 60 kcat -b "$brokers" -C -q -t "it.$IT_ID.results" -p 0 -o beginning -c "$end" \
+		-f '%s\n'
+}
+
 # admission_token SKU BUYER [FILE]: the token the worker's admission result carried (from
 # the results topic, or FILE: a dump of it).
 admission_token() {
-	{ if [ -n "${3:-}" ]; then cat "$3"; else results_dump; fi; } | python3 -c '
+	{ if [ -n "${3:-}" ]; then cat "$3"; else results_now; fi; } | python3 -c '
 import json, sys
 sku, buyer = sys.argv[1], sys.argv[2]
 tok = ""
